@@ -1,0 +1,530 @@
+//! `FlowKey`: the fixed-layout, maskable, hashable summary of a parsed packet.
+//!
+//! The key is 13 machine words (104 bytes). Every field is stored as a byte string in
+//! network byte order at a fixed offset, so a mask is simply another `FlowKey`, masking is
+//! a word-wise AND and equality under a mask is a word-wise compare. Fields that are
+//! usually matched together share words, so that a typical IPv4 5-tuple mask touches only
+//! four of the thirteen words (see [`WordSet`]).
+//!
+//! Layout (byte offsets):
+//!
+//! | bytes   | field                                                       |
+//! |---------|-------------------------------------------------------------|
+//! | 0..4    | `in_port`                                                   |
+//! | 4..6    | `eth_type` (the innermost ethertype, after VLAN tags)       |
+//! | 6..8    | `vlan_tci` outer tag; bit 0x1000 set means "tag present"    |
+//! | 8..14   | `eth_dst`                                                   |
+//! | 14..16  | `vlan_inner_tci` second tag (802.1ad QinQ), same convention |
+//! | 16..22  | `eth_src`                                                   |
+//! | 22..24  | `tcp_flags` (12 bits)                                       |
+//! | 24      | `nw_proto` (ARP: low byte of the opcode)                    |
+//! | 25      | `nw_tos` (DSCP << 2 \| ECN; IPv6 traffic class)             |
+//! | 26      | `nw_ttl` (IPv6 hop limit)                                   |
+//! | 27      | `nw_frag` ([`FRAG_ANY`], [`FRAG_LATER`])                    |
+//! | 28..30  | `tp_src` (ICMP/ICMPv6: type)                                |
+//! | 30..32  | `tp_dst` (ICMP/ICMPv6: code)                                |
+//! | 32..48  | `ip_src`: IPv6, or IPv4 / ARP SPA in bytes 32..36           |
+//! | 48..64  | `ip_dst`: IPv6, or IPv4 / ARP TPA in bytes 48..52           |
+//! | 64..68  | `tun_id` (VXLAN VNI, 24 bits)                               |
+//! | 68      | `tun_flags` ([`TUN_PRESENT`], [`TUN_IPV6`])                 |
+//! | 69..72  | zero                                                        |
+//! | 72..88  | `tun_src` outer source (IPv4 in the first 4 bytes)          |
+//! | 88..104 | `tun_dst` outer destination                                 |
+//!
+//! The C side of the XDP tier will mirror this layout; keep the two in step.
+
+use bytemuck::{Pod, Zeroable};
+use std::fmt;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+/// Number of 64-bit words in a [`FlowKey`].
+pub const KEY_WORDS: usize = 13;
+/// Size of a [`FlowKey`] in bytes.
+pub const KEY_BYTES: usize = KEY_WORDS * 8;
+
+/// `vlan_tci` bit meaning "a tag is present" (OVS's convention: the CFI/DEI bit).
+pub const VLAN_PRESENT: u16 = 0x1000;
+/// VLAN id bits of a TCI.
+pub const VLAN_VID_MASK: u16 = 0x0fff;
+/// VLAN priority bits of a TCI.
+pub const VLAN_PCP_MASK: u16 = 0xe000;
+
+/// `nw_frag`: the packet is a fragment (first or later).
+pub const FRAG_ANY: u8 = 0x01;
+/// `nw_frag`: the packet is a non-first fragment (no L4 header).
+pub const FRAG_LATER: u8 = 0x02;
+
+/// `tun_flags`: the packet arrived VXLAN-encapsulated; tunnel fields are valid.
+pub const TUN_PRESENT: u8 = 0x01;
+/// `tun_flags`: the outer header was IPv6.
+pub const TUN_IPV6: u8 = 0x02;
+
+/// Ethertypes the parser understands.
+pub mod ethertype {
+    pub const IPV4: u16 = 0x0800;
+    pub const ARP: u16 = 0x0806;
+    pub const VLAN: u16 = 0x8100;
+    pub const QINQ: u16 = 0x88a8;
+    pub const IPV6: u16 = 0x86dd;
+}
+
+/// IP protocol numbers the parser understands.
+pub mod ipproto {
+    pub const HOPOPTS: u8 = 0;
+    pub const ICMP: u8 = 1;
+    pub const TCP: u8 = 6;
+    pub const UDP: u8 = 17;
+    pub const ROUTING: u8 = 43;
+    pub const FRAGMENT: u8 = 44;
+    pub const ICMPV6: u8 = 58;
+    pub const NONE: u8 = 59;
+    pub const DSTOPTS: u8 = 60;
+}
+
+/// A parsed packet's flow key; also used as a mask (1-bits = "this bit matters").
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Pod, Zeroable)]
+#[repr(C, align(8))]
+pub struct FlowKey {
+    pub words: [u64; KEY_WORDS],
+}
+
+impl Default for FlowKey {
+    fn default() -> Self {
+        Self::ZERO
+    }
+}
+
+/// A field of the flow key: a byte range, read and written as a big-endian number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Field {
+    InPort,
+    EthType,
+    VlanTci,
+    EthDst,
+    VlanInnerTci,
+    EthSrc,
+    TcpFlags,
+    NwProto,
+    NwTos,
+    NwTtl,
+    NwFrag,
+    TpSrc,
+    TpDst,
+    Ipv4Src,
+    Ipv4Dst,
+    Ipv6Src,
+    Ipv6Dst,
+    TunId,
+    TunFlags,
+    TunSrc,
+    TunDst,
+}
+
+impl Field {
+    /// Every field, in layout order.
+    pub const ALL: [Field; 21] = [
+        Field::InPort,
+        Field::EthType,
+        Field::VlanTci,
+        Field::EthDst,
+        Field::VlanInnerTci,
+        Field::EthSrc,
+        Field::TcpFlags,
+        Field::NwProto,
+        Field::NwTos,
+        Field::NwTtl,
+        Field::NwFrag,
+        Field::TpSrc,
+        Field::TpDst,
+        Field::Ipv4Src,
+        Field::Ipv4Dst,
+        Field::Ipv6Src,
+        Field::Ipv6Dst,
+        Field::TunId,
+        Field::TunFlags,
+        Field::TunSrc,
+        Field::TunDst,
+    ];
+
+    /// Byte offset and length of the field inside the key.
+    #[inline]
+    pub const fn range(self) -> (usize, usize) {
+        match self {
+            Field::InPort => (0, 4),
+            Field::EthType => (4, 2),
+            Field::VlanTci => (6, 2),
+            Field::EthDst => (8, 6),
+            Field::VlanInnerTci => (14, 2),
+            Field::EthSrc => (16, 6),
+            Field::TcpFlags => (22, 2),
+            Field::NwProto => (24, 1),
+            Field::NwTos => (25, 1),
+            Field::NwTtl => (26, 1),
+            Field::NwFrag => (27, 1),
+            Field::TpSrc => (28, 2),
+            Field::TpDst => (30, 2),
+            Field::Ipv4Src => (32, 4),
+            Field::Ipv4Dst => (48, 4),
+            Field::Ipv6Src => (32, 16),
+            Field::Ipv6Dst => (48, 16),
+            Field::TunId => (64, 4),
+            Field::TunFlags => (68, 1),
+            Field::TunSrc => (72, 16),
+            Field::TunDst => (88, 16),
+        }
+    }
+
+    /// Width of the field in bits.
+    pub const fn bits(self) -> u32 {
+        match self {
+            Field::TcpFlags => 12,
+            Field::TunId => 24,
+            _ => (self.range().1 * 8) as u32,
+        }
+    }
+
+    /// Short lower-case name (the OVS-style name where one exists).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Field::InPort => "in_port",
+            Field::EthType => "eth_type",
+            Field::VlanTci => "vlan_tci",
+            Field::EthDst => "eth_dst",
+            Field::VlanInnerTci => "vlan_inner_tci",
+            Field::EthSrc => "eth_src",
+            Field::TcpFlags => "tcp_flags",
+            Field::NwProto => "nw_proto",
+            Field::NwTos => "nw_tos",
+            Field::NwTtl => "nw_ttl",
+            Field::NwFrag => "nw_frag",
+            Field::TpSrc => "tp_src",
+            Field::TpDst => "tp_dst",
+            Field::Ipv4Src => "ipv4_src",
+            Field::Ipv4Dst => "ipv4_dst",
+            Field::Ipv6Src => "ipv6_src",
+            Field::Ipv6Dst => "ipv6_dst",
+            Field::TunId => "tun_id",
+            Field::TunFlags => "tun_flags",
+            Field::TunSrc => "tun_src",
+            Field::TunDst => "tun_dst",
+        }
+    }
+
+    /// The all-ones mask for this field, as a number.
+    pub const fn full_mask(self) -> u128 {
+        let b = self.bits();
+        if b >= 128 {
+            u128::MAX
+        } else {
+            (1u128 << b) - 1
+        }
+    }
+}
+
+impl fmt::Display for Field {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FlowKey {
+    pub const ZERO: FlowKey = FlowKey {
+        words: [0; KEY_WORDS],
+    };
+    pub const ONES: FlowKey = FlowKey {
+        words: [u64::MAX; KEY_WORDS],
+    };
+
+    #[inline(always)]
+    pub fn bytes(&self) -> &[u8; KEY_BYTES] {
+        bytemuck::cast_ref(&self.words)
+    }
+
+    #[inline(always)]
+    pub fn bytes_mut(&mut self) -> &mut [u8; KEY_BYTES] {
+        bytemuck::cast_mut(&mut self.words)
+    }
+
+    /// Read a field as a big-endian number.
+    #[inline]
+    pub fn get(&self, f: Field) -> u128 {
+        let (off, len) = f.range();
+        let mut v = 0u128;
+        for &b in &self.bytes()[off..off + len] {
+            v = (v << 8) | b as u128;
+        }
+        v
+    }
+
+    /// Write a field from a big-endian number (excess high bits are discarded).
+    #[inline]
+    pub fn set(&mut self, f: Field, v: u128) {
+        let (off, len) = f.range();
+        let bytes = &mut self.bytes_mut()[off..off + len];
+        let mut v = v;
+        for b in bytes.iter_mut().rev() {
+            *b = v as u8;
+            v >>= 8;
+        }
+    }
+
+    /// Set every bit of `f` in this key (used when the key is a mask).
+    #[inline]
+    pub fn set_all(&mut self, f: Field) {
+        self.set(f, f.full_mask());
+    }
+
+    /// Set the bits of `mask` in field `f` (OR), used for un-wildcarding.
+    #[inline]
+    pub fn or_field(&mut self, f: Field, mask: u128) {
+        let v = self.get(f) | (mask & f.full_mask());
+        self.set(f, v);
+    }
+
+    #[inline(always)]
+    pub fn and(&self, mask: &FlowKey) -> FlowKey {
+        let mut out = FlowKey::ZERO;
+        for i in 0..KEY_WORDS {
+            out.words[i] = self.words[i] & mask.words[i];
+        }
+        out
+    }
+
+    #[inline(always)]
+    pub fn or_assign(&mut self, other: &FlowKey) {
+        for i in 0..KEY_WORDS {
+            self.words[i] |= other.words[i];
+        }
+    }
+
+    /// Is every 1-bit of `self` also set in `other`?
+    #[inline]
+    pub fn is_subset_of(&self, other: &FlowKey) -> bool {
+        (0..KEY_WORDS).all(|i| self.words[i] & !other.words[i] == 0)
+    }
+
+    /// `(self & mask) == value`, where `value` is already masked.
+    #[inline(always)]
+    pub fn matches(&self, mask: &FlowKey, value: &FlowKey) -> bool {
+        let mut diff = 0u64;
+        for i in 0..KEY_WORDS {
+            diff |= (self.words[i] & mask.words[i]) ^ value.words[i];
+        }
+        diff == 0
+    }
+
+    /// Hash of the whole key (for the exact-match cache).
+    #[inline(always)]
+    pub fn hash(&self, seed: u64) -> u32 {
+        hash_all(&self.words, seed)
+    }
+
+    /// Hash of `self & mask` over the words in `set` (for tuple-space subtables).
+    #[inline(always)]
+    pub fn masked_hash(&self, mask: &FlowKey, set: &WordSet, seed: u64) -> u32 {
+        let mut acc = seed;
+        let mut i = 0;
+        let n = set.len as usize;
+        while i + 1 < n {
+            let a = set.idx[i] as usize;
+            let b = set.idx[i + 1] as usize;
+            acc = acc.wrapping_add(fold_mul(
+                (self.words[a] & mask.words[a]) ^ K[a],
+                (self.words[b] & mask.words[b]) ^ K[b],
+            ));
+            i += 2;
+        }
+        if i < n {
+            let a = set.idx[i] as usize;
+            acc = acc.wrapping_add(fold_mul((self.words[a] & mask.words[a]) ^ K[a], K[KEY_WORDS]));
+        }
+        finish(acc)
+    }
+
+    /// `(self & mask) == value` over only the words in `set` (all others are zero in
+    /// `mask` and `value`).
+    #[inline(always)]
+    pub fn matches_words(&self, mask: &FlowKey, value: &FlowKey, set: &WordSet) -> bool {
+        let mut diff = 0u64;
+        for &w in &set.idx[..set.len as usize] {
+            let w = w as usize;
+            diff |= (self.words[w] & mask.words[w]) ^ value.words[w];
+        }
+        diff == 0
+    }
+
+    pub fn ipv4_src(&self) -> Ipv4Addr {
+        Ipv4Addr::from(self.get(Field::Ipv4Src) as u32)
+    }
+    pub fn ipv4_dst(&self) -> Ipv4Addr {
+        Ipv4Addr::from(self.get(Field::Ipv4Dst) as u32)
+    }
+    pub fn ipv6_src(&self) -> Ipv6Addr {
+        Ipv6Addr::from(self.get(Field::Ipv6Src))
+    }
+    pub fn ipv6_dst(&self) -> Ipv6Addr {
+        Ipv6Addr::from(self.get(Field::Ipv6Dst))
+    }
+}
+
+impl fmt::Debug for FlowKey {
+    /// Prints only the non-zero fields, e.g. `FlowKey{in_port=1,eth_type=0x800,...}`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "FlowKey{{")?;
+        let mut first = true;
+        for field in Field::ALL {
+            // IPv4 views overlap the IPv6 ones; print the wide form only.
+            if matches!(field, Field::Ipv4Src | Field::Ipv4Dst) {
+                continue;
+            }
+            let v = self.get(field);
+            if v != 0 {
+                if !first {
+                    write!(f, ",")?;
+                }
+                first = false;
+                write!(f, "{}={:#x}", field.name(), v)?;
+            }
+        }
+        write!(f, "}}")
+    }
+}
+
+/// The indices of the words a mask actually uses, so that masked hashing and comparing
+/// touch only those (the idea of OVS's miniflow, in its simplest form).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct WordSet {
+    pub idx: [u8; KEY_WORDS],
+    pub len: u8,
+}
+
+impl WordSet {
+    pub fn of_mask(mask: &FlowKey) -> WordSet {
+        let mut s = WordSet {
+            idx: [0; KEY_WORDS],
+            len: 0,
+        };
+        for (i, w) in mask.words.iter().enumerate() {
+            if *w != 0 {
+                s.idx[s.len as usize] = i as u8;
+                s.len += 1;
+            }
+        }
+        s
+    }
+}
+
+// Hand-written hashing: this runs once per packet (exact-match cache) and once per
+// probed subtable, so it must be a few cycles. Folded 64x64->128 multiplies over pairs of
+// words are independent of each other, so the CPU overlaps them; the per-position
+// constants make the hash sensitive to where a word sits. The seed is chosen at random per
+// datapath so crafted keys cannot aim at one bucket.
+const K: [u64; KEY_WORDS + 1] = [
+    0x243f_6a88_85a3_08d3,
+    0x1319_8a2e_0370_7344,
+    0xa409_3822_299f_31d0,
+    0x082e_fa98_ec4e_6c89,
+    0x4528_21e6_38d0_1377,
+    0xbe54_66cf_34e9_0c6c,
+    0xc0ac_29b7_c97c_50dd,
+    0x3f84_d5b5_b547_0917,
+    0x9216_d5d9_8979_fb1b,
+    0xd131_0ba6_98df_b5ac,
+    0x2ffd_72db_d01a_dfb7,
+    0xb8e1_afed_6a26_7e96,
+    0xba7c_9045_f12c_7f99,
+    0x24a1_9947_b391_6cf7,
+];
+
+#[inline(always)]
+fn fold_mul(a: u64, b: u64) -> u64 {
+    let p = (a as u128).wrapping_mul(b as u128);
+    (p as u64) ^ ((p >> 64) as u64)
+}
+
+#[inline(always)]
+fn finish(acc: u64) -> u32 {
+    let x = fold_mul(acc, 0x9e37_79b9_7f4a_7c15);
+    (x ^ (x >> 32)) as u32
+}
+
+#[inline(always)]
+fn hash_all(w: &[u64; KEY_WORDS], seed: u64) -> u32 {
+    let mut acc = seed;
+    let mut i = 0;
+    while i + 1 < KEY_WORDS {
+        acc = acc.wrapping_add(fold_mul(w[i] ^ K[i], w[i + 1] ^ K[i + 1]));
+        i += 2;
+    }
+    acc = acc.wrapping_add(fold_mul(w[KEY_WORDS - 1] ^ K[KEY_WORDS - 1], K[KEY_WORDS]));
+    finish(acc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_fit_and_do_not_overlap_except_ip_views() {
+        let mut seen = [None::<Field>; KEY_BYTES];
+        for f in Field::ALL {
+            let (off, len) = f.range();
+            assert!(off + len <= KEY_BYTES, "{f} out of range");
+            if matches!(f, Field::Ipv4Src | Field::Ipv4Dst) {
+                continue;
+            }
+            for (b, slot) in seen.iter_mut().enumerate().skip(off).take(len) {
+                assert!(slot.is_none(), "{f} overlaps {:?} at byte {b}", slot);
+                *slot = Some(f);
+            }
+        }
+    }
+
+    #[test]
+    fn get_set_round_trip_big_endian() {
+        let mut k = FlowKey::ZERO;
+        k.set(Field::EthType, 0x86dd);
+        assert_eq!(k.bytes()[4..6], [0x86, 0xdd]);
+        k.set(Field::Ipv4Dst, 0x0a00_0001);
+        assert_eq!(k.ipv4_dst(), Ipv4Addr::new(10, 0, 0, 1));
+        k.set(Field::Ipv6Src, u128::MAX);
+        assert_eq!(k.get(Field::Ipv4Src), 0xffff_ffff);
+        k.set(Field::TunId, 0x0123_4567);
+        assert_eq!(k.get(Field::TunId), 0x0123_4567);
+    }
+
+    #[test]
+    fn masked_hash_ignores_bits_outside_mask() {
+        let mut mask = FlowKey::ZERO;
+        mask.set_all(Field::Ipv4Dst);
+        mask.set_all(Field::TpDst);
+        let set = WordSet::of_mask(&mask);
+        assert_eq!(set.len, 2);
+        let mut a = FlowKey::ZERO;
+        a.set(Field::Ipv4Dst, 0x0a000001);
+        a.set(Field::TpDst, 80);
+        let mut b = a;
+        b.set(Field::Ipv4Src, 0x01020304);
+        b.set(Field::InPort, 7);
+        assert_eq!(a.masked_hash(&mask, &set, 1), b.masked_hash(&mask, &set, 1));
+        assert!(b.matches_words(&mask, &a.and(&mask), &set));
+        b.set(Field::TpDst, 81);
+        assert_ne!(a.masked_hash(&mask, &set, 1), b.masked_hash(&mask, &set, 1));
+        assert!(!b.matches_words(&mask, &a.and(&mask), &set));
+    }
+
+    #[test]
+    fn full_hash_spreads_single_bit_changes() {
+        let base = FlowKey::ZERO;
+        let h0 = base.hash(3);
+        let mut seen = std::collections::HashSet::new();
+        for byte in 0..KEY_BYTES {
+            let mut k = base;
+            k.bytes_mut()[byte] = 1;
+            let h = k.hash(3);
+            assert_ne!(h, h0, "byte {byte} does not change the hash");
+            seen.insert(h);
+        }
+        assert_eq!(seen.len(), KEY_BYTES);
+    }
+}

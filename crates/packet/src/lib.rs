@@ -1,0 +1,13 @@
+//! Packets as flowpath sees them: zero-copy parsing into a fixed-layout [`FlowKey`],
+//! the named reasons a packet is dropped, and the header rewrites actions perform.
+
+pub mod action;
+pub mod key;
+pub mod packet;
+pub mod parse;
+pub mod rewrite;
+
+pub use action::Action;
+pub use key::{Field, FlowKey, WordSet, KEY_BYTES, KEY_WORDS};
+pub use packet::Packet;
+pub use parse::{parse, DropReason, PacketMeta, ParseOptions};
