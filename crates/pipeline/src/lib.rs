@@ -1,2 +1,14 @@
 //! The slow path: tables of prioritised rules looked up by tuple-space search.
 //! Classifying a key records every bit it examined, producing a megaflow.
+
+pub mod pipeline;
+pub mod reference;
+pub mod rule;
+pub mod table;
+
+pub use pipeline::{Change, Ending, Pipeline, RuleRef, RuleStore, Translation};
+pub use rule::{Match, Rule, RuleCounters, RuleError, RuleId, RuleSpec, MAX_TABLES};
+pub use table::{Backend, Table};
+
+#[cfg(feature = "testing")]
+pub mod testing;

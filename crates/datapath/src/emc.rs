@@ -1,0 +1,111 @@
+//! `ExactMatchCache`: the first tier, one per worker, no locks.
+//!
+//! A direct-mapped table with two candidate slots per key (from two parts of the key's
+//! hash), keyed by the full `FlowKey`. Each entry points at a megaflow slot and remembers
+//! that slot's generation, so an evicted or revalidated-away megaflow is never used through
+//! a stale entry. Insertion happens with probability 1/`insert_inv_prob` (OVS found that
+//! inserting every flow makes a cache of many short flows thrash).
+
+use flowpath_packet::FlowKey;
+
+#[derive(Clone, Copy)]
+struct Entry {
+    key: FlowKey,
+    hash: u32,
+    /// Megaflow slot + 1 (0 = empty).
+    slot: u32,
+    gen: u32,
+}
+
+pub struct ExactMatchCache {
+    entries: Box<[Entry]>,
+    mask: u32,
+    insert_inv_prob: u32,
+    rng: u64,
+}
+
+impl ExactMatchCache {
+    /// `entries` is rounded up to a power of two (at least 2). `insert_inv_prob` of 1
+    /// inserts every flow; N inserts one in N on average.
+    pub fn new(entries: usize, insert_inv_prob: u32) -> ExactMatchCache {
+        let n = entries.max(2).next_power_of_two();
+        ExactMatchCache {
+            entries: vec![
+                Entry {
+                    key: FlowKey::ZERO,
+                    hash: 0,
+                    slot: 0,
+                    gen: 0
+                };
+                n
+            ]
+            .into_boxed_slice(),
+            mask: n as u32 - 1,
+            insert_inv_prob: insert_inv_prob.max(1),
+            rng: 0x9e37_79b9_7f4a_7c15,
+        }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.entries.len()
+    }
+
+    #[inline(always)]
+    fn positions(&self, hash: u32) -> [usize; 2] {
+        [
+            (hash & self.mask) as usize,
+            ((hash >> 16 | hash << 16) & self.mask) as usize,
+        ]
+    }
+
+    /// The megaflow slot and generation cached for `key`, if any.
+    #[inline(always)]
+    pub fn lookup(&self, key: &FlowKey, hash: u32) -> Option<(u32, u32)> {
+        for p in self.positions(hash) {
+            let e = &self.entries[p];
+            if e.hash == hash && e.slot != 0 && e.key == *key {
+                return Some((e.slot - 1, e.gen));
+            }
+        }
+        None
+    }
+
+    /// Maybe cache `key -> (slot, gen)`: with probability 1/insert_inv_prob, into an empty
+    /// candidate, else over the candidate that isn't the first (a cheap stand-in for LRU).
+    #[inline]
+    pub fn maybe_insert(&mut self, key: &FlowKey, hash: u32, slot: u32, gen: u32) {
+        if self.insert_inv_prob > 1 {
+            // xorshift64: per-packet coin flip, hand-written because it is on the hot path.
+            self.rng ^= self.rng << 13;
+            self.rng ^= self.rng >> 7;
+            self.rng ^= self.rng << 17;
+            if self.rng % self.insert_inv_prob as u64 != 0 {
+                return;
+            }
+        }
+        let [a, b] = self.positions(hash);
+        let p = if self.entries[a].slot == 0 || self.entries[a].key == *key {
+            a
+        } else {
+            b
+        };
+        self.entries[p] = Entry {
+            key: *key,
+            hash,
+            slot: slot + 1,
+            gen,
+        };
+    }
+
+    /// Forget everything.
+    pub fn clear(&mut self) {
+        for e in self.entries.iter_mut() {
+            e.slot = 0;
+        }
+    }
+
+    /// Number of occupied entries (for statistics; walks the table).
+    pub fn occupancy(&self) -> usize {
+        self.entries.iter().filter(|e| e.slot != 0).count()
+    }
+}

@@ -1,0 +1,349 @@
+//! `MegaflowCache`: the second tier, wildcarded entries found by tuple-space search.
+//!
+//! Each entry is a masked key plus the actions the slow path chose for it. Entries with the
+//! same mask live in one subtable (a hash table of masked keys); a lookup probes the
+//! subtables in order of recent hit count (re-ranked periodically) and the first hit wins:
+//! the slow path builds megaflows so that no two can match one packet. The cache is bounded;
+//! when full, the CLOCK policy evicts an entry not hit since the hand last passed it.
+
+use flowpath_packet::{Action, FlowKey, WordSet};
+use flowpath_pipeline::{Ending, Pipeline, RuleRef, Translation};
+use hashbrown::HashTable;
+use smallvec::SmallVec;
+use std::collections::HashMap;
+
+/// One cached megaflow.
+#[derive(Debug)]
+pub struct MegaflowEntry {
+    /// The masked key (every bit outside the subtable's mask is zero).
+    pub key: FlowKey,
+    pub hash: u32,
+    pub subtable: u16,
+    /// Bumped whenever the slot is freed, so stale references can tell.
+    pub gen: u32,
+    pub live: bool,
+    /// Hit since the CLOCK hand last passed.
+    pub referenced: bool,
+    pub actions: Box<[Action]>,
+    pub path: SmallVec<[RuleRef; 4]>,
+    pub ending: Ending,
+    pub packets: u64,
+    pub bytes: u64,
+    /// What has already been credited to the rules on `path`.
+    pushed_packets: u64,
+    pushed_bytes: u64,
+}
+
+struct Subtable {
+    mask: FlowKey,
+    words: WordSet,
+    slots: HashTable<u32>,
+    hits: u64,
+}
+
+/// Counters of the cache's own housekeeping.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MegaflowCounters {
+    pub installs: u64,
+    pub evictions: u64,
+    pub revalidated_kept: u64,
+    pub revalidated_removed: u64,
+    pub flushes: u64,
+    pub reranks: u64,
+}
+
+pub struct MegaflowCache {
+    entries: Vec<MegaflowEntry>,
+    free: Vec<u32>,
+    subtables: Vec<Subtable>,
+    /// Subtable indices, most hit first.
+    order: Vec<u16>,
+    by_mask: HashMap<FlowKey, u16>,
+    max_entries: usize,
+    live: usize,
+    hand: usize,
+    seed: u64,
+    pub counters: MegaflowCounters,
+}
+
+impl MegaflowCache {
+    pub fn new(max_entries: usize, seed: u64) -> MegaflowCache {
+        MegaflowCache {
+            entries: Vec::new(),
+            free: Vec::new(),
+            subtables: Vec::new(),
+            order: Vec::new(),
+            by_mask: HashMap::new(),
+            max_entries: max_entries.max(1),
+            live: 0,
+            hand: 0,
+            seed,
+            counters: MegaflowCounters::default(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    /// Subtables that currently hold entries.
+    pub fn subtables(&self) -> usize {
+        self.subtables
+            .iter()
+            .filter(|s| !s.slots.is_empty())
+            .count()
+    }
+
+    #[inline(always)]
+    pub fn entry(&self, slot: u32) -> &MegaflowEntry {
+        &self.entries[slot as usize]
+    }
+
+    #[inline(always)]
+    pub fn entry_mut(&mut self, slot: u32) -> &mut MegaflowEntry {
+        &mut self.entries[slot as usize]
+    }
+
+    /// Is `slot` still the entry that had generation `gen`?
+    #[inline(always)]
+    pub fn is_current(&self, slot: u32, gen: u32) -> bool {
+        let e = &self.entries[slot as usize];
+        e.live && e.gen == gen
+    }
+
+    /// Live entries.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &MegaflowEntry)> {
+        self.entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.live)
+            .map(|(i, e)| (i as u32, e))
+    }
+
+    /// The mask of a live entry.
+    pub fn mask_of(&self, slot: u32) -> &FlowKey {
+        &self.subtables[self.entries[slot as usize].subtable as usize].mask
+    }
+
+    /// Look up every packet whose bit is set in `pending`, subtable by subtable (each
+    /// subtable's mask and table stay hot while the whole batch is probed against it).
+    /// Found slots go to `out`; returns the bits still unresolved.
+    #[inline]
+    pub fn lookup_batch(&mut self, keys: &[FlowKey], mut pending: u32, out: &mut [u32]) -> u32 {
+        for &si in &self.order {
+            if pending == 0 {
+                break;
+            }
+            let st = &mut self.subtables[si as usize];
+            if st.slots.is_empty() {
+                continue;
+            }
+            let mut m = pending;
+            while m != 0 {
+                let i = m.trailing_zeros() as usize;
+                m &= m - 1;
+                let key = &keys[i];
+                let h = key.masked_hash(&st.mask, &st.words, self.seed);
+                let entries = &self.entries;
+                if let Some(&slot) = st.slots.find(h as u64, |&s| {
+                    let e = &entries[s as usize];
+                    e.hash == h && key.matches_words(&st.mask, &e.key, &st.words)
+                }) {
+                    out[i] = slot;
+                    pending &= !(1 << i);
+                    st.hits += 1;
+                }
+            }
+        }
+        pending
+    }
+
+    /// Look up one key.
+    pub fn lookup(&mut self, key: &FlowKey) -> Option<u32> {
+        let mut out = [0u32; 1];
+        (self.lookup_batch(std::slice::from_ref(key), 1, &mut out) == 0).then_some(out[0])
+    }
+
+    /// Install the megaflow `tr` built from `key`; evicts (crediting the evicted entry's
+    /// counters to its rules in `pipeline`) when full. Returns the new slot.
+    pub fn install(&mut self, key: &FlowKey, tr: Translation, pipeline: &Pipeline) -> u32 {
+        if self.live >= self.max_entries {
+            self.evict_one(pipeline);
+        }
+        let si = match self.by_mask.get(&tr.mask) {
+            Some(&si) => si,
+            None => {
+                let si = self.subtables.len() as u16;
+                self.subtables.push(Subtable {
+                    mask: tr.mask,
+                    words: WordSet::of_mask(&tr.mask),
+                    slots: HashTable::new(),
+                    hits: 0,
+                });
+                self.order.push(si);
+                self.by_mask.insert(tr.mask, si);
+                si
+            }
+        };
+        let st = &self.subtables[si as usize];
+        let masked = key.and(&st.mask);
+        let hash = masked.masked_hash(&st.mask, &st.words, self.seed);
+        let fresh = MegaflowEntry {
+            key: masked,
+            hash,
+            subtable: si,
+            gen: 0,
+            live: true,
+            referenced: true,
+            actions: tr.actions.into_vec().into_boxed_slice(),
+            path: tr.path,
+            ending: tr.ending,
+            packets: 0,
+            bytes: 0,
+            pushed_packets: 0,
+            pushed_bytes: 0,
+        };
+        let slot = match self.free.pop() {
+            Some(s) => {
+                let gen = self.entries[s as usize].gen;
+                self.entries[s as usize] = MegaflowEntry { gen, ..fresh };
+                s
+            }
+            None => {
+                self.entries.push(fresh);
+                self.entries.len() as u32 - 1
+            }
+        };
+        let entries = &self.entries;
+        self.subtables[si as usize]
+            .slots
+            .insert_unique(hash as u64, slot, |&s| entries[s as usize].hash as u64);
+        self.live += 1;
+        self.counters.installs += 1;
+        slot
+    }
+
+    /// Remove one entry, crediting its counters to its rules first.
+    pub fn remove(&mut self, slot: u32, pipeline: &Pipeline) {
+        self.push_entry_stats(slot, pipeline);
+        let e = &mut self.entries[slot as usize];
+        debug_assert!(e.live);
+        e.live = false;
+        e.gen = e.gen.wrapping_add(1);
+        e.actions = Box::new([]);
+        let (h, si) = (e.hash, e.subtable);
+        if let Ok(found) = self.subtables[si as usize]
+            .slots
+            .find_entry(h as u64, |&s| s == slot)
+        {
+            found.remove();
+        }
+        self.free.push(slot);
+        self.live -= 1;
+    }
+
+    /// CLOCK: advance the hand, giving referenced entries a second chance.
+    fn evict_one(&mut self, pipeline: &Pipeline) {
+        let n = self.entries.len();
+        for _ in 0..2 * n + 1 {
+            let s = self.hand % n;
+            self.hand = s + 1;
+            let e = &mut self.entries[s];
+            if !e.live {
+                continue;
+            }
+            if e.referenced {
+                e.referenced = false;
+                continue;
+            }
+            self.remove(s as u32, pipeline);
+            self.counters.evictions += 1;
+            return;
+        }
+    }
+
+    /// Credit what one entry counted since the last push to the rules it went through.
+    fn push_entry_stats(&mut self, slot: u32, pipeline: &Pipeline) {
+        let e = &mut self.entries[slot as usize];
+        let (dp, db) = (e.packets - e.pushed_packets, e.bytes - e.pushed_bytes);
+        if dp == 0 {
+            return;
+        }
+        for r in &e.path {
+            pipeline.rule(*r).counters.add(dp, db);
+        }
+        e.pushed_packets = e.packets;
+        e.pushed_bytes = e.bytes;
+    }
+
+    /// Credit every entry's new counts to its rules (the revalidator's stats push).
+    pub fn push_stats(&mut self, pipeline: &Pipeline) {
+        for s in 0..self.entries.len() {
+            if self.entries[s].live {
+                self.push_entry_stats(s as u32, pipeline);
+            }
+        }
+    }
+
+    /// Remove every entry (counters credited to `pipeline`'s rules first).
+    pub fn flush(&mut self, pipeline: &Pipeline) {
+        self.push_stats(pipeline);
+        for e in self.entries.iter_mut() {
+            if e.live {
+                e.live = false;
+                e.gen = e.gen.wrapping_add(1);
+                e.actions = Box::new([]);
+            }
+        }
+        self.free = (0..self.entries.len() as u32).rev().collect();
+        self.subtables.clear();
+        self.order.clear();
+        self.by_mask.clear();
+        self.live = 0;
+        self.counters.flushes += 1;
+    }
+
+    /// After a rule change: keep an entry only if classifying its masked key under `new`
+    /// gives the same mask, actions and ending (then no packet it covers is decided any
+    /// differently, and it still overlaps no other entry); otherwise remove it. Counters are
+    /// credited to `old`'s rules first. Returns (kept, removed).
+    pub fn revalidate(&mut self, old: &Pipeline, new: &Pipeline) -> (usize, usize) {
+        self.push_stats(old);
+        let (mut kept, mut removed) = (0, 0);
+        for s in 0..self.entries.len() as u32 {
+            if !self.entries[s as usize].live {
+                continue;
+            }
+            let tr = new.translate(&self.entries[s as usize].key);
+            let e = &self.entries[s as usize];
+            let same = tr.mask == self.subtables[e.subtable as usize].mask
+                && *tr.actions == *e.actions
+                && tr.ending == e.ending;
+            if same {
+                self.entries[s as usize].path = tr.path;
+                kept += 1;
+            } else {
+                self.remove(s, old);
+                removed += 1;
+            }
+        }
+        self.counters.revalidated_kept += kept as u64;
+        self.counters.revalidated_removed += removed as u64;
+        (kept, removed)
+    }
+
+    /// Re-rank subtables by hits since the last ranking (most hit first).
+    pub fn rerank(&mut self) {
+        let subtables = &self.subtables;
+        self.order
+            .sort_by_key(|&si| std::cmp::Reverse(subtables[si as usize].hits));
+        for st in &mut self.subtables {
+            st.hits = 0;
+        }
+        self.counters.reranks += 1;
+    }
+}

@@ -1,0 +1,193 @@
+//! Random rule sets and keys for property tests: small value domains, so that rules
+//! overlap, priorities tie, `goto_table` chains form and megaflows get reused.
+
+use crate::rule::{Match, RuleSpec};
+use flowpath_packet::key::{ethertype, ipproto, VLAN_PRESENT};
+use flowpath_packet::{Action, Field, FlowKey};
+use proptest::prelude::*;
+
+/// IPv4 addresses rules and packets draw from.
+pub const V4: [u32; 5] = [
+    0x0a00_0001,
+    0x0a00_0101,
+    0x0a01_0001,
+    0xc0a8_0001,
+    0x0a00_0002,
+];
+/// L4 ports rules and packets draw from.
+pub const PORTS: [u16; 5] = [80, 443, 1024, 1025, 53];
+
+/// One packet's worth of header values in the shared domain.
+#[derive(Clone, Debug)]
+pub struct Headers {
+    pub in_port: u32,
+    pub v6: bool,
+    pub vlans: Vec<u16>,
+    pub src: u32,
+    pub dst: u32,
+    pub proto: u8,
+    pub sport: u16,
+    pub dport: u16,
+    pub ttl: u8,
+    pub tos: u8,
+}
+
+pub fn arb_headers() -> impl Strategy<Value = Headers> {
+    (
+        1u32..=3,
+        prop::bool::weighted(0.2),
+        prop::collection::vec(prop::sample::select(vec![10u16, 20, 30]), 0..=2),
+        prop::sample::select(V4.to_vec()),
+        prop::sample::select(V4.to_vec()),
+        prop::sample::select(vec![ipproto::TCP, ipproto::UDP, ipproto::UDP]),
+        prop::sample::select(PORTS.to_vec()),
+        prop::sample::select(PORTS.to_vec()),
+        prop::sample::select(vec![0u8, 1, 2, 64]),
+        prop::sample::select(vec![0u8, 0x10, 0xb9]),
+    )
+        .prop_map(
+            |(in_port, v6, vlans, src, dst, proto, sport, dport, ttl, tos)| Headers {
+                in_port,
+                v6,
+                vlans,
+                src,
+                dst,
+                proto,
+                sport,
+                dport,
+                ttl,
+                tos,
+            },
+        )
+}
+
+/// The key the parser would produce for `h` (no tunnel, default MACs of zero).
+pub fn key_of(h: &Headers) -> FlowKey {
+    let mut k = FlowKey::ZERO;
+    k.set(Field::InPort, h.in_port as u128);
+    if let Some(&v) = h.vlans.first() {
+        k.set(Field::VlanTci, (v | VLAN_PRESENT) as u128);
+    }
+    if let Some(&v) = h.vlans.get(1) {
+        k.set(Field::VlanInnerTci, (v | VLAN_PRESENT) as u128);
+    }
+    if h.v6 {
+        k.set(Field::EthType, ethertype::IPV6 as u128);
+        k.set(Field::Ipv6Src, v6_of(h.src));
+        k.set(Field::Ipv6Dst, v6_of(h.dst));
+    } else {
+        k.set(Field::EthType, ethertype::IPV4 as u128);
+        k.set(Field::Ipv4Src, h.src as u128);
+        k.set(Field::Ipv4Dst, h.dst as u128);
+    }
+    k.set(Field::NwProto, h.proto as u128);
+    k.set(Field::NwTtl, h.ttl as u128);
+    k.set(Field::NwTos, h.tos as u128);
+    k.set(Field::TpSrc, h.sport as u128);
+    k.set(Field::TpDst, h.dport as u128);
+    k
+}
+
+/// The IPv6 address the domain uses for IPv4 value `v`: 2001:db8::v.
+pub fn v6_of(v: u32) -> u128 {
+    (0x2001_0db8u128 << 96) | v as u128
+}
+
+fn arb_condition() -> impl Strategy<Value = (Field, u128, u128)> {
+    let v4 = prop::sample::select(V4.to_vec()).prop_map(|v| v as u128);
+    let port = prop::sample::select(PORTS.to_vec()).prop_map(|v| v as u128);
+    prop_oneof![
+        (1u128..=3).prop_map(|p| (Field::InPort, p, u32::MAX as u128)),
+        prop::sample::select(vec![ethertype::IPV4, ethertype::IPV6]).prop_map(|t| (
+            Field::EthType,
+            t as u128,
+            0xffff
+        )),
+        (v4.clone(), prop::sample::select(vec![8u32, 16, 24, 32])).prop_map(|(v, l)| (
+            Field::Ipv4Src,
+            v,
+            (u32::MAX << (32 - l)) as u128
+        )),
+        (v4.clone(), prop::sample::select(vec![8u32, 16, 24, 32])).prop_map(|(v, l)| (
+            Field::Ipv4Dst,
+            v,
+            (u32::MAX << (32 - l)) as u128
+        )),
+        v4.prop_map(|v| (Field::Ipv6Dst, v6_of(v as u32), u128::MAX)),
+        prop::sample::select(vec![ipproto::TCP, ipproto::UDP]).prop_map(|p| (
+            Field::NwProto,
+            p as u128,
+            0xff
+        )),
+        (
+            port.clone(),
+            prop::sample::select(vec![0xffffu128, 0xff00, 0x000f])
+        )
+            .prop_map(|(p, m)| (Field::TpSrc, p, m)),
+        (port, prop::sample::select(vec![0xffffu128, 0xfff0])).prop_map(|(p, m)| (
+            Field::TpDst,
+            p,
+            m
+        )),
+        prop::sample::select(vec![10u16, 20, 30]).prop_map(|v| (
+            Field::VlanTci,
+            (v | VLAN_PRESENT) as u128,
+            0x1fff
+        )),
+        Just((Field::VlanTci, 0, VLAN_PRESENT as u128)),
+        prop::sample::select(vec![1u8, 2, 63, 64]).prop_map(|t| (Field::NwTtl, t as u128, 0xff)),
+        Just((Field::NwTos, 0x10, 0xfc)),
+    ]
+}
+
+pub fn arb_action(max_port: u32) -> impl Strategy<Value = Action> {
+    prop_oneof![
+        4 => (1..=max_port).prop_map(Action::Output),
+        1 => Just(Action::InPort),
+        1 => Just(Action::Controller { max_len: 64 }),
+        1 => Just(Action::SetEthDst([2, 0, 0, 0, 0, 9])),
+        1 => prop::sample::select(V4.to_vec()).prop_map(|v| Action::SetIpv4Dst(v.to_be_bytes())),
+        1 => prop::sample::select(V4.to_vec()).prop_map(|v| Action::SetIpv4Src(v.to_be_bytes())),
+        1 => prop::sample::select(V4.to_vec()).prop_map(|v| Action::SetIpv6Dst(v6_of(v).to_be_bytes())),
+        1 => prop::sample::select(vec![0u8, 0x10, 0xb8]).prop_map(Action::SetNwTos),
+        1 => prop::sample::select(PORTS.to_vec()).prop_map(Action::SetTpDst),
+        1 => prop::sample::select(PORTS.to_vec()).prop_map(Action::SetTpSrc),
+        1 => Just(Action::PushVlan { tpid: 0x8100 }),
+        1 => Just(Action::PopVlan),
+        1 => prop::sample::select(vec![10u16, 20, 30]).prop_map(Action::SetVlanVid),
+        1 => (0u8..8).prop_map(Action::SetVlanPcp),
+        2 => Just(Action::DecTtl),
+    ]
+}
+
+/// A rule in one of `tables` tables, with 0–3 conditions, 0–3 actions, and sometimes a
+/// `goto_table` to a later table.
+pub fn arb_rule(tables: u8, max_port: u32) -> impl Strategy<Value = RuleSpec> {
+    (
+        0..tables,
+        prop::sample::select(vec![1u16, 2, 3, 5, 8]),
+        prop::collection::vec(arb_condition(), 0..=3),
+        prop::collection::vec(arb_action(max_port), 0..=3),
+        prop::bool::weighted(0.5),
+        any::<u8>(),
+    )
+        .prop_map(move |(table, priority, conds, actions, wants_goto, g)| {
+            let mut m = Match::any();
+            for (f, v, mask) in conds {
+                m = m.with(f, v, mask);
+            }
+            let mut r = RuleSpec::new(table, priority, m).actions(actions);
+            if wants_goto && table + 1 < tables {
+                r.goto = Some(table + 1 + g % (tables - table - 1));
+            }
+            r
+        })
+}
+
+pub fn arb_rules(
+    tables: u8,
+    max_rules: usize,
+    max_port: u32,
+) -> impl Strategy<Value = Vec<RuleSpec>> {
+    prop::collection::vec(arb_rule(tables, max_port), 1..=max_rules)
+}
