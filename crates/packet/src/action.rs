@@ -14,7 +14,9 @@ pub enum Action {
     /// Send the packet back out of the port it came in on.
     InPort,
     /// Queue a copy (at most `max_len` bytes) for the controller application.
-    Controller { max_len: u16 },
+    Controller {
+        max_len: u16,
+    },
     SetEthSrc([u8; 6]),
     SetEthDst([u8; 6]),
     SetIpv4Src([u8; 4]),
@@ -29,7 +31,9 @@ pub enum Action {
     SetTpDst(u16),
     /// Push an 802.1Q (0x8100) or 802.1ad (0x88a8) tag; VID and PCP are copied from the
     /// current outer tag if there is one, else zero.
-    PushVlan { tpid: u16 },
+    PushVlan {
+        tpid: u16,
+    },
     /// Remove the outer VLAN tag (no-op when untagged).
     PopVlan,
     /// Set the outer tag's VID; pushes an 802.1Q tag when the packet has none (as OVS's

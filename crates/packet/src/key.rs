@@ -336,7 +336,10 @@ impl FlowKey {
         }
         if i < n {
             let a = set.idx[i] as usize;
-            acc = acc.wrapping_add(fold_mul((self.words[a] & mask.words[a]) ^ K[a], K[KEY_WORDS]));
+            acc = acc.wrapping_add(fold_mul(
+                (self.words[a] & mask.words[a]) ^ K[a],
+                K[KEY_WORDS],
+            ));
         }
         finish(acc)
     }
