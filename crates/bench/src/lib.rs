@@ -1,2 +1,10 @@
 //! The bench: drives the real datapath with generated traffic and reports Mpps and TSC
 //! cycles per packet (median, min, max over repeated runs).
+
+pub mod machine;
+pub mod report;
+pub mod runner;
+pub mod workload;
+
+pub use machine::Machine;
+pub use runner::{run_case, BenchConfig, Case, CaseResult};

@@ -262,6 +262,7 @@ impl Datapath {
         if n == 0 {
             return;
         }
+        self.megaflows.begin_batch();
         let sc = &mut *self.scratch;
         let st = &mut self.stats;
         st.batches += 1;
@@ -292,7 +293,7 @@ impl Datapath {
                 let h = sc.keys[i].hash(self.emc_seed);
                 sc.hashes[i] = h;
                 if let Some((slot, gen)) = self.emc.lookup(&sc.keys[i], h) {
-                    if self.megaflows.is_current(slot, gen) {
+                    if self.megaflows.claim(slot, gen) {
                         sc.slots[i] = slot;
                         pending &= !(1 << i);
                     }
@@ -384,6 +385,9 @@ impl Datapath {
         c.upcall += t4 - t3;
         c.actions += t5 - t4;
 
+        if self.megaflows.len() > self.cfg.megaflow_max {
+            self.megaflows.trim(&self.pipeline);
+        }
         self.batches_since_rerank += 1;
         if self.batches_since_rerank >= self.cfg.rerank_every {
             self.batches_since_rerank = 0;

@@ -24,6 +24,9 @@ pub struct MegaflowEntry {
     pub live: bool,
     /// Hit since the CLOCK hand last passed.
     pub referenced: bool,
+    /// The batch that last used this entry: entries the current batch resolved to are
+    /// pinned (never evicted before the batch's actions have run).
+    batch: u64,
     pub actions: Box<[Action]>,
     pub path: SmallVec<[RuleRef; 4]>,
     pub ending: Ending,
@@ -63,6 +66,8 @@ pub struct MegaflowCache {
     live: usize,
     hand: usize,
     seed: u64,
+    /// Number of the batch being processed (see [`MegaflowCache::begin_batch`]).
+    batch: u64,
     pub counters: MegaflowCounters,
 }
 
@@ -78,6 +83,7 @@ impl MegaflowCache {
             live: 0,
             hand: 0,
             seed,
+            batch: 1,
             counters: MegaflowCounters::default(),
         }
     }
@@ -108,11 +114,21 @@ impl MegaflowCache {
         &mut self.entries[slot as usize]
     }
 
-    /// Is `slot` still the entry that had generation `gen`?
+    /// Start a new batch: entries used from now on are pinned until the next call.
     #[inline(always)]
-    pub fn is_current(&self, slot: u32, gen: u32) -> bool {
-        let e = &self.entries[slot as usize];
-        e.live && e.gen == gen
+    pub fn begin_batch(&mut self) {
+        self.batch += 1;
+    }
+
+    /// If `slot` is still the entry that had generation `gen`, pin it for this batch.
+    #[inline(always)]
+    pub fn claim(&mut self, slot: u32, gen: u32) -> bool {
+        let e = &mut self.entries[slot as usize];
+        let ok = e.live && e.gen == gen;
+        if ok {
+            e.batch = self.batch;
+        }
+        ok
     }
 
     /// Live entries.
@@ -153,6 +169,7 @@ impl MegaflowCache {
                     let e = &entries[s as usize];
                     e.hash == h && key.matches_words(&st.mask, &e.key, &st.words)
                 }) {
+                    self.entries[slot as usize].batch = self.batch;
                     out[i] = slot;
                     pending &= !(1 << i);
                     st.hits += 1;
@@ -199,6 +216,7 @@ impl MegaflowCache {
             gen: 0,
             live: true,
             referenced: true,
+            batch: self.batch,
             actions: tr.actions.into_vec().into_boxed_slice(),
             path: tr.path,
             ending: tr.ending,
@@ -246,14 +264,17 @@ impl MegaflowCache {
         self.live -= 1;
     }
 
-    /// CLOCK: advance the hand, giving referenced entries a second chance.
+    /// CLOCK: advance the hand, giving referenced entries a second chance and never
+    /// taking one the current batch uses. If every entry is in use (a batch with more new
+    /// flows than the cache holds), nothing is evicted and the cache runs over its limit
+    /// until [`MegaflowCache::trim`].
     fn evict_one(&mut self, pipeline: &Pipeline) {
         let n = self.entries.len();
         for _ in 0..2 * n + 1 {
             let s = self.hand % n;
             self.hand = s + 1;
             let e = &mut self.entries[s];
-            if !e.live {
+            if !e.live || e.batch == self.batch {
                 continue;
             }
             if e.referenced {
@@ -263,6 +284,14 @@ impl MegaflowCache {
             self.remove(s as u32, pipeline);
             self.counters.evictions += 1;
             return;
+        }
+    }
+
+    /// Evict down to the limit (after a batch that ran over it).
+    pub fn trim(&mut self, pipeline: &Pipeline) {
+        self.batch += 1;
+        while self.live > self.max_entries {
+            self.evict_one(pipeline);
         }
     }
 

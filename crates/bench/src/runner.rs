@@ -1,0 +1,257 @@
+//! Running a case: warm up, then time repeated runs of the datapath loop with the TSC.
+
+use crate::workload::{self, IN_PORT};
+use flowpath_datapath::tsc::{rdtsc, tsc_hz};
+use flowpath_datapath::{CountingSink, Datapath, DatapathConfig, DatapathStats, BATCH};
+use flowpath_gen::InMemorySource;
+use flowpath_pipeline::{Backend, RuleStore};
+use serde::Serialize;
+use std::sync::Arc;
+
+/// One bench case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Case {
+    /// (a) every packet hits the exact-match cache.
+    EmcHit,
+    /// (b) every packet hits the megaflow cache (EMC off), with this many subtables.
+    MegaflowHit(usize),
+    /// (c) every packet is a new flow: slow path plus megaflow install.
+    Miss,
+    /// (d) established flows plus the configured share of new flows.
+    Mixed,
+}
+
+impl Case {
+    pub fn name(&self) -> String {
+        match self {
+            Case::EmcHit => "emc_hit".into(),
+            Case::MegaflowHit(n) => format!("megaflow_hit_{n}"),
+            Case::Miss => "miss".into(),
+            Case::Mixed => "mixed".into(),
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Case, String> {
+        match s {
+            "emc_hit" => Ok(Case::EmcHit),
+            "miss" => Ok(Case::Miss),
+            "mixed" => Ok(Case::Mixed),
+            _ => s
+                .strip_prefix("megaflow_hit_")
+                .and_then(|n| n.parse().ok())
+                .filter(|n| (1..=16).contains(n))
+                .map(Case::MegaflowHit)
+                .ok_or_else(|| {
+                    format!("unknown case '{s}' (expected emc_hit, megaflow_hit_N with N in 1..=16, miss, mixed)")
+                }),
+        }
+    }
+
+    /// The default case list: (a), (b) with 1, 4 and 16 subtables, (c), (d).
+    pub fn defaults() -> Vec<Case> {
+        vec![
+            Case::EmcHit,
+            Case::MegaflowHit(1),
+            Case::MegaflowHit(4),
+            Case::MegaflowHit(16),
+            Case::Miss,
+            Case::Mixed,
+        ]
+    }
+}
+
+/// How to run the cases.
+#[derive(Clone, Debug)]
+pub struct BenchConfig {
+    pub runs: usize,
+    /// Packets per timed run for hit cases; miss-heavy cases use a tenth (at least 50,000).
+    pub packets: u64,
+    /// Established flows (EMC and mixed cases).
+    pub flows: usize,
+    /// Share of new flows in the mixed case (0.0..=1.0).
+    pub miss_rate: f64,
+    pub frame_size: usize,
+    pub backend: Backend,
+    /// Exact-match insertion: one flow in N.
+    pub emc_insert_inv_prob: u32,
+    pub megaflow_max: usize,
+    pub seed: u64,
+}
+
+impl Default for BenchConfig {
+    fn default() -> Self {
+        BenchConfig {
+            runs: 5,
+            packets: 2_000_000,
+            flows: 1024,
+            miss_rate: 0.10,
+            frame_size: 64,
+            backend: Backend::TupleSpace,
+            emc_insert_inv_prob: 100,
+            megaflow_max: 65536,
+            seed: 1,
+        }
+    }
+}
+
+/// What one case measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct CaseResult {
+    pub case: String,
+    /// Million packets per second on one core (median run).
+    pub mpps: f64,
+    /// TSC cycles per packet, median over runs (whole loop: rx from memory, parse,
+    /// lookups, slow path, actions, tx to a counting sink).
+    pub cycles_per_packet: f64,
+    pub cycles_min: f64,
+    pub cycles_max: f64,
+    pub runs: usize,
+    pub packets_per_run: u64,
+    pub frame_size: usize,
+    /// Share of packets answered by each tier over the timed runs.
+    pub emc_hit_share: f64,
+    pub megaflow_hit_share: f64,
+    pub upcall_share: f64,
+    /// Mean cycles per packet by stage (from the datapath's own TSC stamps, median run).
+    pub stage_cycles: StageShare,
+    pub megaflow_subtables: usize,
+    pub megaflows: usize,
+    pub rules: usize,
+    pub classifier: String,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct StageShare {
+    pub parse: f64,
+    pub emc: f64,
+    pub megaflow: f64,
+    pub upcall: f64,
+    pub actions: f64,
+}
+
+/// Run one case; `progress` is called after each run with (run index, runs).
+pub fn run_case(
+    case: Case,
+    cfg: &BenchConfig,
+    mut progress: impl FnMut(usize, usize),
+) -> CaseResult {
+    let (rules, mut source, dp_cfg, share, packets) = setup(case, cfg);
+    let n_rules = rules.len();
+    let store = Arc::new(RuleStore::new(cfg.backend));
+    store.add(rules).expect("bench rules are valid");
+    let mut dp = Datapath::new(store, dp_cfg);
+    let mut sink = CountingSink::default();
+
+    // Warm-up: fill the caches (and, for misses, reach the steady state of a full
+    // megaflow cache that evicts on every install).
+    let warm = match case {
+        Case::Miss | Case::Mixed => {
+            (cfg.megaflow_max as u64 + cfg.flows as u64 * 4).max(packets / 4)
+        }
+        _ => (cfg.flows as u64 * 4 * cfg.emc_insert_inv_prob as u64).clamp(200_000, 4_000_000),
+    };
+    source.set_new_flow_share(share);
+    pump(&mut dp, &mut source, &mut sink, warm);
+
+    let mut samples: Vec<(f64, DatapathStats)> = Vec::with_capacity(cfg.runs);
+    for r in 0..cfg.runs {
+        dp.reset_stats();
+        let t0 = rdtsc();
+        pump(&mut dp, &mut source, &mut sink, packets);
+        let dt = rdtsc() - t0;
+        samples.push((dt as f64 / packets as f64, dp.stats().clone()));
+        progress(r + 1, cfg.runs);
+    }
+    let mut sorted: Vec<f64> = samples.iter().map(|s| s.0).collect();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted[sorted.len() / 2];
+    let (_, st) = samples
+        .iter()
+        .find(|s| s.0 == median)
+        .expect("median is one of the samples");
+    let pk = st.packets.max(1) as f64;
+    let hz = tsc_hz();
+    CaseResult {
+        case: case.name(),
+        mpps: hz / median / 1e6,
+        cycles_per_packet: median,
+        cycles_min: sorted[0],
+        cycles_max: *sorted.last().unwrap(),
+        runs: cfg.runs,
+        packets_per_run: packets,
+        frame_size: cfg.frame_size,
+        emc_hit_share: st.emc_hits as f64 / pk,
+        megaflow_hit_share: st.megaflow_hits as f64 / pk,
+        upcall_share: st.upcalls as f64 / pk,
+        stage_cycles: StageShare {
+            parse: st.cycles.parse as f64 / pk,
+            emc: st.cycles.emc as f64 / pk,
+            megaflow: st.cycles.megaflow as f64 / pk,
+            upcall: st.cycles.upcall as f64 / pk,
+            actions: st.cycles.actions as f64 / pk,
+        },
+        megaflow_subtables: dp.megaflows().subtables(),
+        megaflows: dp.megaflows().len(),
+        rules: n_rules,
+        classifier: format!("{:?}", cfg.backend),
+    }
+}
+
+type Setup = (
+    Vec<flowpath_pipeline::RuleSpec>,
+    InMemorySource,
+    DatapathConfig,
+    f64,
+    u64,
+);
+
+fn setup(case: Case, cfg: &BenchConfig) -> Setup {
+    let base = DatapathConfig {
+        emc_insert_inv_prob: cfg.emc_insert_inv_prob,
+        megaflow_max: cfg.megaflow_max,
+        ..DatapathConfig::default()
+    };
+    let miss_packets = (cfg.packets / 10).max(50_000);
+    let (rules, source, dp, share, packets) = match case {
+        Case::EmcHit => {
+            let (r, s) = workload::emc_hit(cfg.flows, cfg.frame_size);
+            (r, s, base, 0.0, cfg.packets)
+        }
+        Case::MegaflowHit(n) => {
+            let (r, s) = workload::megaflow_hit(n, cfg.frame_size);
+            (
+                r,
+                s,
+                DatapathConfig { emc: false, ..base },
+                0.0,
+                cfg.packets,
+            )
+        }
+        Case::Miss => {
+            let (r, s) = workload::miss_pipeline(cfg.flows, cfg.frame_size);
+            (r, s, base, 1.0, miss_packets)
+        }
+        Case::Mixed => {
+            let (r, s) = workload::miss_pipeline(cfg.flows, cfg.frame_size);
+            let p = if cfg.miss_rate > 0.0 {
+                (cfg.packets as f64 * (0.1 / cfg.miss_rate).min(1.0)) as u64
+            } else {
+                cfg.packets
+            };
+            (r, s, base, cfg.miss_rate, p.max(50_000))
+        }
+    };
+    (rules, source.with_seed(cfg.seed), dp, share, packets)
+}
+
+/// Push `packets` packets from `source` through `dp` in batches of 32.
+#[inline(never)]
+fn pump(dp: &mut Datapath, source: &mut InMemorySource, sink: &mut CountingSink, packets: u64) {
+    let mut left = packets;
+    while left > 0 {
+        let n = (left as usize).min(BATCH);
+        let mut batch = source.rx_batch(n);
+        dp.process(IN_PORT, &mut batch, sink);
+        left -= n as u64;
+    }
+}
