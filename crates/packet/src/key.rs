@@ -82,10 +82,31 @@ pub mod ipproto {
 }
 
 /// A parsed packet's flow key; also used as a mask (1-bits = "this bit matters").
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Pod, Zeroable)]
+#[derive(Clone, Copy, Pod, Zeroable)]
 #[repr(C, align(8))]
 pub struct FlowKey {
     pub words: [u64; KEY_WORDS],
+}
+
+// Equality is on the hot path (exact-match cache hits): compare all words branch-free and
+// inline, rather than the derived comparison that calls out to memcmp.
+impl PartialEq for FlowKey {
+    #[inline(always)]
+    fn eq(&self, other: &FlowKey) -> bool {
+        let mut diff = 0u64;
+        for i in 0..KEY_WORDS {
+            diff |= self.words[i] ^ other.words[i];
+        }
+        diff == 0
+    }
+}
+
+impl Eq for FlowKey {}
+
+impl std::hash::Hash for FlowKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.words.hash(state);
+    }
 }
 
 impl Default for FlowKey {

@@ -6,7 +6,10 @@
 //! fields and the inner frame is parsed as the packet. A truncated or malformed packet is
 //! never a panic: it is reported as a [`DropReason`].
 
-use crate::key::FlowKey;
+use crate::key::{
+    ethertype, ipproto, FlowKey, FRAG_ANY, FRAG_LATER, KEY_BYTES, TUN_IPV6, TUN_PRESENT,
+    VLAN_PRESENT,
+};
 
 /// Why a packet was dropped by the parser. Each has a stable snake_case name for counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -54,7 +57,8 @@ pub enum DropReason {
     Icmpv6Truncated,
     /// VXLAN header (8 bytes) cut off.
     VxlanTruncated,
-    /// VXLAN header without the I flag (0x08), or reserved bits set.
+    /// VXLAN header without the I flag (0x08). Other reserved bits are ignored, as
+    /// RFC 7348 asks of receivers.
     VxlanBadFlags,
 }
 
@@ -156,12 +160,369 @@ impl Default for ParseOptions {
 /// `key` is fully overwritten on success (every field not present in the packet is zero);
 /// on error its contents are unspecified. Only one level of VXLAN is decapsulated: an
 /// inner UDP packet to the VXLAN port is an ordinary UDP packet.
+#[inline]
 pub fn parse(
     data: &[u8],
     in_port: u32,
     opts: &ParseOptions,
     key: &mut FlowKey,
 ) -> Result<PacketMeta, DropReason> {
-    let _ = (data, in_port, opts, key);
-    todo!("parser: being written")
+    *key = FlowKey::ZERO;
+    let k = key.bytes_mut();
+    k[0..4].copy_from_slice(&in_port.to_be_bytes());
+    let mut meta = PacketMeta::default();
+    let vxlan = parse_frame(data, 0, k, &mut meta, opts.vxlan_port)?;
+    if vxlan.hdr != 0 {
+        decap_vxlan(data, vxlan, k, &mut meta)?;
+    }
+    Ok(meta)
+}
+
+type Key = [u8; KEY_BYTES];
+
+/// Key byte offsets (see the layout table in `key.rs`).
+mod at {
+    pub const ETH_TYPE: usize = 4;
+    pub const VLAN_TCI: usize = 6;
+    pub const ETH_DST: usize = 8;
+    pub const VLAN_INNER_TCI: usize = 14;
+    pub const ETH_SRC: usize = 16;
+    pub const TCP_FLAGS: usize = 22;
+    pub const NW_PROTO: usize = 24;
+    pub const NW_TOS: usize = 25;
+    pub const NW_TTL: usize = 26;
+    pub const NW_FRAG: usize = 27;
+    pub const TP_SRC: usize = 28;
+    pub const IP_SRC: usize = 32;
+    pub const IP_DST: usize = 48;
+    pub const TUN_ID: usize = 64;
+    pub const TUN_FLAGS: usize = 68;
+    pub const TUN_SRC: usize = 72;
+    pub const TUN_DST: usize = 88;
+}
+
+/// Where a VXLAN header was found by the L4 parser: `hdr` is its offset (0 = none) and
+/// `end` the end of the UDP payload, which bounds the inner frame.
+#[derive(Clone, Copy)]
+struct Vxlan {
+    hdr: usize,
+    end: usize,
+}
+
+const NO_VXLAN: Vxlan = Vxlan { hdr: 0, end: 0 };
+
+/// The `N` bytes at `off`, if the data holds them. Fixed-size arrays let every later
+/// access be checked at compile time.
+#[inline(always)]
+fn hdr<const N: usize>(data: &[u8], off: usize) -> Option<&[u8; N]> {
+    data.get(off..)?.first_chunk::<N>()
+}
+
+#[inline(always)]
+fn be16(b: [u8; 2]) -> u16 {
+    u16::from_be_bytes(b)
+}
+
+#[inline(always)]
+fn is_vlan_tpid(t: u16) -> bool {
+    t == ethertype::VLAN || t == ethertype::QINQ
+}
+
+/// Parse one Ethernet frame starting at `l2` (0, or the inner frame of a VXLAN packet).
+#[inline(always)]
+fn parse_frame(
+    data: &[u8],
+    l2: usize,
+    k: &mut Key,
+    meta: &mut PacketMeta,
+    vxlan_port: Option<u16>,
+) -> Result<Vxlan, DropReason> {
+    let eth: &[u8; 14] = hdr(data, l2).ok_or(DropReason::EthTruncated)?;
+    k[at::ETH_DST..at::ETH_DST + 6].copy_from_slice(&eth[0..6]);
+    k[at::ETH_SRC..at::ETH_SRC + 6].copy_from_slice(&eth[6..12]);
+    meta.l2 = l2 as u16;
+    let mut etype = be16([eth[12], eth[13]]);
+    let mut l3 = l2 + 14;
+    if is_vlan_tpid(etype) {
+        (etype, l3) = parse_vlans(data, l3, k, meta)?;
+    }
+    k[at::ETH_TYPE..at::ETH_TYPE + 2].copy_from_slice(&etype.to_be_bytes());
+    match etype {
+        ethertype::IPV4 => parse_ipv4(data, l3, k, meta, vxlan_port),
+        ethertype::IPV6 => parse_ipv6(data, l3, k, meta, vxlan_port),
+        ethertype::ARP => parse_arp(data, l3, k, meta).map(|()| NO_VXLAN),
+        // Anything else (including 802.3 lengths) is keyed on its ethertype alone.
+        _ => Ok(NO_VXLAN),
+    }
+}
+
+/// Parse the VLAN tags that start at `off` (just after the first TPID); returns the
+/// ethertype after the tags and the offset of the L3 header.
+#[inline(never)]
+fn parse_vlans(
+    data: &[u8],
+    mut off: usize,
+    k: &mut Key,
+    meta: &mut PacketMeta,
+) -> Result<(u16, usize), DropReason> {
+    for slot in [at::VLAN_TCI, at::VLAN_INNER_TCI] {
+        let tag: &[u8; 4] = hdr(data, off).ok_or(DropReason::VlanTruncated)?;
+        // OVS's convention: the DEI/CFI bit is replaced by "tag present".
+        let tci = be16([tag[0], tag[1]]) | VLAN_PRESENT;
+        k[slot..slot + 2].copy_from_slice(&tci.to_be_bytes());
+        meta.vlans += 1;
+        off += 4;
+        let etype = be16([tag[2], tag[3]]);
+        if !is_vlan_tpid(etype) {
+            return Ok((etype, off));
+        }
+    }
+    Err(DropReason::TooManyVlans)
+}
+
+#[inline(never)]
+fn parse_arp(data: &[u8], l3: usize, k: &mut Key, meta: &mut PacketMeta) -> Result<(), DropReason> {
+    let arp: &[u8; 28] = hdr(data, l3).ok_or(DropReason::ArpTruncated)?;
+    if arp[0..6] != [0, 1, 0x08, 0x00, 6, 4] {
+        return Err(DropReason::ArpMalformed);
+    }
+    k[at::NW_PROTO] = arp[7];
+    k[at::IP_SRC..at::IP_SRC + 4].copy_from_slice(&arp[14..18]);
+    k[at::IP_DST..at::IP_DST + 4].copy_from_slice(&arp[24..28]);
+    meta.l3 = l3 as u16;
+    Ok(())
+}
+
+#[inline(always)]
+fn parse_ipv4(
+    data: &[u8],
+    l3: usize,
+    k: &mut Key,
+    meta: &mut PacketMeta,
+    vxlan_port: Option<u16>,
+) -> Result<Vxlan, DropReason> {
+    let ip: &[u8; 20] = hdr(data, l3).ok_or(DropReason::Ipv4Truncated)?;
+    if ip[0] >> 4 != 4 {
+        return Err(DropReason::Ipv4BadVersion);
+    }
+    let hlen = usize::from(ip[0] & 0x0f) * 4;
+    if hlen < 20 {
+        return Err(DropReason::Ipv4BadHeaderLength);
+    }
+    // `hdr` succeeded, so `l3 < data.len()`.
+    let avail = data.len() - l3;
+    if hlen > avail {
+        return Err(DropReason::Ipv4Truncated);
+    }
+    let total = usize::from(be16([ip[2], ip[3]]));
+    if total < hlen || total > avail {
+        return Err(DropReason::Ipv4BadTotalLength);
+    }
+    let proto = ip[9];
+    k[at::NW_PROTO] = proto;
+    k[at::NW_TOS] = ip[1];
+    k[at::NW_TTL] = ip[8];
+    k[at::IP_SRC..at::IP_SRC + 4].copy_from_slice(&ip[12..16]);
+    k[at::IP_DST..at::IP_DST + 4].copy_from_slice(&ip[16..20]);
+    meta.l3 = l3 as u16;
+
+    let mut vxlan_port = vxlan_port;
+    let frag = be16([ip[6], ip[7]]);
+    if frag & 0x3fff != 0 {
+        // MF or a fragment offset. A fragment cannot be decapsulated: the inner frame
+        // is incomplete.
+        vxlan_port = None;
+        if frag & 0x1fff != 0 {
+            k[at::NW_FRAG] = FRAG_ANY | FRAG_LATER;
+            return Ok(NO_VXLAN);
+        }
+        k[at::NW_FRAG] = FRAG_ANY;
+    }
+    // Ethernet padding after `total` is not part of the L4 payload.
+    let data = &data[..l3 + total];
+    parse_l4::<false>(data, l3 + hlen, proto, k, meta, vxlan_port)
+}
+
+#[inline(never)]
+fn parse_ipv6(
+    data: &[u8],
+    l3: usize,
+    k: &mut Key,
+    meta: &mut PacketMeta,
+    vxlan_port: Option<u16>,
+) -> Result<Vxlan, DropReason> {
+    let ip: &[u8; 40] = hdr(data, l3).ok_or(DropReason::Ipv6Truncated)?;
+    if ip[0] >> 4 != 6 {
+        return Err(DropReason::Ipv6BadVersion);
+    }
+    let end = l3 + 40 + usize::from(be16([ip[4], ip[5]]));
+    let data = data.get(..end).ok_or(DropReason::Ipv6BadPayloadLength)?;
+    k[at::NW_TOS] = (ip[0] << 4) | (ip[1] >> 4);
+    k[at::NW_TTL] = ip[7];
+    k[at::IP_SRC..at::IP_DST + 16].copy_from_slice(&ip[8..40]);
+    meta.l3 = l3 as u16;
+
+    let (proto, l4) = match walk_ipv6_ext(data, l3 + 40, ip[6], k)? {
+        Some(upper) => upper,
+        None => return Ok(NO_VXLAN),
+    };
+    k[at::NW_PROTO] = proto;
+    let vxlan_port = if k[at::NW_FRAG] != 0 {
+        None
+    } else {
+        vxlan_port
+    };
+    parse_l4::<true>(data, l4, proto, k, meta, vxlan_port)
+}
+
+/// Most extension headers walked before giving up.
+const MAX_IPV6_EXT: usize = 8;
+
+/// Skip IPv6 extension headers; returns the upper-layer protocol and its offset, or
+/// `None` for a non-first fragment (whose next header is still recorded as `nw_proto`).
+#[inline(always)]
+fn walk_ipv6_ext(
+    data: &[u8],
+    mut off: usize,
+    mut next: u8,
+    k: &mut Key,
+) -> Result<Option<(u8, usize)>, DropReason> {
+    let mut count = 0;
+    loop {
+        let len = match next {
+            ipproto::HOPOPTS | ipproto::ROUTING | ipproto::DSTOPTS => {
+                let h: &[u8; 8] = hdr(data, off).ok_or(DropReason::Ipv6ExtTruncated)?;
+                (usize::from(h[1]) + 1) * 8
+            }
+            ipproto::FRAGMENT => 8,
+            _ => return Ok(Some((next, off))),
+        };
+        count += 1;
+        if count > MAX_IPV6_EXT {
+            return Err(DropReason::Ipv6TooManyExtHeaders);
+        }
+        let h: &[u8; 8] = hdr(data, off).ok_or(DropReason::Ipv6ExtTruncated)?;
+        if data.len() - off < len {
+            return Err(DropReason::Ipv6ExtTruncated);
+        }
+        if next == ipproto::FRAGMENT {
+            let frag = be16([h[2], h[3]]);
+            if frag & 0xfff9 != 0 {
+                k[at::NW_FRAG] |= FRAG_ANY;
+            }
+            if frag & 0xfff8 != 0 {
+                k[at::NW_FRAG] |= FRAG_LATER;
+                k[at::NW_PROTO] = h[0];
+                return Ok(None);
+            }
+        }
+        next = h[0];
+        off += len;
+    }
+}
+
+/// Parse the L4 header at `l4`; `data` ends where the IP payload ends. ICMP is only
+/// recognised under IPv4 and ICMPv6 only under IPv6 (`V6`).
+#[inline(always)]
+fn parse_l4<const V6: bool>(
+    data: &[u8],
+    l4: usize,
+    proto: u8,
+    k: &mut Key,
+    meta: &mut PacketMeta,
+    vxlan_port: Option<u16>,
+) -> Result<Vxlan, DropReason> {
+    match proto {
+        ipproto::UDP => parse_udp(data, l4, k, meta, vxlan_port),
+        ipproto::TCP => parse_tcp(data, l4, k, meta).map(|()| NO_VXLAN),
+        ipproto::ICMP if !V6 => parse_icmp(data, l4, k, meta, DropReason::IcmpTruncated),
+        ipproto::ICMPV6 if V6 => parse_icmp(data, l4, k, meta, DropReason::Icmpv6Truncated),
+        _ => Ok(NO_VXLAN),
+    }
+}
+
+#[inline(always)]
+fn parse_udp(
+    data: &[u8],
+    l4: usize,
+    k: &mut Key,
+    meta: &mut PacketMeta,
+    vxlan_port: Option<u16>,
+) -> Result<Vxlan, DropReason> {
+    let udp: &[u8; 8] = hdr(data, l4).ok_or(DropReason::UdpTruncated)?;
+    let len = usize::from(be16([udp[4], udp[5]]));
+    if len < 8 || len > data.len() - l4 {
+        return Err(DropReason::UdpBadLength);
+    }
+    k[at::TP_SRC..at::TP_SRC + 4].copy_from_slice(&udp[0..4]);
+    meta.l4 = l4 as u16;
+    match vxlan_port {
+        Some(port) if be16([udp[2], udp[3]]) == port => Ok(Vxlan {
+            hdr: l4 + 8,
+            end: l4 + len,
+        }),
+        _ => Ok(NO_VXLAN),
+    }
+}
+
+#[inline(never)]
+fn parse_tcp(data: &[u8], l4: usize, k: &mut Key, meta: &mut PacketMeta) -> Result<(), DropReason> {
+    let tcp: &[u8; 20] = hdr(data, l4).ok_or(DropReason::TcpTruncated)?;
+    let doff = usize::from(tcp[12] >> 4) * 4;
+    if doff < 20 || doff > data.len() - l4 {
+        return Err(DropReason::TcpBadDataOffset);
+    }
+    k[at::TP_SRC..at::TP_SRC + 4].copy_from_slice(&tcp[0..4]);
+    let flags = be16([tcp[12], tcp[13]]) & 0x0fff;
+    k[at::TCP_FLAGS..at::TCP_FLAGS + 2].copy_from_slice(&flags.to_be_bytes());
+    meta.l4 = l4 as u16;
+    Ok(())
+}
+
+/// ICMP and ICMPv6: type and code are keyed as 16-bit "ports".
+#[inline(never)]
+fn parse_icmp(
+    data: &[u8],
+    l4: usize,
+    k: &mut Key,
+    meta: &mut PacketMeta,
+    truncated: DropReason,
+) -> Result<Vxlan, DropReason> {
+    let icmp: &[u8; 4] = hdr(data, l4).ok_or(truncated)?;
+    k[at::TP_SRC..at::TP_SRC + 4].copy_from_slice(&[0, icmp[0], 0, icmp[1]]);
+    meta.l4 = l4 as u16;
+    Ok(NO_VXLAN)
+}
+
+/// The outer headers become the tunnel fields; the inner frame becomes the packet.
+#[inline(never)]
+fn decap_vxlan(
+    data: &[u8],
+    vxlan: Vxlan,
+    k: &mut Key,
+    meta: &mut PacketMeta,
+) -> Result<(), DropReason> {
+    // The UDP parser checked `end` against the IP payload, which lies within `data`.
+    let data = data.get(..vxlan.end).ok_or(DropReason::VxlanTruncated)?;
+    let vx: &[u8; 8] = hdr(data, vxlan.hdr).ok_or(DropReason::VxlanTruncated)?;
+    if vx[0] & 0x08 == 0 {
+        return Err(DropReason::VxlanBadFlags);
+    }
+    let outer_v6 = k[at::ETH_TYPE..at::ETH_TYPE + 2] == ethertype::IPV6.to_be_bytes();
+    // IPv4 addresses sit in the first 4 bytes of the 16-byte IP fields with the rest
+    // zero, which is exactly the tunnel fields' convention: copy all 16.
+    k.copy_within(at::IP_SRC..at::IP_SRC + 16, at::TUN_SRC);
+    k.copy_within(at::IP_DST..at::IP_DST + 16, at::TUN_DST);
+    k[at::TUN_ID..at::TUN_ID + 4].copy_from_slice(&[0, vx[4], vx[5], vx[6]]);
+    k[at::TUN_FLAGS] = if outer_v6 {
+        TUN_PRESENT | TUN_IPV6
+    } else {
+        TUN_PRESENT
+    };
+    // Everything between in_port and the tunnel fields described the outer packet.
+    k[at::ETH_TYPE..at::TUN_ID].fill(0);
+    *meta = PacketMeta::default();
+    let inner = parse_frame(data, vxlan.hdr + 8, k, meta, None)?;
+    debug_assert_eq!(inner.hdr, 0);
+    Ok(())
 }
