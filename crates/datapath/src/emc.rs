@@ -54,7 +54,7 @@ impl ExactMatchCache {
     fn positions(&self, hash: u32) -> [usize; 2] {
         [
             (hash & self.mask) as usize,
-            ((hash >> 16 | hash << 16) & self.mask) as usize,
+            (hash.rotate_left(16) & self.mask) as usize,
         ]
     }
 

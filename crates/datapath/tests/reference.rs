@@ -54,7 +54,10 @@ fn frame_of(h: &Headers) -> Vec<u8> {
 }
 
 /// What the reference says for each packet, flattened in packet order.
-fn expected(store: &RuleStore, frames: &[(u32, Vec<u8>)]) -> (Vec<(u32, Vec<u8>)>, Vec<Vec<u8>>) {
+/// What left the switch: (port, bytes) in order, and the controller's packets in order.
+type Seen = (Vec<(u32, Vec<u8>)>, Vec<Vec<u8>>);
+
+fn expected(store: &RuleStore, frames: &[(u32, Vec<u8>)]) -> Seen {
     let p = store.snapshot();
     let rules: Vec<(RuleId, RuleSpec)> = p.rules().map(|r| (r.id, r.spec.clone())).collect();
     let mut outs = Vec::new();
@@ -72,11 +75,7 @@ fn expected(store: &RuleStore, frames: &[(u32, Vec<u8>)]) -> (Vec<(u32, Vec<u8>)
 }
 
 /// Run `frames` through `dp` in batches of at most `batch` packets sharing an in_port.
-fn run(
-    dp: &mut Datapath,
-    frames: &[(u32, Vec<u8>)],
-    batch: usize,
-) -> (Vec<(u32, Vec<u8>)>, Vec<Vec<u8>>) {
+fn run(dp: &mut Datapath, frames: &[(u32, Vec<u8>)], batch: usize) -> Seen {
     let q = dp.controller_queue();
     let mut sink = CaptureSink::default();
     let mut ctrl = Vec::new();
@@ -252,4 +251,3 @@ fn rule_counters_count_every_packet_on_every_tier() {
     let first = p.rules().find(|r| r.id == ids[0]).unwrap();
     assert_eq!(first.counters.get().0, 110);
 }
-

@@ -27,8 +27,8 @@ fn naive_best(rules: &[(RuleId, RuleSpec)], table: u8, key: &FlowKey) -> Option<
 /// Randomise every key bit outside `mask`.
 fn perturb(key: &FlowKey, mask: &FlowKey, noise: &[u64; KEY_WORDS]) -> FlowKey {
     let mut k = *key;
-    for i in 0..KEY_WORDS {
-        k.words[i] = (key.words[i] & mask.words[i]) | (noise[i] & !mask.words[i]);
+    for ((w, m), n) in k.words.iter_mut().zip(&mask.words).zip(noise) {
+        *w = (*w & m) | (n & !m);
     }
     k
 }
