@@ -11,7 +11,7 @@ use crate::megaflow::{MegaflowCache, MegaflowEntry};
 use crate::tsc::rdtsc;
 use crossbeam_queue::ArrayQueue;
 use flowpath_packet::rewrite::{self, RewriteDrop};
-use flowpath_packet::{parse, Action, DropReason, FlowKey, Packet, PacketMeta, ParseOptions};
+use flowpath_packet::{parse_into, Action, DropReason, FlowKey, Packet, PacketMeta, ParseOptions};
 use flowpath_pipeline::{Ending, Pipeline, RuleStore};
 use std::sync::Arc;
 
@@ -273,11 +273,14 @@ impl Datapath {
         let mut valid = 0u32;
         for (i, pkt) in pkts.iter().enumerate().take(n) {
             st.bytes += pkt.len() as u64;
-            match parse(pkt.data(), in_port, &self.cfg.parse, &mut sc.keys[i]) {
-                Ok(m) => {
-                    sc.metas[i] = m;
-                    valid |= 1 << i;
-                }
+            match parse_into(
+                pkt.data(),
+                in_port,
+                &self.cfg.parse,
+                &mut sc.keys[i],
+                &mut sc.metas[i],
+            ) {
+                Ok(()) => valid |= 1 << i,
                 Err(r) => st.parse_drops[r as usize] += 1,
             }
         }
@@ -292,6 +295,13 @@ impl Datapath {
                 m &= m - 1;
                 let h = sc.keys[i].hash(self.emc_seed);
                 sc.hashes[i] = h;
+                self.emc.prefetch(h);
+            }
+            let mut m = valid;
+            while m != 0 {
+                let i = m.trailing_zeros() as usize;
+                m &= m - 1;
+                let h = sc.hashes[i];
                 if let Some((slot, gen)) = self.emc.lookup(&sc.keys[i], h) {
                     if self.megaflows.claim(slot, gen) {
                         sc.slots[i] = slot;

@@ -8,7 +8,9 @@
 
 use flowpath_packet::FlowKey;
 
+/// One entry is two cache lines, aligned, so a lookup touches at most two lines.
 #[derive(Clone, Copy)]
+#[repr(C, align(64))]
 struct Entry {
     key: FlowKey,
     hash: u32,
@@ -56,6 +58,22 @@ impl ExactMatchCache {
             (hash & self.mask) as usize,
             (hash.rotate_left(16) & self.mask) as usize,
         ]
+    }
+
+    /// Start loading the candidate entries of `hash` into the cache (a batch computes all
+    /// hashes and prefetches before the first lookup, hiding the memory latency).
+    #[inline(always)]
+    pub fn prefetch(&self, hash: u32) {
+        #[cfg(target_arch = "x86_64")]
+        for p in self.positions(hash) {
+            // SAFETY: prefetching is a hint; the address is that of a live element.
+            unsafe {
+                use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+                _mm_prefetch::<_MM_HINT_T0>((&self.entries[p] as *const Entry).cast());
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = hash;
     }
 
     /// The megaflow slot and generation cached for `key`, if any.

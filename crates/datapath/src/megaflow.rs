@@ -6,6 +6,7 @@
 //! the slow path builds megaflows so that no two can match one packet. The cache is bounded;
 //! when full, the CLOCK policy evicts an entry not hit since the hand last passed it.
 
+use flowpath_packet::key::wide_hash;
 use flowpath_packet::{Action, FlowKey, WordSet};
 use flowpath_pipeline::{Ending, Pipeline, RuleRef, Translation};
 use hashbrown::HashTable;
@@ -165,7 +166,7 @@ impl MegaflowCache {
                 let key = &keys[i];
                 let h = key.masked_hash(&st.mask, &st.words, self.seed);
                 let entries = &self.entries;
-                if let Some(&slot) = st.slots.find(h as u64, |&s| {
+                if let Some(&slot) = st.slots.find(wide_hash(h), |&s| {
                     let e = &entries[s as usize];
                     e.hash == h && key.matches_words(&st.mask, &e.key, &st.words)
                 }) {
@@ -239,7 +240,9 @@ impl MegaflowCache {
         let entries = &self.entries;
         self.subtables[si as usize]
             .slots
-            .insert_unique(hash as u64, slot, |&s| entries[s as usize].hash as u64);
+            .insert_unique(wide_hash(hash), slot, |&s| {
+                wide_hash(entries[s as usize].hash)
+            });
         self.live += 1;
         self.counters.installs += 1;
         slot
@@ -256,7 +259,7 @@ impl MegaflowCache {
         let (h, si) = (e.hash, e.subtable);
         if let Ok(found) = self.subtables[si as usize]
             .slots
-            .find_entry(h as u64, |&s| s == slot)
+            .find_entry(wide_hash(h), |&s| s == slot)
         {
             found.remove();
         }

@@ -414,6 +414,13 @@ impl fmt::Debug for FlowKey {
     }
 }
 
+/// Widen a 32-bit key hash for `hashbrown`, which takes its 7-bit control tag from the
+/// top bits of a 64-bit hash: a plain `u32 as u64` would give every entry the same tag.
+#[inline(always)]
+pub fn wide_hash(h: u32) -> u64 {
+    ((h as u64) << 32) | h as u64
+}
+
 /// The indices of the words a mask actually uses, so that masked hashing and comparing
 /// touch only those (the idea of OVS's miniflow, in its simplest form).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

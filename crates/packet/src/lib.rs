@@ -10,4 +10,4 @@ pub mod rewrite;
 pub use action::Action;
 pub use key::{Field, FlowKey, WordSet, KEY_BYTES, KEY_WORDS};
 pub use packet::Packet;
-pub use parse::{parse, DropReason, PacketMeta, ParseOptions};
+pub use parse::{parse, parse_into, DropReason, PacketMeta, ParseOptions};

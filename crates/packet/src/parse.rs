@@ -167,15 +167,31 @@ pub fn parse(
     opts: &ParseOptions,
     key: &mut FlowKey,
 ) -> Result<PacketMeta, DropReason> {
+    let mut meta = PacketMeta::default();
+    parse_into(data, in_port, opts, key, &mut meta)?;
+    Ok(meta)
+}
+
+/// [`parse`], writing the header offsets into `meta` in place. The datapath uses this:
+/// returning the small struct by value made the caller re-read it as one word right after
+/// the parser wrote it field by field, a store-forwarding stall on every packet.
+#[inline]
+pub fn parse_into(
+    data: &[u8],
+    in_port: u32,
+    opts: &ParseOptions,
+    key: &mut FlowKey,
+    meta: &mut PacketMeta,
+) -> Result<(), DropReason> {
     *key = FlowKey::ZERO;
+    *meta = PacketMeta::default();
     let k = key.bytes_mut();
     k[0..4].copy_from_slice(&in_port.to_be_bytes());
-    let mut meta = PacketMeta::default();
-    let vxlan = parse_frame(data, 0, k, &mut meta, opts.vxlan_port)?;
+    let vxlan = parse_frame(data, 0, k, meta, opts.vxlan_port)?;
     if vxlan.hdr != 0 {
-        decap_vxlan(data, vxlan, k, &mut meta)?;
+        decap_vxlan(data, vxlan, k, meta)?;
     }
-    Ok(meta)
+    Ok(())
 }
 
 type Key = [u8; KEY_BYTES];

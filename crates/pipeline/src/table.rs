@@ -6,6 +6,7 @@
 //! Both record, in the caller's wildcard mask, every key bit the decision depended on.
 
 use crate::rule::Rule;
+use flowpath_packet::key::wide_hash;
 use flowpath_packet::{FlowKey, WordSet};
 use hashbrown::HashTable;
 use smallvec::SmallVec;
@@ -117,7 +118,7 @@ impl Table {
                     // The probe's outcome depends on every bit of this mask.
                     wc.or_assign(&st.mask);
                     let h = key.masked_hash(&st.mask, &st.words, self.seed);
-                    let found = st.buckets.find(h as u64, |b| {
+                    let found = st.buckets.find(wide_hash(h), |b| {
                         b.hash == h && key.matches_words(&st.mask, &b.value, &st.words)
                     });
                     if let Some(bucket) = found {
@@ -170,20 +171,20 @@ fn build_subtables(rules: &[Rule], seed: u64) -> Vec<Subtable> {
         let h = value.masked_hash(&mask, &st.words, seed);
         match st
             .buckets
-            .find_mut(h as u64, |b| b.hash == h && b.value == value)
+            .find_mut(wide_hash(h), |b| b.hash == h && b.value == value)
         {
             Some(b) => b.rules.push(i as u32),
             None => {
                 let mut v = SmallVec::new();
                 v.push(i as u32);
                 st.buckets.insert_unique(
-                    h as u64,
+                    wide_hash(h),
                     Bucket {
                         hash: h,
                         value,
                         rules: v,
                     },
-                    |b| b.hash as u64,
+                    |b| wide_hash(b.hash),
                 );
             }
         }
