@@ -7,4 +7,4 @@ pub mod runner;
 pub mod workload;
 
 pub use machine::Machine;
-pub use runner::{run_case, BenchConfig, Case, CaseResult};
+pub use runner::{measure_rule_change, run_case, BenchConfig, Case, CaseResult, RuleChangeResult};

@@ -79,6 +79,10 @@ struct BenchArgs {
     /// Print a JSON array (one object per case) instead of the table.
     #[arg(long)]
     json: bool,
+    /// Also measure what a rule change costs with a full megaflow cache: revalidating
+    /// every megaflow versus flushing them (text output only).
+    #[arg(long)]
+    rule_change: bool,
 }
 
 fn parse_share(s: &str) -> Result<f64, String> {
@@ -146,11 +150,19 @@ fn bench(args: BenchArgs) -> ExitCode {
         });
         results.push(r);
     }
+    let rule_change = (args.rule_change && !args.json).then(|| {
+        eprint!("\rmeasuring a rule change (revalidate vs flush)...");
+        flowpath_bench::measure_rule_change(&cfg)
+    });
     eprintln!("\r{:60}\r", "");
     if args.json {
         println!("{}", report::json(&results, &machine));
     } else {
         print!("{}", report::table(&results, &machine));
+        if let Some(rc) = rule_change {
+            println!();
+            print!("{}", report::rule_change(&rc));
+        }
     }
     ExitCode::SUCCESS
 }
