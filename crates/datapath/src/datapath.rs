@@ -363,14 +363,8 @@ impl Datapath {
             m &= m - 1;
             let pkt = &mut pkts[i];
             let meta = &mut sc.metas[i];
-            if meta.l2 != 0 {
-                // VXLAN: from here on the packet is its inner frame.
-                let l2 = meta.l2;
-                pkt.pull_front(l2 as usize);
-                meta.l2 = 0;
-                meta.l3 = meta.l3.saturating_sub(l2);
-                meta.l4 = meta.l4.saturating_sub(l2);
-            }
+            // VXLAN: from here on the packet is its inner frame.
+            meta.strip_outer(pkt);
             let e = self.megaflows.entry_mut(sc.slots[i]);
             e.packets += 1;
             e.bytes += pkt.len() as u64;

@@ -140,6 +140,21 @@ pub struct PacketMeta {
     pub vlans: u8,
 }
 
+impl PacketMeta {
+    /// Make a VXLAN packet its inner frame: strip everything before `l2` from `pkt` and
+    /// rebase the offsets. A no-op for a packet that was not decapsulated (`l2 == 0`).
+    #[inline(always)]
+    pub fn strip_outer(&mut self, pkt: &mut crate::Packet<'_>) {
+        if self.l2 != 0 {
+            let l2 = self.l2;
+            pkt.pull_front(l2 as usize);
+            self.l2 = 0;
+            self.l3 = self.l3.saturating_sub(l2);
+            self.l4 = self.l4.saturating_sub(l2);
+        }
+    }
+}
+
 /// Parser settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ParseOptions {

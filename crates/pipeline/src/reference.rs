@@ -54,13 +54,7 @@ pub fn evaluate(
     // A VXLAN packet is its inner frame from here on; the tunnel fields stay in the key.
     let tunnel =
         [Field::TunId, Field::TunFlags, Field::TunSrc, Field::TunDst].map(|f| (f, key.get(f)));
-    if meta.l2 != 0 {
-        let l2 = meta.l2;
-        pkt.pull_front(l2 as usize);
-        meta.l2 = 0;
-        meta.l3 = meta.l3.saturating_sub(l2);
-        meta.l4 = meta.l4.saturating_sub(l2);
-    }
+    meta.strip_outer(&mut pkt);
     let reparse_opts = ParseOptions { vxlan_port: None };
     let mut table = 0u8;
     loop {
