@@ -7,6 +7,10 @@ use flowpath_pipeline::Backend;
 use std::io::Write;
 use std::process::ExitCode;
 
+mod cmd_flows;
+mod cmd_gen;
+mod cmd_suite;
+
 #[derive(Parser)]
 #[command(
     name = "flowpath",
@@ -29,8 +33,28 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Measure Mpps and cycles per packet for hits and misses on generated traffic.
-    #[command(long_about = BENCH_ABOUT)]
-    Bench(BenchArgs),
+    #[command(long_about = BENCH_ABOUT, args_conflicts_with_subcommands = true)]
+    Bench(BenchCmd),
+    /// Generate traffic: flows, sizes, churn, encapsulation; write pcap files.
+    Gen(cmd_gen::GenArgs),
+    /// Program flows in ovs-ofctl syntax: add, mod, del, replace, dump; check a flows file.
+    Flows(cmd_flows::FlowsArgs),
+    /// Run the switch: a datapath with its control socket and persistent flow state.
+    Run(cmd_flows::RunArgs),
+}
+
+#[derive(clap::Args)]
+struct BenchCmd {
+    #[command(subcommand)]
+    sub: Option<BenchSub>,
+    #[command(flatten)]
+    args: BenchArgs,
+}
+
+#[derive(Subcommand)]
+enum BenchSub {
+    /// The characterisation suite: the talk's experiments as tables and charts.
+    Suite(cmd_suite::SuiteArgs),
 }
 
 const BENCH_ABOUT: &str = "Measure Mpps and TSC cycles per packet, one core, for each cache tier.
@@ -104,7 +128,14 @@ fn parse_share(s: &str) -> Result<f64, String> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Bench(args) => bench(args),
+        Command::Bench(BenchCmd {
+            sub: Some(BenchSub::Suite(args)),
+            ..
+        }) => cmd_suite::run(args),
+        Command::Bench(BenchCmd { sub: None, args }) => bench(args),
+        Command::Gen(args) => cmd_gen::run(args),
+        Command::Flows(args) => cmd_flows::run(args),
+        Command::Run(args) => cmd_flows::run_switch(args),
     }
 }
 

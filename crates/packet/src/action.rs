@@ -44,6 +44,10 @@ pub enum Action {
     /// Decrement the IPv4 TTL / IPv6 hop limit; a packet whose TTL is 0 or 1 is dropped
     /// (counted as `ttl_expired`) and no later action runs. No-op on non-IP packets.
     DecTtl,
+    /// Set the tunnel ID (the VXLAN VNI, 24 bits) carried with the packet as metadata:
+    /// later tables match the new `tun_id`, and a tunnel output port encapsulates with it.
+    /// The packet's bytes are not changed (OVS's `set_tunnel`).
+    SetTunnel(u32),
 }
 
 impl Action {
@@ -51,7 +55,7 @@ impl Action {
     pub fn is_rewrite(&self) -> bool {
         !matches!(
             self,
-            Action::Output(_) | Action::InPort | Action::Controller { .. }
+            Action::Output(_) | Action::InPort | Action::Controller { .. } | Action::SetTunnel(_)
         )
     }
 }

@@ -138,6 +138,10 @@ fn translate_action(
     let eth_type = || k.get(Field::EthType) as u16;
     match *a {
         Action::Output(_) | Action::InPort | Action::Controller { .. } => out.push(*a),
+        Action::SetTunnel(id) => {
+            k.set(Field::TunId, id as u128);
+            out.push(*a);
+        }
         Action::SetEthSrc(m) => {
             k.set(Field::EthSrc, mac(m));
             out.push(*a);

@@ -52,7 +52,7 @@ pub fn evaluate(
         }
     };
     // A VXLAN packet is its inner frame from here on; the tunnel fields stay in the key.
-    let tunnel =
+    let mut tunnel =
         [Field::TunId, Field::TunFlags, Field::TunSrc, Field::TunDst].map(|f| (f, key.get(f)));
     meta.strip_outer(&mut pkt);
     let reparse_opts = ParseOptions { vxlan_port: None };
@@ -74,6 +74,7 @@ pub fn evaluate(
                     }
                 }
                 Action::InPort => out.outputs.push((in_port, pkt.data().to_vec())),
+                Action::SetTunnel(id) => tunnel[0].1 = *id as u128,
                 Action::Controller { max_len } => {
                     let n = pkt.len().min(*max_len as usize);
                     out.controller.push(pkt.data()[..n].to_vec());

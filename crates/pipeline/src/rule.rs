@@ -94,6 +94,10 @@ pub struct RuleSpec {
     pub goto: Option<u8>,
     /// Opaque controller value (OpenFlow cookie).
     pub cookie: u64,
+    /// Remove the rule after this many seconds without a packet (0 = never).
+    pub idle_timeout: u16,
+    /// Remove the rule this many seconds after it was added (0 = never).
+    pub hard_timeout: u16,
 }
 
 impl RuleSpec {
@@ -105,6 +109,8 @@ impl RuleSpec {
             actions: Vec::new(),
             goto: None,
             cookie: 0,
+            idle_timeout: 0,
+            hard_timeout: 0,
         }
     }
 
@@ -137,6 +143,7 @@ impl RuleSpec {
                 Action::SetVlanPcp(p) => *p > 7,
                 Action::PushVlan { tpid } => *tpid != 0x8100 && *tpid != 0x88a8,
                 Action::Output(p) => *p == 0,
+                Action::SetTunnel(id) => *id > 0x00ff_ffff,
                 _ => false,
             };
             if bad {

@@ -137,6 +137,11 @@ fn arb_condition() -> impl Strategy<Value = (Field, u128, u128)> {
         Just((Field::VlanTci, 0, VLAN_PRESENT as u128)),
         prop::sample::select(vec![1u8, 2, 63, 64]).prop_map(|t| (Field::NwTtl, t as u128, 0xff)),
         Just((Field::NwTos, 0x10, 0xfc)),
+        prop::sample::select(vec![0u32, 7, 0xabcde]).prop_map(|t| (
+            Field::TunId,
+            t as u128,
+            0xff_ffff
+        )),
     ]
 }
 
@@ -157,6 +162,7 @@ pub fn arb_action(max_port: u32) -> impl Strategy<Value = Action> {
         1 => prop::sample::select(vec![10u16, 20, 30]).prop_map(Action::SetVlanVid),
         1 => (0u8..8).prop_map(Action::SetVlanPcp),
         2 => Just(Action::DecTtl),
+        1 => prop::sample::select(vec![0u32, 7, 0xabcde]).prop_map(Action::SetTunnel),
     ]
 }
 
