@@ -6,8 +6,10 @@ pub mod reference;
 pub mod rule;
 pub mod table;
 
-pub use pipeline::{Change, Ending, Pipeline, RuleRef, RuleStore, Translation};
-pub use rule::{Match, Rule, RuleCounters, RuleError, RuleId, RuleSpec, MAX_TABLES};
+pub use pipeline::{Applied, Change, Ending, Pipeline, RuleRef, RuleStore, Translation};
+pub use rule::{
+    now_ns, Match, Rule, RuleCounters, RuleError, RuleId, RuleSpec, Selector, MAX_TABLES,
+};
 pub use table::{Backend, Table};
 
 #[cfg(feature = "testing")]

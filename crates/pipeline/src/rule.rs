@@ -55,6 +55,12 @@ impl Match {
     pub fn matches(&self, key: &FlowKey) -> bool {
         key.matches(&self.mask, &self.value)
     }
+
+    /// Is `self` at least as general as `other` (every packet `other` matches, `self`
+    /// matches too)? OpenFlow's non-strict selection for modify and delete.
+    pub fn covers(&self, other: &Match) -> bool {
+        self.mask.is_subset_of(&other.mask) && other.value.and(&self.mask) == self.value
+    }
 }
 
 impl fmt::Debug for Match {
@@ -166,6 +172,46 @@ pub enum RuleError {
     NoSuchRule(RuleId),
 }
 
+/// Which installed rules a modify or delete applies to (OpenFlow's flow selection).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Selector {
+    /// `None`: every table.
+    pub table: Option<u8>,
+    pub matches: Match,
+    /// `Some(p)`: strict — the rule's priority is `p` and its match is exactly `matches`.
+    /// `None`: non-strict — every rule whose match is at least as specific as `matches`.
+    pub priority: Option<u16>,
+    /// Only rules with `(cookie & cookie_mask) == (self.cookie & cookie_mask)`.
+    pub cookie: u64,
+    pub cookie_mask: u64,
+}
+
+impl Selector {
+    /// Every rule in every table.
+    pub fn all() -> Selector {
+        Selector {
+            table: None,
+            matches: Match::any(),
+            priority: None,
+            cookie: 0,
+            cookie_mask: 0,
+        }
+    }
+
+    pub fn selects(&self, spec: &RuleSpec) -> bool {
+        if self.table.is_some_and(|t| t != spec.table) {
+            return false;
+        }
+        if (spec.cookie ^ self.cookie) & self.cookie_mask != 0 {
+            return false;
+        }
+        match self.priority {
+            Some(p) => spec.priority == p && spec.matches == self.matches,
+            None => self.matches.covers(&spec.matches),
+        }
+    }
+}
+
 impl fmt::Display for RuleError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -189,11 +235,41 @@ impl std::error::Error for RuleError {}
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RuleId(pub u64);
 
-/// Packet and byte counters of one rule; shared by every snapshot the rule is in.
-#[derive(Debug, Default)]
+/// Nanoseconds on a monotonic clock that starts when the process first asks for it: the
+/// time base of rule ages and idle times (cheap to store in an atomic).
+pub fn now_ns() -> u64 {
+    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    // Start at 1 so that 0 can mean "never".
+    EPOCH
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_nanos() as u64
+        + 1
+}
+
+/// Packet and byte counters of one rule, and when it was added and last used; shared by
+/// every snapshot the rule is in.
+#[derive(Debug)]
 pub struct RuleCounters {
     pub packets: AtomicU64,
     pub bytes: AtomicU64,
+    /// [`now_ns`] when the rule was added.
+    pub added_ns: u64,
+    /// [`now_ns`] when counts were last credited (packets seen), or `added_ns`. Counts
+    /// reach rules when the datapath pushes megaflow stats, so this lags by that period.
+    pub last_used_ns: AtomicU64,
+}
+
+impl Default for RuleCounters {
+    fn default() -> Self {
+        let now = now_ns();
+        RuleCounters {
+            packets: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            added_ns: now,
+            last_used_ns: AtomicU64::new(now),
+        }
+    }
 }
 
 impl RuleCounters {
@@ -201,7 +277,12 @@ impl RuleCounters {
         if packets != 0 {
             self.packets.fetch_add(packets, Ordering::Relaxed);
             self.bytes.fetch_add(bytes, Ordering::Relaxed);
+            self.last_used_ns.store(now_ns(), Ordering::Relaxed);
         }
+    }
+
+    pub fn last_used_ns(&self) -> u64 {
+        self.last_used_ns.load(Ordering::Relaxed)
     }
 
     pub fn get(&self) -> (u64, u64) {
@@ -221,6 +302,17 @@ pub struct Rule {
 }
 
 impl Rule {
+    /// Has this rule's hard timeout passed, or has it been idle past its idle timeout, at
+    /// `now` ([`now_ns`])?
+    pub fn expired_at(&self, now: u64) -> bool {
+        const NS: u64 = 1_000_000_000;
+        let hard = self.spec.hard_timeout as u64 * NS;
+        let idle = self.spec.idle_timeout as u64 * NS;
+        let c = &self.counters;
+        (hard != 0 && now.saturating_sub(c.added_ns) >= hard)
+            || (idle != 0 && now.saturating_sub(c.last_used_ns()) >= idle)
+    }
+
     /// The classifier order: higher priority first, then older (smaller id) first.
     #[inline]
     pub fn beats(&self, other: &Rule) -> bool {
