@@ -1,0 +1,149 @@
+//! Errors with a 1-based character column, and "did you mean" suggestions.
+
+use std::fmt;
+
+/// A flow that does not parse. `message` already names the column, e.g.
+/// `unknown field 'nw_sr' at column 14; did you mean nw_src?`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyntaxError {
+    /// 1-based character (not byte) column of the offending token; one past the end of the
+    /// text when something is missing at the end.
+    pub column: usize,
+    pub message: String,
+}
+
+impl fmt::Display for SyntaxError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for SyntaxError {}
+
+/// A line of a flows file that does not parse. Displays as `line 7: <message>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileError {
+    /// 1-based line number.
+    pub line: usize,
+    /// 1-based character column within the line.
+    pub column: usize,
+    pub message: String,
+}
+
+impl fmt::Display for FileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: {}", self.line, self.message)
+    }
+}
+
+impl std::error::Error for FileError {}
+
+/// The 1-based character column of byte offset `at` in `text`.
+pub(crate) fn column(text: &str, at: usize) -> usize {
+    let mut at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    text[..at].chars().count() + 1
+}
+
+/// Build an error at byte offset `at`; `msg` receives the column to embed.
+pub(crate) fn err_at(text: &str, at: usize, msg: impl FnOnce(usize) -> String) -> SyntaxError {
+    let column = column(text, at);
+    SyntaxError {
+        column,
+        message: msg(column),
+    }
+}
+
+/// The closest of `candidates` to `word`, if it is close enough to be a plausible typo
+/// (or the shortest name it is the start of, for words of 4 characters or more):
+/// at most 2 edits (1 for words of up to 3 characters; a swap of neighbours is one edit)
+/// after lower-casing, or a
+/// Jaro-Winkler similarity of at least 0.92 for longer words.
+pub(crate) fn suggest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    // No name is longer than 16 characters: a long word is not a typo of one (and would
+    // make a garbage line slow to reject).
+    if word.len() > 24 {
+        return None;
+    }
+    let lower = word.to_ascii_lowercase();
+    // A truncated name (`goto` for `goto_table`) first: the shortest name it begins.
+    if lower.len() >= 4 {
+        let prefixed = candidates
+            .iter()
+            .filter(|c| c.starts_with(lower.as_str()) && c.len() > lower.len())
+            .min_by_key(|c| c.len());
+        if let Some(c) = prefixed {
+            return Some(c);
+        }
+    }
+    let limit = if lower.chars().count() <= 3 { 1 } else { 2 };
+    let mut best: Option<(&'a str, usize)> = None;
+    for &c in candidates {
+        let d = strsim::osa_distance(&lower, c);
+        if best.is_none_or(|(_, bd)| d < bd) {
+            best = Some((c, d));
+        }
+    }
+    if let Some((c, d)) = best {
+        if d <= limit {
+            return Some(c);
+        }
+    }
+    if lower.chars().count() >= 6 {
+        let mut best: Option<(&'a str, f64)> = None;
+        for &c in candidates {
+            let s = strsim::jaro_winkler(&lower, c);
+            if best.is_none_or(|(_, bs)| s > bs) {
+                best = Some((c, s));
+            }
+        }
+        if let Some((c, s)) = best {
+            if s >= 0.92 {
+                return Some(c);
+            }
+        }
+    }
+    None
+}
+
+/// `"; did you mean X?"` or nothing.
+pub(crate) fn did_you_mean(word: &str, candidates: &[&str]) -> String {
+    match suggest(word, candidates) {
+        Some(s) => format!("; did you mean {s}?"),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_count_characters() {
+        assert_eq!(column("abc", 0), 1);
+        assert_eq!(column("abc", 3), 4);
+        assert_eq!(column("abc", 99), 4);
+        assert_eq!(column("é,x", 3), 3);
+        // Inside a character: the column of that character.
+        assert_eq!(column("é,x", 1), 1);
+    }
+
+    #[test]
+    fn suggestions() {
+        let names = ["nw_src", "nw_dst", "tcp", "tp_dst", "goto_table", "output"];
+        let s = |w| suggest(w, &names);
+        assert_eq!(s("nw_sr"), Some("nw_src"));
+        assert_eq!(s("NW_SRC"), Some("nw_src"));
+        assert_eq!(s("tpc"), Some("tcp"));
+        assert_eq!(s("tp_dts"), Some("tp_dst"));
+        assert_eq!(s("outptu"), Some("output"));
+        assert_eq!(s("goto"), Some("goto_table"));
+        assert_eq!(s("xyz"), None);
+        assert_eq!(s("destination"), None);
+        assert_eq!(s(&"nw_src".repeat(5)), None);
+        assert_eq!(did_you_mean("nw_dts", &names), "; did you mean nw_dst?");
+        assert_eq!(did_you_mean("zzzz", &names), "");
+    }
+}

@@ -1,0 +1,212 @@
+//! The control protocol: one JSON request per connection on a Unix socket, one JSON
+//! response back. The socket is created mode 0600, so only the user running the switch
+//! (and root) can program it.
+
+use serde::{Deserialize, Serialize};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// What a request asks the switch to do (the `flowpath flows` subcommands).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Op {
+    Add,
+    Mod,
+    ModStrict,
+    Del,
+    DelStrict,
+    Replace,
+    Dump,
+}
+
+impl Op {
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Add => "add",
+            Op::Mod => "mod",
+            Op::ModStrict => "mod-strict",
+            Op::Del => "del",
+            Op::DelStrict => "del-strict",
+            Op::Replace => "replace",
+            Op::Dump => "dump",
+        }
+    }
+}
+
+/// A request: the operation and its flows, as text in flow syntax (one flow per line, `#`
+/// comments and blank lines allowed), so that errors can name the line and column.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Request {
+    pub op: Op,
+    pub text: String,
+}
+
+/// The switch's answer.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Response {
+    /// `None` on success; otherwise one line saying what was refused and why. A refused
+    /// request changed nothing.
+    pub error: Option<String>,
+    /// One line for people ("replaced: 100000 flows, 3 kept ...").
+    pub summary: String,
+    /// Dump lines (`ovs-ofctl dump-flows` format).
+    pub lines: Vec<String>,
+    /// The rule-set version after the request.
+    pub version: u64,
+}
+
+impl Response {
+    pub fn error(e: impl Into<String>) -> Response {
+        Response {
+            error: Some(e.into()),
+            ..Response::default()
+        }
+    }
+}
+
+/// Send `req` to the switch listening on `socket` and wait for its answer.
+pub fn call(socket: &Path, req: &Request, timeout: Duration) -> io::Result<Response> {
+    let mut s = UnixStream::connect(socket).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "cannot reach the switch at {}: {e} (is `flowpath run` running? --control names the socket)",
+                socket.display()
+            ),
+        )
+    })?;
+    s.set_read_timeout(Some(timeout))?;
+    s.set_write_timeout(Some(timeout))?;
+    serde_json::to_writer(&mut s, req)?;
+    s.shutdown(std::net::Shutdown::Write)?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf)?;
+    serde_json::from_slice(&buf).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("bad answer from the switch: {e}"),
+        )
+    })
+}
+
+/// A bound control socket (mode 0600). Dropping it removes the socket file.
+pub struct ControlSocket {
+    listener: UnixListener,
+    path: PathBuf,
+}
+
+impl ControlSocket {
+    /// Bind `path`. A stale socket file (no one listening) is replaced; a live one is an
+    /// error, so two switches never share a socket.
+    pub fn bind(path: &Path) -> io::Result<ControlSocket> {
+        if let Some(dir) = path.parent() {
+            if !dir.as_os_str().is_empty() && !dir.exists() {
+                std::fs::create_dir_all(dir)?;
+                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+            }
+        }
+        if path.exists() {
+            if UnixStream::connect(path).is_ok() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!("{} is in use by a running switch", path.display()),
+                ));
+            }
+            std::fs::remove_file(path)?;
+        }
+        let listener = UnixListener::bind(path)?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+        Ok(ControlSocket {
+            listener,
+            path: path.to_path_buf(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Accept one connection and read its request. Malformed requests are answered with
+    /// an error here; `Ok(None)` means the connection was dealt with.
+    pub fn accept(&self) -> io::Result<Option<(Request, UnixStream)>> {
+        let (mut s, _) = self.listener.accept()?;
+        s.set_read_timeout(Some(Duration::from_secs(30)))?;
+        s.set_write_timeout(Some(Duration::from_secs(30)))?;
+        let mut buf = Vec::new();
+        if let Err(e) = s.read_to_end(&mut buf) {
+            let _ = reply(
+                &mut s,
+                &Response::error(format!("reading the request: {e}")),
+            );
+            return Ok(None);
+        }
+        match serde_json::from_slice::<Request>(&buf) {
+            Ok(req) => Ok(Some((req, s))),
+            Err(e) => {
+                let _ = reply(&mut s, &Response::error(format!("bad request: {e}")));
+                Ok(None)
+            }
+        }
+    }
+
+    /// Make a blocked `accept` return (used to stop the server thread).
+    pub fn wake(&self) {
+        let _ = UnixStream::connect(&self.path);
+    }
+}
+
+impl Drop for ControlSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Write `resp` to the client.
+pub fn reply(s: &mut UnixStream, resp: &Response) -> io::Result<()> {
+    serde_json::to_writer(&mut *s, resp)?;
+    s.flush()
+}
+
+/// Where the control socket is when `--control` is not given: `$FLOWPATH_CONTROL`, else
+/// `/run/flowpath/control.sock` for root, else `$XDG_RUNTIME_DIR/flowpath/control.sock`,
+/// else `/tmp/flowpath-<uid>/control.sock`.
+pub fn default_socket() -> PathBuf {
+    if let Some(p) = std::env::var_os("FLOWPATH_CONTROL") {
+        return p.into();
+    }
+    let uid = current_uid();
+    if uid == 0 {
+        return "/run/flowpath/control.sock".into();
+    }
+    if let Some(d) = std::env::var_os("XDG_RUNTIME_DIR") {
+        return Path::new(&d).join("flowpath/control.sock");
+    }
+    PathBuf::from(format!("/tmp/flowpath-{uid}/control.sock"))
+}
+
+/// Where the flow state is kept when `--state` is not given: `$FLOWPATH_STATE`, else
+/// `/var/lib/flowpath/flows.state` for root, else `$XDG_STATE_HOME/flowpath/flows.state`,
+/// else `~/.local/state/flowpath/flows.state`.
+pub fn default_state() -> PathBuf {
+    if let Some(p) = std::env::var_os("FLOWPATH_STATE") {
+        return p.into();
+    }
+    if current_uid() == 0 {
+        return "/var/lib/flowpath/flows.state".into();
+    }
+    if let Some(d) = std::env::var_os("XDG_STATE_HOME") {
+        return Path::new(&d).join("flowpath/flows.state");
+    }
+    let home = std::env::var_os("HOME").unwrap_or_else(|| ".".into());
+    Path::new(&home).join(".local/state/flowpath/flows.state")
+}
+
+fn current_uid() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .unwrap_or(u32::MAX)
+}

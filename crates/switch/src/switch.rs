@@ -1,0 +1,465 @@
+//! [`Switch`]: the rule store shared by the datapath workers, programmed through
+//! [`Request`]s, with every configuration change saved to the state file before it is
+//! acknowledged, and rules expired by their idle and hard timeouts.
+
+use crate::control::{reply, ControlSocket, Op, Request, Response};
+use crate::state::StateFile;
+use flowpath_datapath::{Datapath, DatapathConfig, OutputSink};
+use flowpath_flowsyntax::{
+    format_dump_line, parse_flow, parse_flows_file, DumpStats, FlowCommand, ParsedFlow,
+};
+use flowpath_gen::InMemorySource;
+use flowpath_pipeline::{now_ns, Backend, Change, Pipeline, RuleSpec, RuleStore, Selector};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How a switch is set up.
+#[derive(Clone, Debug)]
+pub struct SwitchConfig {
+    /// Where the configured flows are kept; `None` keeps them in memory only.
+    pub state: Option<PathBuf>,
+    pub backend: Backend,
+    /// How often rules are checked for expiry.
+    pub expire_every: Duration,
+}
+
+impl Default for SwitchConfig {
+    fn default() -> Self {
+        SwitchConfig {
+            state: None,
+            backend: Backend::TupleSpace,
+            expire_every: Duration::from_millis(250),
+        }
+    }
+}
+
+/// Lets the control side ask every worker to credit its megaflow counters to the rules
+/// now (for `dump` and idle timeouts), and wait until they have.
+#[derive(Debug, Default)]
+pub struct StatsSync {
+    requested: AtomicU64,
+    workers: Mutex<Vec<Arc<AtomicU64>>>,
+}
+
+/// A worker's side of [`StatsSync`].
+#[derive(Debug)]
+pub struct StatsTicket {
+    sync: Arc<StatsSync>,
+    done: Arc<AtomicU64>,
+    seen: u64,
+}
+
+impl StatsSync {
+    pub fn register(self: &Arc<Self>) -> StatsTicket {
+        let now = self.requested.load(Ordering::Acquire);
+        let done = Arc::new(AtomicU64::new(now));
+        self.workers.lock().unwrap().push(done.clone());
+        StatsTicket {
+            sync: self.clone(),
+            done,
+            seen: now,
+        }
+    }
+
+    /// Ask for a push and wait (at most `timeout`) until every live worker has done it.
+    pub fn request_and_wait(&self, timeout: Duration) -> bool {
+        let want = self.requested.fetch_add(1, Ordering::AcqRel) + 1;
+        let deadline = Instant::now() + timeout;
+        loop {
+            let all = {
+                let mut w = self.workers.lock().unwrap();
+                // A worker that has gone away holds the only other reference no more.
+                w.retain(|d| Arc::strong_count(d) > 1);
+                w.iter().all(|d| d.load(Ordering::Acquire) >= want)
+            };
+            if all {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+}
+
+impl StatsTicket {
+    /// Called by the worker between batches: one atomic load when nothing is asked.
+    #[inline]
+    pub fn poll(&mut self, dp: &mut Datapath) {
+        let req = self.sync.requested.load(Ordering::Acquire);
+        if req != self.seen {
+            dp.push_rule_stats();
+            self.seen = req;
+            self.done.store(req, Ordering::Release);
+        }
+    }
+}
+
+/// The switch's control side: rules, their persistence and expiry.
+pub struct Switch {
+    store: Arc<RuleStore>,
+    state: Option<StateFile>,
+    /// Serialises configuration changes with their saves, so the file follows the order
+    /// in which changes were applied.
+    config: Mutex<()>,
+    stats: Arc<StatsSync>,
+    cfg: SwitchConfig,
+}
+
+impl Switch {
+    /// Set up a switch, restoring the flows saved in `cfg.state`.
+    pub fn open(cfg: SwitchConfig) -> Result<Arc<Switch>, String> {
+        let store = Arc::new(RuleStore::new(cfg.backend));
+        let state = cfg.state.clone().map(StateFile::new);
+        if let Some(st) = &state {
+            let specs = st.load().map_err(|e| e.to_string())?;
+            if !specs.is_empty() {
+                store
+                    .apply(vec![Change::Replace(specs)])
+                    .map_err(|e| format!("state file {}: {e}", st.path().display()))?;
+            }
+        }
+        Ok(Arc::new(Switch {
+            store,
+            state,
+            config: Mutex::new(()),
+            stats: Arc::new(StatsSync::default()),
+            cfg,
+        }))
+    }
+
+    pub fn store(&self) -> &Arc<RuleStore> {
+        &self.store
+    }
+
+    pub fn stats_sync(&self) -> &Arc<StatsSync> {
+        &self.stats
+    }
+
+    /// Carry out one control request.
+    pub fn handle(&self, req: &Request) -> Response {
+        match req.op {
+            Op::Dump => self.dump(&req.text),
+            op => self.configure(op, &req.text),
+        }
+    }
+
+    fn configure(&self, op: Op, text: &str) -> Response {
+        let cmd = match op {
+            Op::Add | Op::Replace => FlowCommand::Add,
+            Op::Mod => FlowCommand::Modify,
+            Op::ModStrict => FlowCommand::ModifyStrict,
+            Op::Del => FlowCommand::Delete,
+            Op::DelStrict => FlowCommand::DeleteStrict,
+            Op::Dump => unreachable!(),
+        };
+        let flows = match parse_flows_file(text, cmd) {
+            Ok(f) => f,
+            Err(e) => return Response::error(e.to_string()),
+        };
+        let changes = match op {
+            Op::Add => flows.into_iter().map(|f| Change::Add(f.spec)).collect(),
+            Op::Replace => vec![Change::Replace(flows.into_iter().map(|f| f.spec).collect())],
+            Op::Mod | Op::ModStrict => {
+                if flows.is_empty() {
+                    return Response::error(format!("{}: no flow given", op.name()));
+                }
+                flows
+                    .into_iter()
+                    .map(|f| Change::Modify {
+                        selector: selector(&f, op == Op::ModStrict),
+                        actions: f.spec.actions,
+                        goto: f.spec.goto,
+                    })
+                    .collect()
+            }
+            Op::Del | Op::DelStrict => {
+                if flows.is_empty() {
+                    if op == Op::DelStrict {
+                        return Response::error("del-strict: no flow given");
+                    }
+                    vec![Change::DeleteWhere(Selector::all())]
+                } else {
+                    flows
+                        .into_iter()
+                        .map(|f| Change::DeleteWhere(selector(&f, op == Op::DelStrict)))
+                        .collect()
+                }
+            }
+            Op::Dump => unreachable!(),
+        };
+        let _cfg = self.config.lock().unwrap_or_else(|e| e.into_inner());
+        let before = self.store.snapshot();
+        let done = match self.store.apply(changes) {
+            Ok(d) => d,
+            Err(e) => {
+                return Response::error(format!("{}: refused, nothing changed: {e}", op.name()))
+            }
+        };
+        if let Err(e) = self.save() {
+            // Keep the running switch and the file in agreement: undo.
+            let old: Vec<RuleSpec> = before.rules().map(|r| r.spec.clone()).collect();
+            let _ = self.store.apply(vec![Change::Replace(old)]);
+            return Response::error(format!(
+                "{}: could not save the state file, nothing changed: {e}",
+                op.name()
+            ));
+        }
+        let n = self.store.snapshot().rules().count();
+        Response {
+            error: None,
+            summary: format!(
+                "{}: {} added, {} modified, {} removed; {n} flows installed (version {})",
+                op.name(),
+                done.added.len(),
+                done.modified,
+                done.removed,
+                done.version
+            ),
+            lines: Vec::new(),
+            version: done.version,
+        }
+    }
+
+    /// Save the current rules (call with the config lock held).
+    fn save(&self) -> std::io::Result<()> {
+        let Some(st) = &self.state else {
+            return Ok(());
+        };
+        let snap = self.store.snapshot();
+        let specs: Vec<&RuleSpec> = snap.rules().map(|r| &r.spec).collect();
+        st.save(&specs)
+    }
+
+    fn dump(&self, text: &str) -> Response {
+        let filter = if text.trim().is_empty() {
+            Selector::all()
+        } else {
+            match parse_flow(text.trim(), FlowCommand::Delete) {
+                Ok(f) => selector(&f, false),
+                Err(e) => return Response::error(format!("dump: {e}")),
+            }
+        };
+        // Counts reach rules when workers push their megaflow stats: ask for it now.
+        self.stats.request_and_wait(Duration::from_secs(1));
+        let snap = self.store.snapshot();
+        Response {
+            error: None,
+            summary: String::new(),
+            lines: dump_lines(&snap, &filter, now_ns()),
+            version: snap.version(),
+        }
+    }
+
+    /// Remove rules whose timeouts have passed (saving the new set); returns how many.
+    pub fn expire(&self) -> usize {
+        let now = now_ns();
+        let snap = self.store.snapshot();
+        if !snap
+            .rules()
+            .any(|r| r.spec.idle_timeout != 0 || r.spec.hard_timeout != 0)
+        {
+            return 0;
+        }
+        // Idle times must see the latest counts.
+        if snap.rules().any(|r| r.spec.idle_timeout != 0) {
+            self.stats.request_and_wait(Duration::from_millis(200));
+        }
+        let _cfg = self.config.lock().unwrap_or_else(|e| e.into_inner());
+        match self.store.expire(now) {
+            Ok(gone) if !gone.is_empty() => {
+                if let Err(e) = self.save() {
+                    eprintln!("flowpath: saving the state after expiring flows: {e}");
+                }
+                gone.len()
+            }
+            _ => 0,
+        }
+    }
+
+    /// Run expiry every `expire_every` until `stop`.
+    pub fn spawn_expiry(self: &Arc<Self>, stop: Arc<AtomicBool>) -> JoinHandle<()> {
+        let sw = self.clone();
+        std::thread::Builder::new()
+            .name("flowpath-expiry".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(sw.cfg.expire_every);
+                    sw.expire();
+                }
+            })
+            .expect("spawn the expiry thread")
+    }
+
+    /// Serve control requests on `sock` until `stop` (then call `sock.wake()`).
+    pub fn spawn_control(
+        self: &Arc<Self>,
+        sock: Arc<ControlSocket>,
+        stop: Arc<AtomicBool>,
+    ) -> JoinHandle<()> {
+        let sw = self.clone();
+        std::thread::Builder::new()
+            .name("flowpath-control".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    match sock.accept() {
+                        Ok(Some((req, mut s))) => {
+                            if stop.load(Ordering::Relaxed) {
+                                break;
+                            }
+                            let resp = sw.handle(&req);
+                            let _ = reply(&mut s, &resp);
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            eprintln!("flowpath: control socket: {e}");
+                            std::thread::sleep(Duration::from_millis(50));
+                        }
+                    }
+                }
+            })
+            .expect("spawn the control thread")
+    }
+}
+
+/// The selector a parsed flow means for mod/del/dump.
+pub fn selector(f: &ParsedFlow, strict: bool) -> Selector {
+    Selector {
+        table: f.table_given.then_some(f.spec.table),
+        matches: f.spec.matches,
+        priority: strict.then_some(f.spec.priority),
+        cookie: f.spec.cookie,
+        cookie_mask: f.cookie_mask,
+    }
+}
+
+/// `ovs-ofctl dump-flows` lines for the rules `filter` selects: by table, then highest
+/// priority first, then oldest first.
+pub fn dump_lines(snap: &Pipeline, filter: &Selector, now: u64) -> Vec<String> {
+    let mut rules: Vec<_> = snap.rules().filter(|r| filter.selects(&r.spec)).collect();
+    rules.sort_by_key(|r| (r.spec.table, std::cmp::Reverse(r.spec.priority), r.id));
+    rules
+        .into_iter()
+        .map(|r| {
+            let (packets, bytes) = r.counters.get();
+            let last = r.counters.last_used_ns();
+            let stats = DumpStats {
+                packets,
+                bytes,
+                duration: Duration::from_nanos(now.saturating_sub(r.counters.added_ns)),
+                idle_age: Some(Duration::from_nanos(now.saturating_sub(last))),
+            };
+            format_dump_line(&r.spec, &stats)
+        })
+        .collect()
+}
+
+/// A worker fed by generated in-memory traffic (until real ports exist): receives
+/// batches on `in_port`, runs them through the datapath, counts outputs, and answers
+/// stats requests. Returns the datapath when `stop` is set.
+pub fn spawn_generated_worker(
+    sw: &Arc<Switch>,
+    dp_cfg: DatapathConfig,
+    mut source: InMemorySource,
+    in_port: u32,
+    pace: Option<Duration>,
+    stop: Arc<AtomicBool>,
+) -> JoinHandle<Datapath> {
+    let mut ticket = sw.stats.register();
+    let store = sw.store.clone();
+    std::thread::Builder::new()
+        .name("flowpath-worker".into())
+        .spawn(move || {
+            let mut dp = Datapath::new(store, dp_cfg);
+            let mut sink = DiscardSink;
+            let mut last_push = Instant::now();
+            while !stop.load(Ordering::Relaxed) {
+                {
+                    let mut batch = source.rx_batch(32);
+                    dp.process(in_port, &mut batch, &mut sink);
+                }
+                ticket.poll(&mut dp);
+                if last_push.elapsed() >= Duration::from_millis(100) {
+                    dp.push_rule_stats();
+                    last_push = Instant::now();
+                }
+                if let Some(p) = pace {
+                    std::thread::sleep(p);
+                }
+            }
+            dp.push_rule_stats();
+            dp
+        })
+        .expect("spawn a worker")
+}
+
+/// Outputs go nowhere (the datapath counts them).
+struct DiscardSink;
+
+impl OutputSink for DiscardSink {
+    #[inline]
+    fn output(&mut self, _port: u32, _data: &[u8]) {}
+}
+
+/// How long the steps of a `replace` take (see [`time_replace`]).
+#[derive(Clone, Debug, Default)]
+pub struct ReplaceTiming {
+    pub flows: usize,
+    pub parse: Duration,
+    pub apply: Duration,
+    pub save: Duration,
+    pub total: Duration,
+}
+
+/// Time `replace` of `n` flows (/24 routes, like a routing table) into a switch that
+/// holds `n` different ones, through the same path a control request takes: parse,
+/// one atomic apply, save the state file in `dir`. Runs `runs` times; returns each.
+pub fn time_replace(n: usize, dir: &std::path::Path, runs: usize) -> Vec<ReplaceTiming> {
+    let text = |port: u32| {
+        let mut s = String::with_capacity(n * 72);
+        for i in 0..n {
+            s.push_str(&format!(
+                "table=0,priority=100,ip,nw_dst={}.{}.{}.0/24 actions=output:{port}\n",
+                10 + i / 65_536,
+                (i / 256) % 256,
+                i % 256
+            ));
+        }
+        s
+    };
+    let (a, b) = (text(1), text(2));
+    let state = StateFile::new(dir.join("flows.state"));
+    let store = RuleStore::new(Backend::TupleSpace);
+    let mut out = Vec::new();
+    for run in 0..runs + 1 {
+        let t = if run % 2 == 0 { &a } else { &b };
+        let t0 = Instant::now();
+        let flows = parse_flows_file(t, FlowCommand::Add).expect("generated flows parse");
+        let t1 = Instant::now();
+        store
+            .apply(vec![Change::Replace(
+                flows.into_iter().map(|f| f.spec).collect(),
+            )])
+            .expect("generated flows are valid");
+        let t2 = Instant::now();
+        let snap = store.snapshot();
+        let specs: Vec<&RuleSpec> = snap.rules().map(|r| &r.spec).collect();
+        state.save(&specs).expect("save the state file");
+        let t3 = Instant::now();
+        // The first run fills an empty switch; the timed ones replace a full set.
+        if run > 0 {
+            out.push(ReplaceTiming {
+                flows: n,
+                parse: t1 - t0,
+                apply: t2 - t1,
+                save: t3 - t2,
+                total: t3 - t0,
+            });
+        }
+    }
+    out
+}
