@@ -90,11 +90,20 @@ pub fn run(args: FlowsArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    let single_flow = args
+        .flows
+        .as_deref()
+        .is_some_and(|a| a != "-" && !std::path::Path::new(a).is_file());
     let socket = args.control.unwrap_or_else(default_socket);
     let req = Request { op, text };
     match call(&socket, &req, Duration::from_secs(args.timeout)) {
         Ok(resp) => {
             if let Some(e) = resp.error {
+                // One flow on the command line has no lines to speak of.
+                let e = match single_flow {
+                    true => e.strip_prefix("line 1: ").unwrap_or(&e).to_string(),
+                    false => e,
+                };
                 eprintln!("flowpath flows {}: {e}", args.command);
                 return ExitCode::from(1);
             }

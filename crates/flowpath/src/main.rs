@@ -107,6 +107,10 @@ struct BenchArgs {
     /// every megaflow versus flushing them (text output only).
     #[arg(long)]
     rule_change: bool,
+    /// Also time `flowpath flows replace` of N flows (/24 routes) over N others: parsing,
+    /// the one atomic rule-set swap, and the state-file save (text output only).
+    #[arg(long, value_name = "N")]
+    replace: Option<usize>,
 }
 
 fn parse_share(s: &str) -> Result<f64, String> {
@@ -185,6 +189,17 @@ fn bench(args: BenchArgs) -> ExitCode {
         eprint!("\rmeasuring a rule change (revalidate vs flush)...");
         flowpath_bench::measure_rule_change(&cfg)
     });
+    let replace = match args.replace {
+        Some(n) if !args.json && n > 0 => {
+            eprint!("\rtiming replace of {n} flows...                ");
+            let dir =
+                std::env::temp_dir().join(format!("flowpath-bench-replace-{}", std::process::id()));
+            let t = flowpath_switch::time_replace(n, &dir, args.runs.max(1));
+            let _ = std::fs::remove_dir_all(&dir);
+            Some(t)
+        }
+        _ => None,
+    };
     eprintln!("\r{:60}\r", "");
     if args.json {
         println!("{}", report::json(&results, &machine));
@@ -194,6 +209,43 @@ fn bench(args: BenchArgs) -> ExitCode {
             println!();
             print!("{}", report::rule_change(&rc));
         }
+        if let Some(t) = replace {
+            println!();
+            print!("{}", replace_table(&t));
+        }
     }
     ExitCode::SUCCESS
+}
+
+/// The `--replace` timing as a table: median and min–max of each step.
+fn replace_table(runs: &[flowpath_switch::ReplaceTiming]) -> String {
+    use std::time::Duration;
+    let stat = |f: &dyn Fn(&flowpath_switch::ReplaceTiming) -> Duration| {
+        let mut v: Vec<f64> = runs.iter().map(|r| f(r).as_secs_f64() * 1e3).collect();
+        v.sort_by(|a, b| a.total_cmp(b));
+        (v[v.len() / 2], v[0], v[v.len() - 1])
+    };
+    let n = runs.first().map_or(0, |r| r.flows);
+    let mut out = format!(
+        "replace of {n} flows over {n} others ({} runs; ms, median [min-max]):\n",
+        runs.len()
+    );
+    for (name, f) in [
+        (
+            "parse",
+            &(|r: &flowpath_switch::ReplaceTiming| r.parse) as &dyn Fn(&_) -> Duration,
+        ),
+        ("atomic apply", &|r: &flowpath_switch::ReplaceTiming| {
+            r.apply
+        }),
+        (
+            "state save (fsync)",
+            &|r: &flowpath_switch::ReplaceTiming| r.save,
+        ),
+        ("total", &|r: &flowpath_switch::ReplaceTiming| r.total),
+    ] {
+        let (m, lo, hi) = stat(f);
+        out.push_str(&format!("  {name:<20} {m:>8.1}  [{lo:.1}-{hi:.1}]\n"));
+    }
+    out
 }

@@ -9,8 +9,8 @@ use crate::table::{Backend, Table};
 use arc_swap::ArcSwap;
 use flowpath_packet::key::{ethertype, ipproto, FRAG_LATER, VLAN_PRESENT, VLAN_VID_MASK};
 use flowpath_packet::{Action, Field, FlowKey};
+use rustc_hash::FxHashMap as HashMap;
 use smallvec::SmallVec;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -577,7 +577,7 @@ impl<'a> Work<'a> {
 
     fn find_id(&mut self, id: RuleId) -> Option<(usize, usize)> {
         if self.ids.is_none() {
-            let mut ids = HashMap::new();
+            let mut ids = HashMap::default();
             for t in 0..self.n_tables() {
                 match self.tables.get(t) {
                     Some(Some(tw)) => {
@@ -673,7 +673,7 @@ impl<'a> Work<'a> {
         mut new_id: impl FnMut() -> RuleId,
     ) -> (Vec<RuleId>, usize, usize) {
         // Current rules by (table, priority, match).
-        let mut current: HashMap<(u8, ExactKey), Rule> = HashMap::new();
+        let mut current: HashMap<(u8, ExactKey), Rule> = HashMap::default();
         for t in 0..self.n_tables() {
             let tw = self.table(t);
             for r in tw.rules.drain(..).flatten() {
@@ -683,7 +683,8 @@ impl<'a> Work<'a> {
         }
         self.ids = None;
         // Last duplicate wins: keep the index of the last spec per key.
-        let mut last: HashMap<(u8, ExactKey), usize> = HashMap::with_capacity(specs.len());
+        let mut last: HashMap<(u8, ExactKey), usize> =
+            HashMap::with_capacity_and_hasher(specs.len(), Default::default());
         for (i, s) in specs.iter().enumerate() {
             last.insert((s.table, (s.priority, s.matches)), i);
         }
