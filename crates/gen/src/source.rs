@@ -12,6 +12,13 @@
 //! Churn: with [`InMemorySource::set_new_flow_share`], a share of the packets is stamped
 //! as a never-seen flow (a fresh source address; checksums fixed incrementally), so a
 //! bench can measure the datapath's miss path at a chosen new-flow rate.
+//!
+//! Lifetimes: with [`InMemorySource::set_lifetime`], each flow (a template, or the
+//! templates grouped by [`InMemorySource::with_flow_ids`]) lives for a number of its
+//! packets and is then replaced by a never-seen flow, stamped the same way. The templates
+//! of a replaced flow are stamped once, and each slot is brought up to date in place the
+//! next time it is handed out, so a flow that lives `N` packets costs one stamp per slot
+//! per generation rather than a copy per packet.
 
 use std::net::Ipv4Addr;
 use std::ops::{Deref, DerefMut};
@@ -19,6 +26,7 @@ use std::ops::{Deref, DerefMut};
 use flowpath_packet::key::{ethertype, ipproto};
 use flowpath_packet::packet::HEADROOM;
 use flowpath_packet::Packet;
+use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
 
 use crate::build::{build, FrameSpec, VXLAN_PORT};
@@ -56,6 +64,106 @@ struct StampInfo {
 struct Template {
     bytes: Vec<u8>,
     stamp: StampInfo,
+    /// The flow this template is a frame of (its index unless set by `with_flow_ids`).
+    flow: u32,
+}
+
+/// How long a flow lives before [`InMemorySource`] replaces it by a never-seen one, in
+/// packets of that flow (packets stamped as one-packet new flows by the new-flow share do
+/// not count).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Lifetime {
+    /// Exactly this many packets (at least 1).
+    Packets(u64),
+    /// A geometric number of packets with this mean (at least 1.0): after each packet the
+    /// flow ends with probability `1 / mean`, as flows whose end does not depend on age.
+    Mean(f64),
+}
+
+impl Lifetime {
+    /// The mean lifetime in packets.
+    pub fn mean(&self) -> f64 {
+        match *self {
+            Lifetime::Packets(n) => n as f64,
+            Lifetime::Mean(m) => m,
+        }
+    }
+
+    /// `Err` with the reason for a lifetime below one packet (or a mean not finite).
+    pub fn validate(&self) -> Result<(), String> {
+        match *self {
+            Lifetime::Packets(n) if (1..UNSTARTED).contains(&n) => Ok(()),
+            Lifetime::Packets(n) => Err(format!("lifetime of {n} packets: must be at least 1")),
+            Lifetime::Mean(m) if m >= 1.0 && m.is_finite() => Ok(()),
+            Lifetime::Mean(m) => Err(format!(
+                "mean lifetime of {m} packets: must be a finite number of at least 1"
+            )),
+        }
+    }
+
+    /// Draw one flow's lifetime in packets (at least 1).
+    fn draw(&self, rng: &mut u64) -> u64 {
+        match *self {
+            Lifetime::Packets(n) => n,
+            Lifetime::Mean(m) if m <= 1.0 => 1,
+            Lifetime::Mean(m) => {
+                // Inverse transform: 1 + floor(ln U / ln(1 - 1/m)), U uniform in (0, 1],
+                // has P(L > k) = (1 - 1/m)^k, so mean m.
+                let u = ((splitmix64(rng) >> 11) + 1) as f64 / (1u64 << 53) as f64;
+                let l = 1.0 + (u.ln() / (1.0 - 1.0 / m).ln()).floor();
+                l.min((UNSTARTED - 1) as f64) as u64
+            }
+        }
+    }
+}
+
+/// `LifeState::left` of a flow that has not sent a packet yet.
+const UNSTARTED: u64 = u64::MAX;
+/// `FlowLife::num` of a flow (and `SlotLife::num` of a slot) in its original identity.
+const ORIGINAL: u64 = u64::MAX;
+
+/// Flow lifetimes: per flow, its current identity and the packets it has left; per slot,
+/// the identity its bytes carry (brought up to date lazily, when the slot is handed out).
+struct LifeState {
+    lifetime: Lifetime,
+    rng: u64,
+    flows: Vec<FlowLife>,
+    /// Per flow: its templates.
+    tpls: Vec<Vec<u32>>,
+    slots: Vec<SlotLife>,
+}
+
+#[derive(Clone, Copy)]
+struct FlowLife {
+    /// The new-flow number the flow was last stamped with, or `ORIGINAL`.
+    num: u64,
+    /// Packets left in its current life, or `UNSTARTED`.
+    left: u64,
+}
+
+/// A slot's flow and the identity (a `FlowLife::num`) its bytes carry, side by side so
+/// the per-packet check reads one entry per slot and one per flow.
+#[derive(Clone, Copy)]
+struct SlotLife {
+    num: u64,
+    flow: u32,
+}
+
+impl LifeState {
+    /// Per-slot state for `slots` holding their templates' current identities.
+    fn slot_lives(&self, slots: &[Slot], templates: &[Template]) -> Vec<SlotLife> {
+        slots
+            .iter()
+            .map(|s| {
+                let flow = templates[s.tpl as usize].flow;
+                SlotLife {
+                    num: self.flows[flow as usize].num,
+                    flow,
+                }
+            })
+            .collect()
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -84,6 +192,10 @@ pub struct InMemorySource {
     share: f64,
     new_flows: u64,
     packets: u64,
+    /// Flow lifetimes; `None` (the default) costs nothing per packet.
+    life: Option<Box<LifeState>>,
+    /// Whether lifetimes are on (`life` keeps its state when they are turned off).
+    life_on: bool,
 }
 
 impl InMemorySource {
@@ -93,18 +205,42 @@ impl InMemorySource {
     /// # Panics
     /// If `templates` is empty.
     pub fn new(templates: Vec<Vec<u8>>) -> InMemorySource {
+        let mut s = InMemorySource::unlaid(templates);
+        s.layout(round_robin(s.templates.len(), DEFAULT_SLOTS));
+        s
+    }
+
+    /// A source whose slot `i` holds `templates[slot_templates[i]]`: the caller lays out
+    /// the sequence the source loops over (a popularity, a size mix, a capture's order).
+    /// Templates that no slot names are never handed out.
+    ///
+    /// # Panics
+    /// If `templates` or `slot_templates` is empty, or a slot names a missing template.
+    pub fn from_slot_templates(
+        templates: Vec<Vec<u8>>,
+        slot_templates: Vec<u32>,
+    ) -> InMemorySource {
+        let mut s = InMemorySource::unlaid(templates);
+        s.layout(slot_templates);
+        s
+    }
+
+    /// The source without slots.
+    fn unlaid(templates: Vec<Vec<u8>>) -> InMemorySource {
         assert!(
             !templates.is_empty(),
             "InMemorySource needs at least one template"
         );
         let templates: Vec<Template> = templates
             .into_iter()
-            .map(|bytes| Template {
+            .enumerate()
+            .map(|(i, bytes)| Template {
                 stamp: walk(&bytes),
                 bytes,
+                flow: i as u32,
             })
             .collect();
-        let mut s = InMemorySource {
+        InMemorySource {
             arena: Vec::new(),
             base: 0,
             slot_size: 0,
@@ -117,9 +253,9 @@ impl InMemorySource {
             share: 0.0,
             new_flows: 0,
             packets: 0,
-        };
-        s.layout(DEFAULT_SLOTS);
-        s
+            life: None,
+            life_on: false,
+        }
     }
 
     /// `n_flows` distinct UDP/IPv4 flows of `frame_size` bytes (FCS included, as in
@@ -142,16 +278,113 @@ impl InMemorySource {
         InMemorySource::new(templates)
     }
 
-    /// Use `n` slots (at least one per template). Rebuilds the arena; call before use.
+    /// Use `n` slots (at least one per template); slot `i` holds template
+    /// `i % template_count()`. Rebuilds the arena; call before use.
     pub fn with_slots(mut self, n: usize) -> InMemorySource {
-        self.layout(n);
+        self.layout(round_robin(self.templates.len(), n));
         self
     }
 
-    /// Seed the new-flow RNG (default seed 0). Equal seeds give equal stamping decisions.
+    /// Seed the new-flow RNG (default seed 0). Equal seeds give equal stamping decisions
+    /// (and equal lifetimes, see [`InMemorySource::set_lifetime`]).
     pub fn with_seed(mut self, seed: u64) -> InMemorySource {
         self.rng = seed;
+        if let Some(l) = &mut self.life {
+            l.rng = life_seed(seed);
+        }
         self
+    }
+
+    /// Group templates into flows for [`InMemorySource::set_lifetime`]: template `i` is a
+    /// frame of flow `flow_of_template[i]` (e.g. one flow's frames of several sizes), and
+    /// replacing a flow restamps all its templates with one new identity. By default every
+    /// template is its own flow. Call before `set_lifetime`.
+    ///
+    /// # Panics
+    /// If the length differs from the template count, or lifetimes are already on.
+    pub fn with_flow_ids(mut self, flow_of_template: Vec<u32>) -> InMemorySource {
+        assert_eq!(
+            flow_of_template.len(),
+            self.templates.len(),
+            "one flow id per template"
+        );
+        assert!(self.life.is_none(), "set flow ids before lifetimes");
+        for (t, f) in self.templates.iter_mut().zip(flow_of_template) {
+            t.flow = f;
+        }
+        self
+    }
+
+    /// Flow id of template `i` (see [`InMemorySource::with_flow_ids`]).
+    pub fn flow_of_template(&self, i: usize) -> u32 {
+        self.templates[i].flow
+    }
+
+    /// Give every flow a lifetime (`None`: flows live forever, the default). A flow's life
+    /// starts with its first packet; the packet after its last is the first of a
+    /// never-seen flow, stamped like a new flow of [`InMemorySource::set_new_flow_share`]
+    /// (numbered from the same counter and counted in [`InMemorySource::new_flows`]), which
+    /// then lives its own lifetime. With a new-flow share `s` as well, the share of packets
+    /// that start a new flow is `s + (1 - s) / mean lifetime` in the long run.
+    ///
+    /// Templates that cannot be stamped (not IP) never change. Turning lifetimes off
+    /// keeps every flow at its current identity. While on, [`InMemorySource::template`]
+    /// returns the current identity's frame.
+    ///
+    /// # Panics
+    /// If the lifetime is below one packet (or not finite).
+    pub fn set_lifetime(&mut self, lifetime: Option<Lifetime>) {
+        let Some(lifetime) = lifetime else {
+            if self.life_on {
+                // Bring every stale slot up to date: from now on nothing will.
+                for i in 0..self.slots.len() {
+                    self.restore(i);
+                }
+            }
+            self.life_on = false;
+            return;
+        };
+        if let Err(e) = lifetime.validate() {
+            panic!("{e}");
+        }
+        if let Some(l) = &mut self.life {
+            l.lifetime = lifetime;
+        } else {
+            let n_flows = self
+                .templates
+                .iter()
+                .map(|t| t.flow as usize + 1)
+                .max()
+                .unwrap_or(0);
+            let mut tpls = vec![Vec::new(); n_flows];
+            for (i, t) in self.templates.iter().enumerate() {
+                tpls[t.flow as usize].push(i as u32);
+            }
+            let mut l = LifeState {
+                lifetime,
+                rng: life_seed(self.rng),
+                flows: vec![
+                    FlowLife {
+                        num: ORIGINAL,
+                        left: UNSTARTED,
+                    };
+                    n_flows
+                ],
+                tpls,
+                slots: Vec::new(),
+            };
+            l.slots = l.slot_lives(&self.slots, &self.templates);
+            self.life = Some(Box::new(l));
+        }
+        self.life_on = true;
+    }
+
+    /// The flow lifetime, if set.
+    pub fn lifetime(&self) -> Option<Lifetime> {
+        self.life
+            .as_ref()
+            .filter(|_| self.life_on)
+            .map(|l| l.lifetime)
     }
 
     /// Stamp this share (0.0..=1.0) of the packets handed out from now on as new flows.
@@ -171,7 +404,8 @@ impl InMemorySource {
         self.share
     }
 
-    /// Packets stamped as new flows so far (also the `n` the next stamp uses).
+    /// Packets stamped as new flows so far, including flows that replaced one whose
+    /// lifetime ended (also the `n` the next stamp uses).
     pub fn new_flows(&self) -> u64 {
         self.new_flows
     }
@@ -194,7 +428,8 @@ impl InMemorySource {
         self.templates.len()
     }
 
-    /// Template `i`, as given to [`InMemorySource::new`].
+    /// Template `i`, as given to [`InMemorySource::new`] (with lifetimes: the frame of
+    /// the flow's current identity).
     pub fn template(&self, i: usize) -> &[u8] {
         &self.templates[i].bytes
     }
@@ -204,13 +439,16 @@ impl InMemorySource {
         self.slots[slot].tpl as usize
     }
 
-    /// Lay out `n` slots (at least one per template) and fill them.
-    fn layout(&mut self, n: usize) {
-        let n = n.max(self.templates.len());
-        let max_len = self
-            .templates
+    /// Lay out one slot per entry of `slot_tpl` (the template it holds) and fill them.
+    fn layout(&mut self, slot_tpl: Vec<u32>) {
+        assert!(
+            !slot_tpl.is_empty(),
+            "InMemorySource needs at least one slot"
+        );
+        let n = slot_tpl.len();
+        let max_len = slot_tpl
             .iter()
-            .map(|t| t.bytes.len())
+            .map(|&t| self.templates[t as usize].bytes.len())
             .max()
             .unwrap_or(0);
         let slot_size = (HEADROOM + max_len + SLOT_TAILROOM).div_ceil(ALIGN) * ALIGN;
@@ -219,17 +457,18 @@ impl InMemorySource {
         self.arena = arena;
         self.base = base;
         self.slot_size = slot_size;
-        self.slots = (0..n)
-            .map(|i| {
-                let tpl = i % self.templates.len();
-                Slot {
-                    tpl: tpl as u32,
-                    len: self.templates[tpl].bytes.len() as u32,
-                }
+        self.slots = slot_tpl
+            .into_iter()
+            .map(|tpl| Slot {
+                tpl,
+                len: self.templates[tpl as usize].bytes.len() as u32,
             })
             .collect();
         self.next = 0;
         self.dirty.clear();
+        if let Some(l) = &mut self.life {
+            l.slots = l.slot_lives(&self.slots, &self.templates);
+        }
         for i in 0..n {
             self.restore(i);
         }
@@ -237,16 +476,32 @@ impl InMemorySource {
 
     /// Copy slot `i`'s template back into it.
     fn restore(&mut self, i: usize) {
-        let t = &self.templates[self.slots[i].tpl as usize].bytes;
+        let tpl = &self.templates[self.slots[i].tpl as usize];
+        let t = &tpl.bytes;
         let at = self.base + i * self.slot_size + HEADROOM;
         self.arena[at..at + t.len()].copy_from_slice(t);
+        if let Some(l) = &mut self.life {
+            l.slots[i].num = l.flows[tpl.flow as usize].num;
+        }
     }
 
     /// Up to `max` (at most [`MAX_BATCH`], and at most the slot count) packets from the
     /// next consecutive slots, wrapping around. Each is `Packet::new(slot, HEADROOM, len)`
     /// with `modified == false`; with a new-flow share set, some are stamped as new flows
-    /// (and so already marked modified).
+    /// (and so already marked modified). With a lifetime set, a slot whose flow was
+    /// replaced is restamped in place to the flow's current identity and stays unmodified.
     pub fn rx_batch(&mut self, max: usize) -> RxBatch<'_> {
+        // One branch per batch; the loop without lifetimes is the same code as before they
+        // existed.
+        if self.life_on {
+            self.rx::<true>(max)
+        } else {
+            self.rx::<false>(max)
+        }
+    }
+
+    #[inline(always)]
+    fn rx<const LIFE: bool>(&mut self, max: usize) -> RxBatch<'_> {
         // Restore what the previous batch modified. Rare in steady state (only rewritten
         // or stamped packets), so the division-free index arithmetic is not needed here.
         while let Some(i) = self.dirty.pop() {
@@ -273,6 +528,7 @@ impl InMemorySource {
             rng,
             threshold,
             new_flows,
+            life,
             ..
         } = self;
         let region = &mut arena[*base..*base + n_slots * ss];
@@ -293,14 +549,47 @@ impl InMemorySource {
                 idx = 0;
             }
             let slot = slots[idx];
-            let mut p = Packet::new(buf, HEADROOM, slot.len as usize);
-            if threshold != 0 && (splitmix64(rng) >> 11) < threshold {
+            let p = if LIFE {
+                // The lifetime works on the slot's bytes before the packet view exists:
+                // handing `&mut Packet` to a call would keep the view in memory and stall
+                // its copy into the batch.
                 let info = &templates[slot.tpl as usize].stamp;
-                if info.ip != 0 {
-                    stamp(p.data_mut(), info, *new_flows);
+                let one_packet_flow =
+                    threshold != 0 && (splitmix64(rng) >> 11) < threshold && info.ip != 0;
+                if !one_packet_flow {
+                    if let Some(l) = life.as_deref_mut() {
+                        // Fast path: the flow is mid-life and the slot carries its identity.
+                        let sl = l.slots[idx];
+                        let fl = &mut l.flows[sl.flow as usize];
+                        if fl.left.wrapping_sub(1) < UNSTARTED - 1 && sl.num == fl.num {
+                            fl.left -= 1;
+                        } else {
+                            let frame = &mut buf[HEADROOM..HEADROOM + slot.len as usize];
+                            live(l, templates, slot.tpl, idx, frame, new_flows);
+                        }
+                    }
+                }
+                let mut p = Packet::new(buf, HEADROOM, slot.len as usize);
+                if one_packet_flow {
+                    stamp(
+                        p.data_mut(),
+                        &templates[slot.tpl as usize].stamp,
+                        *new_flows,
+                    );
                     *new_flows += 1;
                 }
-            }
+                p
+            } else {
+                let mut p = Packet::new(buf, HEADROOM, slot.len as usize);
+                if threshold != 0 && (splitmix64(rng) >> 11) < threshold {
+                    let info = &templates[slot.tpl as usize].stamp;
+                    if info.ip != 0 {
+                        stamp(p.data_mut(), info, *new_flows);
+                        *new_flows += 1;
+                    }
+                }
+                p
+            };
             pkts.push(p);
             idxs.push(idx as u32);
             idx += 1;
@@ -363,11 +652,64 @@ impl Drop for RxBatch<'_> {
     }
 }
 
+/// Slot `i` holds template `i % templates`, for `max(n, templates)` slots.
+fn round_robin(templates: usize, n: usize) -> Vec<u32> {
+    (0..n.max(templates))
+        .map(|i| (i % templates) as u32)
+        .collect()
+}
+
+/// The lifetime RNG's seed, derived from the source's seed so the two streams differ.
+fn life_seed(seed: u64) -> u64 {
+    seed ^ 0x6c69_6665_7469_6d65
+}
+
+/// One packet of a flow with a lifetime (not stamped as a one-packet flow), off the fast
+/// path: start its life, or replace it by a new flow when its life is over, and bring the
+/// slot's bytes (`frame`) up to the flow's current identity. The packet will be handed
+/// out unmodified (the slot keeps the new identity; its template was stamped alike).
+#[inline(never)]
+fn live(
+    l: &mut LifeState,
+    templates: &mut [Template],
+    tpl: u32,
+    slot: usize,
+    frame: &mut [u8],
+    new_flows: &mut u64,
+) {
+    let t = &templates[tpl as usize];
+    if t.stamp.ip == 0 {
+        return;
+    }
+    let f = t.flow as usize;
+    let mut left = l.flows[f].left;
+    if left == UNSTARTED {
+        left = l.lifetime.draw(&mut l.rng);
+    } else if left == 0 {
+        let n = *new_flows;
+        *new_flows += 1;
+        l.flows[f].num = n;
+        for &other in &l.tpls[f] {
+            let o = &mut templates[other as usize];
+            if o.stamp.ip != 0 {
+                stamp(&mut o.bytes, &o.stamp, n);
+            }
+        }
+        left = l.lifetime.draw(&mut l.rng);
+    }
+    l.flows[f].left = left - 1;
+    let num = l.flows[f].num;
+    if l.slots[slot].num != num {
+        stamp(frame, &templates[tpl as usize].stamp, num);
+        l.slots[slot].num = num;
+    }
+}
+
 /// splitmix64 (Steele, Lea, Flood 2014). Hand-written because it runs once per packet when
 /// churn is on: three multiply/xor-shift rounds, no state beyond one word, and no
 /// dependency on a `rand` crate whose generator might change under us.
 #[inline(always)]
-fn splitmix64(state: &mut u64) -> u64 {
+pub(crate) fn splitmix64(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
     let mut z = *state;
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);

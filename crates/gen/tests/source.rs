@@ -5,7 +5,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use etherparse::{NetSlice, SlicedPacket, TransportSlice};
 use flowpath_gen::build::{build, FrameSpec, Vxlan, L3, L4, VXLAN_PORT};
-use flowpath_gen::source::{InMemorySource, MAX_BATCH};
+use flowpath_gen::source::{InMemorySource, Lifetime, MAX_BATCH};
 use flowpath_packet::packet::HEADROOM;
 
 fn ones_sum(chunks: &[&[u8]]) -> u16 {
@@ -475,4 +475,74 @@ fn stamping_equals_building_with_the_new_source() {
     src.set_new_flow_share(1.0);
     let b = src.rx_batch(2);
     assert_eq!(b[1].data(), &tcp6(v6("2001:db8::1:2:0:1"))[..]);
+}
+
+#[test]
+fn lifetimes_replace_every_kind_of_template_with_valid_new_flows() {
+    let templates = mixed_templates();
+    let t = templates.len();
+    const LIFE: u64 = 3;
+    let mut src = InMemorySource::new(templates.clone())
+        .with_slots(t * 4)
+        .with_seed(1);
+    src.set_lifetime(Some(Lifetime::Packets(LIFE)));
+    assert_eq!(src.lifetime(), Some(Lifetime::Packets(LIFE)));
+    // Per template: packets of its current identity, and the identity.
+    let mut life: Vec<(u64, Option<IpAddr>)> = vec![(0, None); t];
+    let mut all = HashSet::new();
+    let mut fresh = HashSet::new();
+    let mut slot = 0usize;
+    for batch in 0..300 {
+        let mut b = src.rx_batch(1 + batch % 32);
+        for p in b.iter_mut() {
+            let tpl = slot % t;
+            slot = (slot + 1) % (t * 4);
+            let Some(addr) = verify(p.data()) else {
+                // ARP never changes.
+                assert_eq!(p.data(), &templates[tpl][..]);
+                continue;
+            };
+            assert!(
+                !p.modified,
+                "a lifetime restamp leaves the packet unmodified"
+            );
+            assert_eq!(p.len(), templates[tpl].len());
+            let (n, cur) = &mut life[tpl];
+            if *cur != Some(addr) {
+                // A new identity: the previous one lived exactly LIFE packets, and this
+                // one was never seen.
+                if cur.is_some() {
+                    assert_eq!(*n, LIFE, "template {tpl}");
+                }
+                assert!(all.insert((tpl, addr)), "identity {addr} came back");
+                if Some(addr) != verify(&templates[tpl]) {
+                    assert!(fresh.insert(addr), "new flow {addr} stamped twice");
+                }
+                *cur = Some(addr);
+                *n = 0;
+            }
+            *n += 1;
+            // Actions scribbling over packets must not disturb the identities.
+            if batch % 5 == 0 {
+                p.data_mut().fill(0x5a);
+            }
+        }
+    }
+    let stampable = t - 1;
+    // Every template but ARP went through many lives, each a new flow.
+    assert_eq!(all.len() as u64, stampable as u64 + src.new_flows());
+    assert!(src.new_flows() > 200);
+    // Turning lifetimes off keeps the current identities, and every slot agrees.
+    src.set_lifetime(None);
+    assert_eq!(src.lifetime(), None);
+    let before = src.new_flows();
+    for _ in 0..t * 8 {
+        let (tpl, data) = {
+            let b = src.rx_batch(1);
+            (b.slots()[0] as usize % t, b[0].data().to_vec())
+        };
+        assert_eq!(&data[..], src.template(tpl));
+        assert_eq!(verify(&data), life[tpl].1, "template {tpl}");
+    }
+    assert_eq!(src.new_flows(), before);
 }

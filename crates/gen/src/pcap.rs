@@ -1,0 +1,272 @@
+//! Pcap files: write what a source hands out (tcpdump and tshark read them), read any
+//! capture back (pcap or pcapng, Ethernet) and replay it from memory in a loop.
+//!
+//! Written files are classic little-endian pcap with microsecond timestamps and link type
+//! Ethernet; frames carry no FCS (as captures made by the kernel). Timestamps are
+//! synthetic and deterministic: the first packet at 2024-01-01T00:00:00Z, then each
+//! packet after the previous one as if sent back to back at 10 Gb/s (frame + FCS +
+//! preamble + gap). So the same source, seeded alike, always writes the same bytes.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fs::File;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::io::{self, BufWriter, Read, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use flowpath_packet::{parse, FlowKey, ParseOptions};
+use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
+use pcap_file::pcapng::{Block, PcapNgReader};
+use pcap_file::{DataLink, Endianness, PcapError, TsResolution};
+use serde::Serialize;
+
+use crate::build::FCS_LEN;
+use crate::source::{InMemorySource, MAX_BATCH, SLOT_TAILROOM};
+
+/// Timestamp of the first packet written: 2024-01-01T00:00:00Z.
+pub const START_SECS: u64 = 1_704_067_200;
+/// Line rate the synthetic timestamps assume, in bits per second.
+pub const LINE_RATE_BPS: u64 = 10_000_000_000;
+/// Preamble, start-of-frame delimiter and inter-frame gap, in bytes.
+const WIRE_OVERHEAD: u64 = 20;
+/// Largest arena a replayed capture may take.
+pub const MAX_REPLAY_ARENA: usize = 2 << 30;
+
+/// What a stream of frames held.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    pub packets: u64,
+    /// Sum of the frame lengths as stored (without FCS).
+    pub bytes: u64,
+    /// Distinct flow keys, as flowpath's parser sees them (VXLAN: tunnel + inner fields).
+    pub distinct_flows: u64,
+    /// Packets the generator stamped as new flows while writing (0 for a capture read).
+    pub new_flows: u64,
+    /// Frames the parser rejects (not counted as flows).
+    pub unparsed: u64,
+    /// Packets per frame size, FCS included (RFC 2544: length in the file + 4).
+    pub sizes: BTreeMap<usize, u64>,
+}
+
+/// Builds a [`Summary`] one frame at a time.
+#[derive(Default)]
+pub struct Tally {
+    summary: Summary,
+    flows: HashSet<u64>,
+    key: FlowKey,
+}
+
+impl Tally {
+    pub fn new() -> Tally {
+        Tally::default()
+    }
+
+    /// Count one frame (without FCS).
+    pub fn add(&mut self, frame: &[u8]) {
+        let s = &mut self.summary;
+        s.packets += 1;
+        s.bytes += frame.len() as u64;
+        *s.sizes.entry(frame.len() + FCS_LEN).or_insert(0) += 1;
+        if parse(frame, 0, &ParseOptions::default(), &mut self.key).is_ok() {
+            // A 64-bit hash of the 104-byte key keeps the set small; the chance of any
+            // collision among n flows is about n^2 / 2^65 (3e-4 at 100 million flows).
+            let mut h = DefaultHasher::new();
+            self.key.bytes().hash(&mut h);
+            self.flows.insert(h.finish());
+        } else {
+            s.unparsed += 1;
+        }
+    }
+
+    pub fn finish(mut self) -> Summary {
+        self.summary.distinct_flows = self.flows.len() as u64;
+        self.summary
+    }
+}
+
+fn pcap_err(e: PcapError) -> io::Error {
+    match e {
+        PcapError::IoError(e) => e,
+        e => io::Error::new(io::ErrorKind::InvalidData, e.to_string()),
+    }
+}
+
+/// Write `packets` packets from `source` (as its `rx_batch` hands them out, churn
+/// included) to `out` as a pcap file, and summarise them.
+pub fn write_pcap<W: Write>(
+    out: W,
+    source: &mut InMemorySource,
+    packets: u64,
+) -> io::Result<Summary> {
+    let header = PcapHeader {
+        version_major: 2,
+        version_minor: 4,
+        ts_correction: 0,
+        ts_accuracy: 0,
+        snaplen: 65535,
+        datalink: DataLink::ETHERNET,
+        ts_resolution: TsResolution::MicroSecond,
+        endianness: Endianness::Little,
+    };
+    let mut w = PcapWriter::with_header(out, header).map_err(pcap_err)?;
+    let mut tally = Tally::new();
+    let new0 = source.new_flows();
+    // Picoseconds since START_SECS.
+    let mut ps: u64 = 0;
+    let mut left = packets;
+    while left > 0 {
+        let b = source.rx_batch(left.min(MAX_BATCH as u64) as usize);
+        for p in b.iter() {
+            let data = p.data();
+            let ts = Duration::from_secs(START_SECS) + Duration::from_nanos(ps / 1000);
+            w.write_packet(&PcapPacket::new(ts, data.len() as u32, data))
+                .map_err(pcap_err)?;
+            tally.add(data);
+            let wire = (data.len() + FCS_LEN) as u64 + WIRE_OVERHEAD;
+            ps += wire * 8 * 1_000_000_000_000 / LINE_RATE_BPS;
+        }
+        left -= b.len() as u64;
+    }
+    w.into_writer().flush()?;
+    let mut s = tally.finish();
+    s.new_flows = source.new_flows() - new0;
+    Ok(s)
+}
+
+/// [`write_pcap`] to a file (created or truncated).
+pub fn write_pcap_file(
+    path: impl AsRef<Path>,
+    source: &mut InMemorySource,
+    packets: u64,
+) -> io::Result<Summary> {
+    let f = BufWriter::with_capacity(1 << 20, File::create(path)?);
+    write_pcap(f, source, packets)
+}
+
+/// The frames of a capture, in file order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Capture {
+    pub frames: Vec<Vec<u8>>,
+    /// Frames captured shorter than they were on the wire (snap length): replayed as
+    /// captured.
+    pub truncated: u64,
+    /// `"pcap"` or `"pcapng"`.
+    pub format: &'static str,
+}
+
+/// Read a capture (pcap, either byte order and resolution, or pcapng) of Ethernet frames.
+///
+/// # Errors
+/// I/O errors, a file that is neither format, or a link type other than Ethernet.
+pub fn read_capture(mut input: impl Read) -> io::Result<Capture> {
+    let mut data = Vec::new();
+    input.read_to_end(&mut data)?;
+    let bad = |m: String| io::Error::new(io::ErrorKind::InvalidData, m);
+    let magic = data
+        .get(..4)
+        .ok_or_else(|| bad("file too short for a capture".into()))?;
+    let mut cap = Capture::default();
+    let not_ethernet = |l: DataLink| {
+        bad(format!(
+            "link type {l:?}: only Ethernet captures can be replayed"
+        ))
+    };
+    if magic == [0x0a, 0x0d, 0x0d, 0x0a] {
+        cap.format = "pcapng";
+        let mut r = PcapNgReader::new(&data[..]).map_err(pcap_err)?;
+        while let Some(block) = r.next_block() {
+            let (iface, frame, orig) = match block.map_err(pcap_err)? {
+                Block::EnhancedPacket(p) => (p.interface_id, p.data.into_owned(), p.original_len),
+                Block::SimplePacket(p) => (0, p.data.into_owned(), p.original_len),
+                Block::Packet(p) => (p.interface_id as u32, p.data.into_owned(), p.original_len),
+                _ => continue,
+            };
+            let link = r
+                .interfaces()
+                .get(iface as usize)
+                .map(|i| i.linktype)
+                .ok_or_else(|| bad(format!("packet on undeclared interface {iface}")))?;
+            if link != DataLink::ETHERNET {
+                return Err(not_ethernet(link));
+            }
+            cap.truncated += (orig as usize > frame.len()) as u64;
+            cap.frames.push(frame);
+        }
+    } else {
+        cap.format = "pcap";
+        let mut r = PcapReader::new(&data[..]).map_err(pcap_err)?;
+        let link = r.header().datalink;
+        if link != DataLink::ETHERNET {
+            return Err(not_ethernet(link));
+        }
+        while let Some(p) = r.next_packet() {
+            let p = p.map_err(pcap_err)?;
+            cap.truncated += (p.orig_len as usize > p.data.len()) as u64;
+            cap.frames.push(p.data.into_owned());
+        }
+    }
+    Ok(cap)
+}
+
+/// [`read_capture`] from a file.
+pub fn read_capture_file(path: impl AsRef<Path>) -> io::Result<Capture> {
+    read_capture(File::open(path)?)
+}
+
+impl Capture {
+    /// Summarise the frames (flows as flowpath's parser sees them).
+    pub fn summary(&self) -> Summary {
+        let mut t = Tally::new();
+        for f in &self.frames {
+            t.add(f);
+        }
+        t.finish()
+    }
+
+    /// A source that loops over the frames in file order: see [`replay_source`].
+    ///
+    /// # Errors
+    /// If the capture holds no frames, or its slots would take more than
+    /// [`MAX_REPLAY_ARENA`] bytes.
+    pub fn into_source(self) -> io::Result<InMemorySource> {
+        let bad = |m: String| io::Error::new(io::ErrorKind::InvalidData, m);
+        if self.frames.is_empty() {
+            return Err(bad("the capture holds no packets".into()));
+        }
+        let longest = self.frames.iter().map(Vec::len).max().unwrap_or(0);
+        let slot = (flowpath_packet::packet::HEADROOM + longest + SLOT_TAILROOM).div_ceil(64) * 64;
+        let slots = replay_slots(self.frames.len());
+        if slots.saturating_mul(slot) > MAX_REPLAY_ARENA {
+            return Err(bad(format!(
+                "{} frames of up to {longest} bytes need more than {} MiB to replay from memory",
+                self.frames.len(),
+                MAX_REPLAY_ARENA >> 20
+            )));
+        }
+        Ok(replay_source(self.frames))
+    }
+}
+
+/// Slots for replaying `n` frames: whole copies of the sequence, at least [`MAX_BATCH`].
+fn replay_slots(n: usize) -> usize {
+    n * MAX_BATCH.div_ceil(n)
+}
+
+/// A source that hands out `frames` in order, looping forever, byte for byte (one
+/// template per frame; the sequence is repeated whole until there are at least
+/// [`MAX_BATCH`] slots, so full batches are possible). Churn and lifetimes work as on any
+/// source.
+///
+/// # Panics
+/// If `frames` is empty.
+pub fn replay_source(frames: Vec<Vec<u8>>) -> InMemorySource {
+    let n = frames.len();
+    assert!(n > 0, "nothing to replay");
+    let slots = (0..replay_slots(n)).map(|i| (i % n) as u32).collect();
+    InMemorySource::from_slot_templates(frames, slots)
+}
+
+/// Read a capture file and make a looping source of it ([`Capture::into_source`]).
+pub fn replay_pcap_file(path: impl AsRef<Path>) -> io::Result<InMemorySource> {
+    read_capture_file(path)?.into_source()
+}
