@@ -1,9 +1,11 @@
 //! The bench: drives the real datapath with generated traffic and reports Mpps and TSC
-//! cycles per packet (median, min, max over repeated runs).
+//! cycles per packet (median, min, max over repeated runs); [`suite`] runs the "Core
+//! Cost" experiments (scaling, frame sizes, hit vs miss, miss-rate curve vs model).
 
 pub mod machine;
 pub mod report;
 pub mod runner;
+pub mod suite;
 pub mod workload;
 
 pub use machine::Machine;

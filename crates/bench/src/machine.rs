@@ -1,8 +1,8 @@
 //! What the numbers were measured on: CPU, TSC rate, kernel, revision, command line.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Machine {
     pub cpu: String,
     pub cores: usize,
@@ -26,12 +26,29 @@ impl Machine {
         let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .map(|s| s.trim().to_string())
             .unwrap_or_else(|_| "unknown".into());
-        let git_rev = std::process::Command::new("git")
-            .args(["rev-parse", "--short", "HEAD"])
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        // The revision of the working directory's repository, else of the source tree
+        // this binary was built from (if it is still there); "-dirty" when tracked files
+        // differ from it.
+        let git = |dir: Option<&str>, args: &[&str]| {
+            let mut cmd = std::process::Command::new("git");
+            if let Some(d) = dir {
+                cmd.args(["-C", d]);
+            }
+            cmd.args(args)
+                .stderr(std::process::Stdio::null())
+                .output()
+                .ok()
+        };
+        let git_rev = [None, Some(env!("CARGO_MANIFEST_DIR"))]
+            .into_iter()
+            .find_map(|dir| {
+                let out =
+                    git(dir, &["rev-parse", "--short", "HEAD"]).filter(|o| o.status.success())?;
+                let rev = String::from_utf8_lossy(&out.stdout).trim().to_string();
+                let dirty = git(dir, &["diff", "--quiet", "HEAD"])
+                    .is_some_and(|o| o.status.code() == Some(1));
+                Some(if dirty { rev + "-dirty" } else { rev })
+            })
             .unwrap_or_else(|| "unknown".into());
         Machine {
             cpu,

@@ -120,7 +120,7 @@ pub struct CaseResult {
     pub classifier: String,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 pub struct StageShare {
     pub parse: f64,
     pub emc: f64,
@@ -246,7 +246,12 @@ fn setup(case: Case, cfg: &BenchConfig) -> Setup {
 
 /// Push `packets` packets from `source` through `dp` in batches of 32.
 #[inline(never)]
-fn pump(dp: &mut Datapath, source: &mut InMemorySource, sink: &mut CountingSink, packets: u64) {
+pub(crate) fn pump(
+    dp: &mut Datapath,
+    source: &mut InMemorySource,
+    sink: &mut CountingSink,
+    packets: u64,
+) {
     let mut left = packets;
     while left > 0 {
         let n = (left as usize).min(BATCH);

@@ -4,10 +4,10 @@
 //! real datapath; the rule sets are built so that the tier under test is the one that
 //! answers, and the bench reports the tier counts it observed so that can be checked.
 
-use flowpath_gen::{build, FrameSpec, InMemorySource};
+use flowpath_gen::{build, FrameSpec, InMemorySource, Vxlan};
 use flowpath_packet::{Action, Field};
 use flowpath_pipeline::{Match, RuleSpec};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// Ingress port of all generated traffic.
 pub const IN_PORT: u32 = 1;
@@ -94,7 +94,8 @@ pub fn megaflow_hit(subtables: usize, frame_size: usize) -> (Vec<RuleSpec>, InMe
     (rules, src)
 }
 
-/// (c)/(d) The miss pipeline: three tables, 1,000 rules.
+/// (c)/(d) The miss pipeline: three tables, 1,000 rules, IPv4 traffic of one frame size.
+/// The same as [`class_pipeline`] with [`TrafficClass::Ipv4`] and [`FrameMix::Fixed`].
 ///
 /// - table 0 (100 rules): IPv4 destination /16 prefixes 10.k.0.0 → goto 1, and a
 ///   lowest-priority drop;
@@ -107,20 +108,216 @@ pub fn megaflow_hit(subtables: usize, frame_size: usize) -> (Vec<RuleSpec>, InMe
 /// Traffic: `flows` established UDP flows to 10.k.0.1:5001; the source stamps a fresh
 /// source address (100.64.0.0/10) on the share of packets that should be new flows.
 pub fn miss_pipeline(flows: usize, frame_size: usize) -> (Vec<RuleSpec>, InMemorySource) {
+    class_pipeline(TrafficClass::Ipv4, flows, FrameMix::Fixed(frame_size))
+}
+
+/// What the traffic of a [`class_pipeline`] looks like (the talk measured all three).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TrafficClass {
+    /// UDP over IPv4.
+    Ipv4,
+    /// UDP over IPv6 (no extension headers).
+    Ipv6,
+    /// UDP/IPv4 inside VXLAN over IPv4 (UDP 4789); the datapath decapsulates it.
+    Vxlan,
+}
+
+impl TrafficClass {
+    pub const ALL: [TrafficClass; 3] =
+        [TrafficClass::Ipv4, TrafficClass::Ipv6, TrafficClass::Vxlan];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            TrafficClass::Ipv4 => "ipv4",
+            TrafficClass::Ipv6 => "ipv6",
+            TrafficClass::Vxlan => "vxlan",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<TrafficClass, String> {
+        TrafficClass::ALL
+            .into_iter()
+            .find(|c| c.name() == s)
+            .ok_or_else(|| format!("unknown traffic class '{s}' (expected ipv4, ipv6 or vxlan)"))
+    }
+
+    /// One line on what the frames and rules are.
+    pub fn describe(self) -> &'static str {
+        match self {
+            TrafficClass::Ipv4 => {
+                "UDP/IPv4; 3 tables, 1,000 rules on IPv4 prefixes and ports; a new flow has a fresh source in 100.64.0.0/10"
+            }
+            TrafficClass::Ipv6 => {
+                "UDP/IPv6; 3 tables, 1,000 rules on IPv6 prefixes and ports; a new flow has a fresh low 32 bits of its source"
+            }
+            TrafficClass::Vxlan => {
+                "VXLAN (outer IPv4, UDP 4789) carrying UDP/IPv4, decapsulated by the datapath; the IPv4 rules plus the VNI; a new flow has a fresh inner source"
+            }
+        }
+    }
+}
+
+/// Frame sizes of a workload's flows. Serialised as its label (`"64"`, `"imix"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub enum FrameMix {
+    /// Every frame this size in bytes, FCS included (RFC 2544: 64 → 60 bytes in memory);
+    /// frames too small for their headers are as small as the headers allow.
+    Fixed(usize),
+    /// Simple IMIX: 64, 570 and 1518-byte frames in the proportion 7:4:1, interleaved
+    /// flow by flow (mean 353.8 bytes).
+    Imix,
+}
+
+impl From<FrameMix> for String {
+    fn from(m: FrameMix) -> String {
+        m.label()
+    }
+}
+
+impl TryFrom<String> for FrameMix {
+    type Error = String;
+    fn try_from(s: String) -> Result<FrameMix, String> {
+        FrameMix::parse(&s)
+    }
+}
+
+/// The IMIX size of flow `i`: twelve flows in a row hold seven 64-byte, four 570-byte and
+/// one 1518-byte frame, spread out so that a batch sees the mix.
+pub const IMIX_PATTERN: [usize; 12] = [64, 570, 64, 64, 570, 64, 1518, 64, 570, 64, 64, 570];
+
+impl FrameMix {
+    /// `64`, `512`, …, or `imix`.
+    pub fn label(self) -> String {
+        match self {
+            FrameMix::Fixed(n) => n.to_string(),
+            FrameMix::Imix => "imix".into(),
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<FrameMix, String> {
+        if s.eq_ignore_ascii_case("imix") {
+            return Ok(FrameMix::Imix);
+        }
+        s.parse::<usize>()
+            .ok()
+            .filter(|n| (64..=9018).contains(n))
+            .map(FrameMix::Fixed)
+            .ok_or_else(|| format!("'{s}' is not a frame size in 64..=9018 or 'imix'"))
+    }
+
+    /// Frame size (FCS included) of flow `i`.
+    pub fn size_of(self, i: usize) -> usize {
+        match self {
+            FrameMix::Fixed(n) => n,
+            FrameMix::Imix => IMIX_PATTERN[i % IMIX_PATTERN.len()],
+        }
+    }
+
+    /// Flow count that keeps the mix's proportions exact (IMIX: a multiple of 12).
+    pub fn round_flows(self, flows: usize) -> usize {
+        match self {
+            FrameMix::Fixed(_) => flows.max(1),
+            FrameMix::Imix => flows.max(1).div_ceil(IMIX_PATTERN.len()) * IMIX_PATTERN.len(),
+        }
+    }
+}
+
+/// An IPv6 address (as the key's big-endian number) from its high and low 64 bits.
+/// Established IPv6 sources have low 32 bits `0x8000_0000 | …`, so that a stamped new
+/// flow (low 32 bits = its sequence number, far below 2^31) never equals one of them.
+fn v6(hi: u128, lo: u128) -> u128 {
+    (hi << 64) | lo
+}
+
+const V6_DB8: u128 = 0x2001_0db8;
+
+/// A 3-table, 1,000-rule pipeline for `class` and `flows` established UDP flows of the
+/// frame sizes `mix`. Every megaflow carries the exact (inner) source address, so a packet
+/// the source stamps as a new flow (`InMemorySource::set_new_flow_share`) is a miss that
+/// classifies through all three tables and installs a megaflow.
+///
+/// - [`TrafficClass::Ipv4`]: see [`miss_pipeline`].
+/// - [`TrafficClass::Ipv6`]: the same shape on IPv6: table 0 has 99 destination /64s
+///   2001:db8:a:k::/64 → goto 1 (and a drop); table 1 has source /128s (never sent),
+///   /64s, /56s and /32s, each with a destination port, → goto 2; table 2 source-port
+///   ranges → output. Established flows come from 2001:db8:b:(i mod 200)00::/56 to
+///   2001:db8:a:k::1 port 5001; a new flow differs in the low 32 source bits.
+/// - [`TrafficClass::Vxlan`]: the IPv4 rules, with table 0 also matching the VNI
+///   (100 + k mod 4); frames are VXLAN over IPv4 (10.255.0.1 → 10.255.0.2, UDP 4789)
+///   around the IPv4 class's inner frames. The datapath decapsulates on UDP 4789.
+pub fn class_pipeline(
+    class: TrafficClass,
+    flows: usize,
+    mix: FrameMix,
+) -> (Vec<RuleSpec>, InMemorySource) {
+    let flows = mix.round_flows(flows);
+    let rules = match class {
+        TrafficClass::Ipv4 => ipv4_rules(None),
+        TrafficClass::Vxlan => ipv4_rules(Some(vni_of)),
+        TrafficClass::Ipv6 => ipv6_rules(),
+    };
+    let templates = (0..flows)
+        .map(|i| {
+            let size = mix.size_of(i);
+            let sport = 1024 + (i % 6400) as u16;
+            let k = i as u32 % 99;
+            match class {
+                TrafficClass::Ipv4 | TrafficClass::Vxlan => {
+                    let src = Ipv4Addr::from(
+                        0x0b00_0000 | ((i as u32 % 200) << 16) | (i as u32 / 200 + 1),
+                    );
+                    let dst = Ipv4Addr::from(0x0a00_0001 | (k << 16));
+                    let spec = FrameSpec::udp4(src, dst, sport, 5001, size);
+                    if class == TrafficClass::Vxlan {
+                        build(&spec.with_vxlan(Vxlan::v4(
+                            vni_of(k),
+                            Ipv4Addr::new(10, 255, 0, 1),
+                            Ipv4Addr::new(10, 255, 0, 2),
+                        )))
+                    } else {
+                        build(&spec)
+                    }
+                }
+                TrafficClass::Ipv6 => {
+                    let src = v6(
+                        (V6_DB8 << 32) | (0xb << 16) | ((i as u128 % 200) << 8),
+                        0x8000_0000 | (i as u128 / 200 + 1),
+                    );
+                    let dst = v6((V6_DB8 << 32) | (0xa << 16) | k as u128, 1);
+                    build(&FrameSpec::udp6(
+                        Ipv6Addr::from(src),
+                        Ipv6Addr::from(dst),
+                        sport,
+                        5001,
+                        size,
+                    ))
+                }
+            }
+        })
+        .collect();
+    (rules, InMemorySource::new(templates))
+}
+
+/// The VXLAN class's VNI for destination group `k`.
+fn vni_of(k: u32) -> u32 {
+    100 + k % 4
+}
+
+/// The IPv4 (and, with `vni`, VXLAN) rule set of [`class_pipeline`].
+fn ipv4_rules(vni: Option<fn(u32) -> u32>) -> Vec<RuleSpec> {
     let mut rules = Vec::with_capacity(1000);
     for k in 0..99u32 {
-        rules.push(
-            RuleSpec::new(
-                0,
-                100,
-                Match::any().exact(Field::EthType, 0x0800).prefix(
-                    Field::Ipv4Dst,
-                    (0x0a00_0000 | (k << 16)) as u128,
-                    16,
-                ),
-            )
-            .goto(1),
+        let mut m = Match::any().exact(Field::EthType, 0x0800).prefix(
+            Field::Ipv4Dst,
+            (0x0a00_0000 | (k << 16)) as u128,
+            16,
         );
+        if let Some(vni) = vni {
+            m = m.exact(Field::TunId, vni(k) as u128);
+        }
+        rules.push(RuleSpec::new(0, 100, m).goto(1));
     }
     rules.push(RuleSpec::new(0, 0, Match::any()));
     let mut add1 = |prio: u16, src: u32, len: u32, dport: u16| {
@@ -146,6 +343,65 @@ pub fn miss_pipeline(flows: usize, frame_size: usize) -> (Vec<RuleSpec>, InMemor
             5001 + (i % 2) as u16,
         );
     }
+    table2(&mut rules);
+    rules
+}
+
+/// The IPv6 rule set of [`class_pipeline`].
+fn ipv6_rules() -> Vec<RuleSpec> {
+    let mut rules = Vec::with_capacity(1000);
+    for k in 0..99u128 {
+        rules.push(
+            RuleSpec::new(
+                0,
+                100,
+                Match::any().exact(Field::EthType, 0x86dd).prefix(
+                    Field::Ipv6Dst,
+                    v6((V6_DB8 << 32) | (0xa << 16) | k, 0),
+                    64,
+                ),
+            )
+            .goto(1),
+        );
+    }
+    rules.push(RuleSpec::new(0, 0, Match::any()));
+    let mut add1 = |prio: u16, src: u128, len: u32, dport: u16| {
+        rules.push(
+            RuleSpec::new(
+                1,
+                prio,
+                Match::any()
+                    .prefix(Field::Ipv6Src, src, len)
+                    .exact(Field::TpDst, dport as u128),
+            )
+            .goto(2),
+        );
+    };
+    for i in 0..200u128 {
+        // 2001:db8:ffff::i/128: never sent, but probed first, so every megaflow carries
+        // the whole source address.
+        add1(40, v6((V6_DB8 << 32) | (0xffff << 16), i), 128, 5001);
+        add1(
+            30,
+            v6((V6_DB8 << 32) | (0xc << 16) | i, 0),
+            64,
+            5000 + (i % 4) as u16,
+        );
+        add1(20, v6((V6_DB8 << 32) | (0xb << 16) | (i << 8), 0), 56, 5001);
+        add1(
+            10,
+            v6((0x2001 << 48) | ((0x0db8 + i % 16) << 32), 0),
+            32,
+            5001 + (i % 2) as u16,
+        );
+    }
+    table2(&mut rules);
+    rules
+}
+
+/// Table 2 of the class pipelines: 100 source-port ranges → one of four ports; the last
+/// rule is the fall-through (everything else to port 2).
+fn table2(rules: &mut Vec<RuleSpec>) {
     for i in 0..100u32 {
         rules.push(
             RuleSpec::new(
@@ -157,16 +413,6 @@ pub fn miss_pipeline(flows: usize, frame_size: usize) -> (Vec<RuleSpec>, InMemor
         );
     }
     debug_assert_eq!(rules.len(), 1000);
-    // The table-2 fall-through: everything else to port 2.
     rules.last_mut().unwrap().matches = Match::any();
     rules.last_mut().unwrap().priority = 0;
-    let src = udp4_source(flows, frame_size, |i| {
-        (
-            Ipv4Addr::from(0x0b00_0000 | ((i as u32 % 200) << 16) | (i as u32 / 200 + 1)),
-            Ipv4Addr::from(0x0a00_0001 | ((i as u32 % 99) << 16)),
-            1024 + (i % 6400) as u16,
-            5001,
-        )
-    });
-    (rules, src)
 }

@@ -1,0 +1,522 @@
+//! The suite's charts as standalone SVG documents (plotters' SVG backend: text is written
+//! as `<text>` elements with a generic `sans-serif` family, so nothing here needs a font
+//! library or a system font, and the files render offline in any browser).
+
+use super::{model, ClassResult, ScalingSeries, SizePoint};
+use plotters::coord::combinators::IntoLogRange;
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
+use plotters::prelude::*;
+use std::ops::Range;
+
+const W: u32 = 760;
+const H: u32 = 440;
+const FONT: &str = "sans-serif";
+const PALETTE: [RGBColor; 4] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+];
+const RED: RGBColor = RGBColor(214, 39, 40);
+const GREY: RGBColor = RGBColor(120, 120, 120);
+
+/// A linear f64 axis whose ticks are exactly `keys` (plotters' own `with_key_points`
+/// cannot be combined with an f64 axis's label formatter in 0.3.7).
+#[derive(Clone)]
+struct Keyed {
+    range: Range<f64>,
+    keys: Vec<f64>,
+}
+
+fn keyed(range: Range<f64>, keys: Vec<f64>) -> Keyed {
+    Keyed { range, keys }
+}
+
+impl Ranged for Keyed {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, v: &f64, limit: (i32, i32)) -> i32 {
+        let span = self.range.end - self.range.start;
+        if span == 0.0 {
+            return (limit.0 + limit.1) / 2;
+        }
+        let t = (v - self.range.start) / span;
+        limit.0 + (t * (limit.1 - limit.0) as f64).round() as i32
+    }
+
+    fn key_points<Hint: KeyPointHint>(&self, _hint: Hint) -> Vec<f64> {
+        self.keys.clone()
+    }
+
+    fn range(&self) -> Range<f64> {
+        self.range.clone()
+    }
+}
+
+type DrawResult = Result<(), Box<dyn std::error::Error>>;
+
+/// Render with `draw`; if plotters reports an error, a small SVG that says so instead.
+fn render(
+    draw: impl FnOnce(DrawingArea<SVGBackend, plotters::coord::Shift>) -> DrawResult,
+) -> String {
+    let mut svg = String::new();
+    let res = {
+        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+        draw(root)
+    };
+    match res {
+        Ok(()) => svg,
+        Err(e) => format!(
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"60\"><text x=\"10\" y=\"30\" \
+             font-family=\"sans-serif\">chart failed: {}</text></svg>",
+            super::report::escape(&e.to_string())
+        ),
+    }
+}
+
+fn max_of(it: impl Iterator<Item = f64>) -> f64 {
+    it.fold(0.0f64, f64::max)
+}
+
+/// Aggregate Mpps against worker cores, one measured line per miss rate with min–max
+/// bars and a dashed "linear from one core" line.
+pub fn scaling(series: &[ScalingSeries]) -> String {
+    render(|root| {
+        root.fill(&WHITE)?;
+        let max_cores = series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.cores))
+            .max()
+            .unwrap_or(1);
+        let ideal_max = series
+            .iter()
+            .filter_map(|s| {
+                let one = s.points.iter().find(|p| p.cores == 1)?;
+                Some(one.aggregate_mpps.median * max_cores as f64)
+            })
+            .fold(0.0, f64::max);
+        let ymax = max_of(
+            series
+                .iter()
+                .flat_map(|s| s.points.iter().map(|p| p.aggregate_mpps.max)),
+        )
+        .max(ideal_max)
+        .max(1e-3)
+            * 1.15;
+        let keys: Vec<f64> = (1..=max_cores).map(|c| c as f64).collect();
+        let mut chart = ChartBuilder::on(&root)
+            .caption("Throughput vs worker cores (IPv4, 64 B)", (FONT, 20))
+            .margin(12)
+            .x_label_area_size(45)
+            .y_label_area_size(60)
+            .build_cartesian_2d(keyed(0.5f64..max_cores as f64 + 0.5, keys), 0f64..ymax)?;
+        chart
+            .configure_mesh()
+            .x_desc("worker cores (each its own datapath and caches)")
+            .y_desc("aggregate Mpps")
+            .x_label_formatter(&|x| format!("{}", x.round() as i64))
+            .label_style((FONT, 13))
+            .light_line_style(TRANSPARENT)
+            .draw()?;
+        for (i, s) in series.iter().enumerate() {
+            let color = PALETTE[i % PALETTE.len()];
+            let pts: Vec<(f64, f64)> = s
+                .points
+                .iter()
+                .map(|p| (p.cores as f64, p.aggregate_mpps.median))
+                .collect();
+            chart
+                .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?
+                .label(format!(
+                    "measured, {} new flows",
+                    super::report::pct(s.miss_rate)
+                ))
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
+            chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))?;
+            chart.draw_series(s.points.iter().map(|p| {
+                ErrorBar::new_vertical(
+                    p.cores as f64,
+                    p.aggregate_mpps.min,
+                    p.aggregate_mpps.median,
+                    p.aggregate_mpps.max,
+                    color.stroke_width(1),
+                    8,
+                )
+            }))?;
+            chart.draw_series(s.points.iter().map(|p| {
+                Text::new(
+                    format!(
+                        "{:.1} Mpps ({:.0} %)",
+                        p.aggregate_mpps.median,
+                        p.efficiency * 100.0
+                    ),
+                    (p.cores as f64 + 0.04, p.aggregate_mpps.median),
+                    (FONT, 12).into_font().color(&color),
+                )
+            }))?;
+            if let Some(one) = s.points.iter().find(|p| p.cores == 1) {
+                let r = one.aggregate_mpps.median;
+                chart
+                    .draw_series(DashedLineSeries::new(
+                        (1..=max_cores).map(|c| (c as f64, r * c as f64)),
+                        6,
+                        4,
+                        color.mix(0.6).stroke_width(1),
+                    ))?
+                    .label(format!(
+                        "linear from 1 core, {}",
+                        super::report::pct(s.miss_rate)
+                    ))
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 20, y)], color.mix(0.6))
+                    });
+            }
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .label_font((FONT, 13))
+            .background_style(WHITE.mix(0.85))
+            .border_style(GREY)
+            .draw()?;
+        root.present()?;
+        Ok(())
+    })
+}
+
+/// Cycles per packet against mean frame size, cached packets and new flows (log axis).
+pub fn sizes(points: &[SizePoint]) -> String {
+    render(|root| {
+        root.fill(&WHITE)?;
+        let all = points
+            .iter()
+            .flat_map(|p| [&p.hit, &p.miss])
+            .flat_map(|p| [p.cycles.min, p.cycles.max]);
+        let (lo, hi) = all.fold((f64::MAX, 0.0f64), |(a, b), c| (a.min(c), b.max(c)));
+        let (lo, hi) = if hi > 0.0 {
+            (lo * 0.6, hi * 1.8)
+        } else {
+            (1.0, 10.0)
+        };
+        let xmax = max_of(points.iter().map(|p| p.mean_frame_bytes)).max(100.0) * 1.12;
+        let keys: Vec<f64> = points.iter().map(|p| p.mean_frame_bytes).collect();
+        let labels: Vec<(f64, String)> = points
+            .iter()
+            .map(|p| {
+                let l = if p.mix == "imix" {
+                    format!("IMIX {:.0}", p.mean_frame_bytes)
+                } else {
+                    format!("{:.0}", p.mean_frame_bytes)
+                };
+                (p.mean_frame_bytes, l)
+            })
+            .collect();
+        let mut chart = ChartBuilder::on(&root)
+            .caption("Cycles per packet vs frame size (IPv4)", (FONT, 20))
+            .margin(12)
+            .x_label_area_size(45)
+            .y_label_area_size(60)
+            .build_cartesian_2d(keyed(0f64..xmax, keys), (lo..hi).log_scale())?;
+        chart
+            .configure_mesh()
+            .x_desc("mean frame size, bytes (FCS included)")
+            .y_desc("TSC cycles per packet (log scale)")
+            .x_label_formatter(&|x| {
+                labels
+                    .iter()
+                    .find(|l| (l.0 - x).abs() < 0.5)
+                    .map_or_else(|| format!("{x:.0}"), |l| l.1.clone())
+            })
+            .y_label_formatter(&|y| format!("{y:.0}"))
+            .label_style((FONT, 13))
+            .light_line_style(TRANSPARENT)
+            .draw()?;
+        for (i, (name, get)) in [
+            (
+                "cached packets (hits)",
+                (|p: &SizePoint| &p.hit) as fn(&SizePoint) -> &super::Point,
+            ),
+            ("new flows (misses)", |p: &SizePoint| &p.miss),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let color = PALETTE[i];
+            let pts: Vec<(f64, f64)> = points
+                .iter()
+                .map(|p| (p.mean_frame_bytes, get(p).cycles.median))
+                .collect();
+            chart
+                .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?
+                .label(name)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
+            chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))?;
+            chart.draw_series(points.iter().map(|p| {
+                let c = &get(p).cycles;
+                ErrorBar::new_vertical(p.mean_frame_bytes, c.min, c.median, c.max, color, 8)
+            }))?;
+            chart.draw_series(pts.iter().map(|&(x, y)| {
+                Text::new(
+                    format!("{y:.0}"),
+                    (x + xmax * 0.008, y * 1.08),
+                    (FONT, 12).into_font().color(&color),
+                )
+            }))?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::MiddleRight)
+            .label_font((FONT, 13))
+            .background_style(WHITE.mix(0.85))
+            .border_style(GREY)
+            .draw()?;
+        root.present()?;
+        Ok(())
+    })
+}
+
+/// Cycles per hit and per miss for each traffic class, side by side, with the ratio.
+pub fn hit_miss(classes: &[ClassResult]) -> String {
+    render(|root| {
+        root.fill(&WHITE)?;
+        let n = classes.len().max(1);
+        let ymax = max_of(
+            classes
+                .iter()
+                .map(|c| c.miss.cycles.max.max(c.hit.cycles.max)),
+        )
+        .max(1.0)
+            * 1.45;
+        let keys: Vec<f64> = (0..n).map(|i| i as f64 + 0.5).collect();
+        let names: Vec<String> = classes.iter().map(|c| c.class.name().to_string()).collect();
+        let mut chart = ChartBuilder::on(&root)
+            .caption("Cycles per hit vs per miss, by traffic class", (FONT, 20))
+            .margin(12)
+            .x_label_area_size(45)
+            .y_label_area_size(60)
+            .build_cartesian_2d(keyed(0f64..n as f64, keys), 0f64..ymax)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_desc("traffic class (64 B frames, or the smallest that holds the headers)")
+            .y_desc("TSC cycles per packet")
+            .y_label_formatter(&|y| format!("{y:.0}"))
+            .x_label_formatter(&|x| {
+                names
+                    .get(x.floor().max(0.0) as usize)
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .label_style((FONT, 13))
+            .light_line_style(TRANSPARENT)
+            .draw()?;
+        for (k, (name, color)) in [
+            ("hit (established flow)", PALETTE[0]),
+            ("miss (new flow)", PALETTE[1]),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let x0 = 0.12 + 0.39 * k as f64;
+            chart
+                .draw_series(classes.iter().enumerate().map(|(i, c)| {
+                    let v = if k == 0 { &c.hit } else { &c.miss };
+                    Rectangle::new(
+                        [
+                            (i as f64 + x0, 0.0),
+                            (i as f64 + x0 + 0.37, v.cycles.median),
+                        ],
+                        color.filled(),
+                    )
+                }))?
+                .label(name)
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled())
+                });
+            for (i, c) in classes.iter().enumerate() {
+                let v = if k == 0 { &c.hit } else { &c.miss };
+                let x = i as f64 + x0 + 0.185;
+                let (lo, hi) = (v.cycles.min, v.cycles.max);
+                chart.draw_series(
+                    [
+                        vec![(x, lo), (x, hi)],
+                        vec![(x - 0.03, lo), (x + 0.03, lo)],
+                        vec![(x - 0.03, hi), (x + 0.03, hi)],
+                    ]
+                    .into_iter()
+                    .map(|p| PathElement::new(p, BLACK.stroke_width(1))),
+                )?;
+            }
+            chart.draw_series(classes.iter().enumerate().map(|(i, c)| {
+                let v = if k == 0 { &c.hit } else { &c.miss };
+                Text::new(
+                    format!("{:.0}", v.cycles.median),
+                    (i as f64 + x0 + 0.06, v.cycles.max + ymax * 0.045),
+                    (FONT, 13).into_font().color(&BLACK),
+                )
+            }))?;
+        }
+        chart.draw_series(classes.iter().enumerate().map(|(i, c)| {
+            Text::new(
+                format!("miss = {:.1}x hit", c.miss_hit_ratio),
+                (
+                    i as f64 + 0.3,
+                    c.miss.cycles.max.max(c.hit.cycles.max) + ymax * 0.12,
+                ),
+                (FONT, 14).into_font().color(&RED),
+            )
+        }))?;
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .label_font((FONT, 13))
+            .background_style(WHITE.mix(0.85))
+            .border_style(GREY)
+            .draw()?;
+        root.present()?;
+        Ok(())
+    })
+}
+
+/// Throughput against miss rate for one class: measured (with min–max bars) and the model
+/// `(1 − m)·c_hit + m·c_miss` with a ±10 % band; points outside the band are ringed and
+/// labelled with the gap. The x axis places the measured miss rates evenly (so 0–10 %,
+/// where the curve falls, is as wide as 10–100 %); the model is drawn between them.
+pub fn miss_curve(class: &ClassResult, tsc_hz: f64) -> String {
+    render(|root| {
+        root.fill(&WHITE)?;
+        let c = &class.curve;
+        let n = c.len().max(1);
+        let rates: Vec<f64> = c.iter().map(|p| p.miss_rate).collect();
+        let hit = class.hit.cycles.median;
+        let miss = class.miss.cycles.median;
+        // The model between measured rates, at fractional x.
+        let model_pts: Vec<(f64, f64)> = (0..n.saturating_sub(1))
+            .flat_map(|i| {
+                let (a, b) = (rates[i], rates[i + 1]);
+                (0..24).map(move |s| {
+                    let t = s as f64 / 24.0;
+                    (i as f64 + t, a + t * (b - a))
+                })
+            })
+            .chain(rates.last().map(|&m| ((n - 1) as f64, m)))
+            .map(|(x, m)| (x, model::mpps(tsc_hz, model::cycles(m, hit, miss))))
+            .collect();
+        let ymax = max_of(
+            c.iter()
+                .map(|p| model::mpps(tsc_hz, p.measured.cycles.min))
+                .chain(model_pts.iter().map(|p| p.1 * (1.0 + model::TOLERANCE))),
+        )
+        .max(1e-3)
+            * 1.12;
+        let keys: Vec<f64> = (0..n).map(|i| i as f64).collect();
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                format!("Throughput vs miss rate, {} (one core)", class.class.name()),
+                (FONT, 20),
+            )
+            .margin(12)
+            .x_label_area_size(45)
+            .y_label_area_size(60)
+            .build_cartesian_2d(keyed(-0.3f64..(n - 1) as f64 + 0.3, keys), 0f64..ymax)?;
+        chart
+            .configure_mesh()
+            .x_desc("share of packets that are new flows (misses); points evenly spaced")
+            .y_desc("Mpps per core")
+            .x_label_formatter(&|x| {
+                rates
+                    .get(x.round().max(0.0) as usize)
+                    .map(|&m| super::report::pct(m))
+                    .unwrap_or_default()
+            })
+            .label_style((FONT, 13))
+            .light_line_style(TRANSPARENT)
+            .draw()?;
+        let band: Vec<(f64, f64)> = model_pts
+            .iter()
+            .map(|&(x, y)| (x, y * (1.0 + model::TOLERANCE)))
+            .chain(
+                model_pts
+                    .iter()
+                    .rev()
+                    .map(|&(x, y)| (x, y * (1.0 - model::TOLERANCE))),
+            )
+            .collect();
+        chart
+            .draw_series(std::iter::once(Polygon::new(
+                band,
+                PALETTE[1].mix(0.15).filled(),
+            )))?
+            .label("model ±10 %")
+            .legend(|(x, y)| {
+                Rectangle::new([(x, y - 5), (x + 20, y + 5)], PALETTE[1].mix(0.15).filled())
+            });
+        chart
+            .draw_series(DashedLineSeries::new(
+                model_pts.clone(),
+                8,
+                4,
+                PALETTE[1].stroke_width(2),
+            ))?
+            .label("model (1−m)·c_hit + m·c_miss")
+            .legend(|(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], PALETTE[1].stroke_width(2))
+            });
+        let meas: Vec<(f64, f64)> = c
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (i as f64, p.measured.mpps))
+            .collect();
+        let color = PALETTE[0];
+        chart
+            .draw_series(LineSeries::new(meas.clone(), color.stroke_width(2)))?
+            .label("measured (median, min–max)")
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+        chart.draw_series(meas.iter().map(|&p| Circle::new(p, 4, color.filled())))?;
+        chart.draw_series(c.iter().enumerate().map(|(i, p)| {
+            let cy = &p.measured.cycles;
+            ErrorBar::new_vertical(
+                i as f64,
+                model::mpps(tsc_hz, cy.max),
+                p.measured.mpps,
+                model::mpps(tsc_hz, cy.min),
+                color,
+                8,
+            )
+        }))?;
+        chart.draw_series(
+            c.iter()
+                .enumerate()
+                .filter(|(_, p)| p.disagrees)
+                .map(|(i, p)| Circle::new((i as f64, p.measured.mpps), 9, RED.stroke_width(2))),
+        )?;
+        chart.draw_series(
+            c.iter()
+                .enumerate()
+                .filter(|(_, p)| p.disagrees)
+                .map(|(i, p)| {
+                    Text::new(
+                        format!("{:+.0} %", p.disagreement * 100.0),
+                        (i as f64 + 0.1, p.measured.mpps + ymax * 0.05),
+                        (FONT, 13).into_font().color(&RED),
+                    )
+                }),
+        )?;
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .label_font((FONT, 13))
+            .background_style(WHITE.mix(0.85))
+            .border_style(GREY)
+            .draw()?;
+        root.present()?;
+        Ok(())
+    })
+}
