@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 mod cmd_flows;
 mod cmd_gen;
+mod cmd_plan;
 mod cmd_suite;
 
 #[derive(Parser)]
@@ -41,6 +42,10 @@ enum Command {
     Flows(cmd_flows::FlowsArgs),
     /// Run the switch: a datapath with its control socket and persistent flow state.
     Run(cmd_flows::RunArgs),
+    /// How many cores a service needs at a rate, frame size and miss rate; what-if scenarios.
+    Plan(cmd_plan::PlanArgs),
+    /// Measure this machine into a planner profile (cycles per hit and miss, scaling).
+    Calibrate(cmd_plan::CalibrateArgs),
 }
 
 #[derive(clap::Args)]
@@ -140,6 +145,8 @@ fn main() -> ExitCode {
         Command::Gen(args) => cmd_gen::run(args),
         Command::Flows(args) => cmd_flows::run(args),
         Command::Run(args) => cmd_flows::run_switch(args),
+        Command::Plan(args) => cmd_plan::run(args),
+        Command::Calibrate(args) => cmd_plan::calibrate(args),
     }
 }
 

@@ -1,0 +1,571 @@
+//! Calibration: a profile for this machine from the real datapath — per traffic class the
+//! hit and miss cost and the miss-rate curve, IPv4 curves at larger frames, the per-byte
+//! slope from the bench suite's size sweep, and the suite's multi-core scaling efficiency.
+//!
+//! Two measurements: [`suite_config`] runs the part of the characterisation suite
+//! (`flowpath_bench::suite`) that needs its machinery (the size sweep, and scaling over
+//! cores with pinned workers); [`calibration_pass`] lists the single-core points the
+//! curves need, measured with [`crate::check::measure`] — the suite's procedure, with all
+//! points' runs interleaved — so that `flowpath calibrate --check` can measure its check
+//! workloads in the same interleaved pass and a shared machine's slow phases fall on the
+//! calibration and the check alike.
+
+use crate::check::{CheckWorkload, Measured};
+use crate::profile::{ClassCosts, Classes, Cost, Curve, CurvePoint, MachineInfo, Profile};
+use crate::report::thousands;
+use crate::units::pct;
+use flowpath_bench::suite::{SuiteConfig, SuiteResults};
+use flowpath_bench::workload::{FrameMix, TrafficClass};
+
+/// Miss rates the calibration measures (the curves the planner interpolates).
+pub const MISS_RATES: [f64; 8] = [0.0, 0.01, 0.02, 0.05, 0.10, 0.20, 0.50, 1.0];
+
+/// Frame sizes of the IPv4 curves: 64 B (every class) and larger frames (IPv4).
+pub const CURVE_MIXES: [FrameMix; 3] = [FrameMix::Fixed(64), FrameMix::Imix, FrameMix::Fixed(1518)];
+
+/// The part of the suite a profile takes from it: the IPv4 size sweep (hits and misses
+/// at 64, IMIX, 512, 1024, 1518 B) and scaling over 1 … all cores at 0 % new flows. The
+/// class curves are measured by [`calibration_pass`] instead (the suite measures them at
+/// 64 B only). Runs: 15 of 700,000 packets per point (`quick`: 5 of 200,000) — the
+/// suite's time per point, in more and shorter runs, so that the median shrugs off more
+/// of a shared machine's bursts.
+pub fn suite_config(quick: bool) -> SuiteConfig {
+    let base = if quick {
+        SuiteConfig {
+            runs: 5,
+            packets: 200_000,
+            min_packets: 20_000,
+            ..SuiteConfig::quick()
+        }
+    } else {
+        SuiteConfig {
+            runs: 15,
+            packets: 700_000,
+            min_packets: 50_000,
+            ..SuiteConfig::full()
+        }
+    };
+    SuiteConfig {
+        miss_rates: MISS_RATES.to_vec(),
+        classes: Vec::new(),
+        mixes: vec![
+            FrameMix::Fixed(64),
+            FrameMix::Imix,
+            FrameMix::Fixed(512),
+            FrameMix::Fixed(1024),
+            FrameMix::Fixed(1518),
+        ],
+        scaling_miss_rates: vec![0.0],
+        ..base
+    }
+}
+
+/// The points of the curves, on one core: every class at its smallest frames (the "64"
+/// setting: 64 B for IPv4, 66 B for IPv6, 96 B for VXLAN) at every one of [`MISS_RATES`]
+/// (0 % is the hit cost, 100 % the miss cost), and IPv4 at the larger [`CURVE_MIXES`] at
+/// the miss rates strictly between (on this datapath the cost between the ends depends on
+/// the frames' memory footprint, while hits alone and misses alone are flat); and IPv4
+/// 64 B hits on 2, 4, … `cores` workers for the scaling efficiency.
+pub fn calibration_pass(cores: usize) -> Vec<CheckWorkload> {
+    let w = |class, mix, miss_rate| CheckWorkload {
+        class,
+        mix,
+        miss_rate,
+        cores: 1,
+    };
+    let mut v = Vec::new();
+    for class in TrafficClass::ALL {
+        for &m in &MISS_RATES {
+            v.push(w(class, FrameMix::Fixed(64), m));
+        }
+    }
+    for &mix in &CURVE_MIXES[1..] {
+        for &m in MISS_RATES.iter().filter(|&&m| m > 0.0 && m < 1.0) {
+            v.push(w(TrafficClass::Ipv4, mix, m));
+        }
+    }
+    for n in flowpath_bench::suite::default_cores(cores) {
+        if n > 1 {
+            v.push(CheckWorkload {
+                cores: n,
+                ..w(TrafficClass::Ipv4, FrameMix::Fixed(64), 0.0)
+            });
+        }
+    }
+    v
+}
+
+/// A least-squares line `y = intercept + slope · x` with the slope's standard error.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Fit {
+    pub intercept: f64,
+    pub slope: f64,
+    pub slope_se: f64,
+    pub n: usize,
+}
+
+impl Fit {
+    /// The slope is positive and at least two standard errors from 0 (about 95 %).
+    pub fn significant(&self) -> bool {
+        self.slope > 0.0 && self.slope > 2.0 * self.slope_se
+    }
+}
+
+/// Fit `pts`; None with fewer than three points or a single x.
+pub fn fit_line(pts: &[(f64, f64)]) -> Option<Fit> {
+    let n = pts.len();
+    if n < 3 {
+        return None;
+    }
+    let nf = n as f64;
+    let mx = pts.iter().map(|p| p.0).sum::<f64>() / nf;
+    let my = pts.iter().map(|p| p.1).sum::<f64>() / nf;
+    let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    if sxx <= 0.0 {
+        return None;
+    }
+    let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let slope = sxy / sxx;
+    let intercept = my - slope * mx;
+    let ssr: f64 = pts
+        .iter()
+        .map(|p| (p.1 - intercept - slope * p.0).powi(2))
+        .sum();
+    let slope_se = (ssr / (nf - 2.0) / sxx).sqrt();
+    Some(Fit {
+        intercept,
+        slope,
+        slope_se,
+        n,
+    })
+}
+
+/// Per-byte slope (cycles per byte) of hits or misses from the size sweep, and a note
+/// on what was kept and why.
+fn per_byte(r: &SuiteResults, miss: bool) -> (f64, String) {
+    let what = if miss { "miss" } else { "hit" };
+    let pts: Vec<(f64, f64)> = r
+        .sizes
+        .iter()
+        .flat_map(|s| {
+            let p = if miss { &s.miss } else { &s.hit };
+            p.cycles
+                .samples
+                .iter()
+                .map(move |&c| (s.mean_frame_bytes, c))
+        })
+        .collect();
+    match fit_line(&pts) {
+        Some(f) if f.significant() => (
+            f.slope,
+            format!(
+                "{what}: {:.3} ± {:.3} cycles/byte from {} samples over {} sizes; kept",
+                f.slope,
+                f.slope_se,
+                f.n,
+                r.sizes.len()
+            ),
+        ),
+        Some(f) => (
+            0.0,
+            format!(
+                "{what}: {:.3} ± {:.3} cycles/byte from {} samples over {} sizes, not distinguishable from flat (or negative): stored 0",
+                f.slope,
+                f.slope_se,
+                f.n,
+                r.sizes.len()
+            ),
+        ),
+        None => (
+            0.0,
+            format!("{what}: the size sweep did not run or has too few points: stored 0"),
+        ),
+    }
+}
+
+/// Efficiencies for 1 … the most cores in `agg` ((cores, aggregate Mpps), one core
+/// included): `agg(n) / (n · agg(1))`, capped at 1.0 (above is noise, and an optimistic
+/// plan is the wrong way to be off), gaps between measured counts interpolated. Also a
+/// description of the measurement and of what was capped.
+fn efficiencies(agg: &[(usize, f64)]) -> Option<(Vec<f64>, String)> {
+    let mut agg = agg.to_vec();
+    agg.sort_by_key(|p| p.0);
+    let one = agg.iter().find(|p| p.0 == 1)?.1;
+    if one <= 0.0 || agg.len() < 2 {
+        return None;
+    }
+    let mut pts: Vec<(f64, f64)> = agg
+        .iter()
+        .map(|&(n, a)| (n as f64, a / (n as f64 * one)))
+        .collect();
+    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let max = pts.last().map_or(1.0, |p| p.0) as usize;
+    let mut effs = vec![1.0];
+    let mut capped = Vec::new();
+    for n in 2..=max {
+        let e = interpolate(&pts, n as f64);
+        if e > 1.0 {
+            capped.push(format!("{n} cores {}", pct(e)));
+        }
+        effs.push(e.min(1.0));
+    }
+    let mut desc: Vec<String> = pts
+        .iter()
+        .zip(&agg)
+        .map(|(p, a)| {
+            format!(
+                "{} core{} {:.2} Mpps ({})",
+                a.0,
+                if a.0 == 1 { "" } else { "s" },
+                a.1,
+                pct(p.1)
+            )
+        })
+        .collect();
+    if !capped.is_empty() {
+        desc.push(format!(
+            "stored at most 100 % (measured {}: more than linear is noise)",
+            capped.join(", ")
+        ));
+    }
+    Some((effs, desc.join(", ")))
+}
+
+/// The scaling efficiencies: from the calibration pass's multi-core IPv4 64 B hit points
+/// (measured interleaved with everything else, so under the same conditions as the curves
+/// and a check), else from the suite's scaling experiment; and a note with both.
+fn scaling(r: &SuiteResults, pass: &[Measured]) -> (Vec<f64>, String) {
+    let mut from_pass: Vec<(usize, f64)> = pass
+        .iter()
+        .filter(|x| {
+            x.workload.class == TrafficClass::Ipv4
+                && x.workload.mix == FrameMix::Fixed(64)
+                && x.workload.miss_rate == 0.0
+        })
+        .map(|x| (x.workload.cores, x.mpps.median))
+        .collect();
+    from_pass.sort_by_key(|p| p.0);
+    from_pass.dedup_by_key(|p| p.0);
+    let suite = r
+        .scaling
+        .iter()
+        .filter(|s| !s.points.is_empty())
+        .min_by(|a, b| a.miss_rate.total_cmp(&b.miss_rate));
+    let from_suite: Vec<(usize, f64)> = suite
+        .map(|s| {
+            s.points
+                .iter()
+                .map(|p| (p.cores, p.aggregate_mpps.median))
+                .collect()
+        })
+        .unwrap_or_default();
+    let pinned = suite.is_some_and(|s| s.points.iter().all(|p| p.pinned));
+    match (efficiencies(&from_pass), efficiencies(&from_suite)) {
+        (Some((e, d)), other) => (
+            e,
+            format!(
+                "scaling (stored): IPv4 64 B, 0 % new flows, N workers each with its own datapath, measured in the calibration pass interleaved with the curves: {d}.{}",
+                other.map_or(String::new(), |(_, d2)| format!(
+                    " The suite's scaling experiment{} gave: {d2}.",
+                    if pinned { " (workers pinned to CPUs)" } else { "" }
+                ))
+            ),
+        ),
+        (None, Some((e, d))) => (
+            e,
+            format!(
+                "scaling: the suite's experiment, IPv4 64 B at 0 % new flows, N workers each with its own datapath{}: {d}.",
+                if pinned { ", pinned to CPUs" } else { "" }
+            ),
+        ),
+        (None, None) => (
+            vec![1.0],
+            "scaling: not measured; stored [1.0], so the planner extrapolates linear scaling and says so.".into(),
+        ),
+    }
+}
+
+fn interpolate(pts: &[(f64, f64)], x: f64) -> f64 {
+    let i = pts.partition_point(|p| p.0 <= x);
+    if i == 0 {
+        return pts.first().map_or(1.0, |p| p.1);
+    }
+    if i == pts.len() {
+        return pts[i - 1].1;
+    }
+    let (a, b) = (pts[i - 1], pts[i]);
+    a.1 + (b.1 - a.1) * (x - a.0) / (b.0 - a.0)
+}
+
+/// `x` to a multiple of `step` (profiles keep what the measurements can tell).
+fn round(x: f64, step: f64) -> f64 {
+    let k = (1.0 / step).round();
+    (x * k).round() / k
+}
+
+/// (miss rate, cycles per packet), sorted by miss rate.
+type Points = Vec<(f64, f64)>;
+
+/// Cycles per packet on one core of a measurement.
+fn cycles_of(m: &Measured, tsc_hz: f64) -> f64 {
+    tsc_hz * m.workload.cores.max(1) as f64 / (m.mpps.median * 1e6)
+}
+
+/// A class's single-core curve at one frame mix from the pass: (frame bytes,
+/// [(miss rate, cycles)]) sorted by miss rate.
+fn pass_curve(
+    pass: &[Measured],
+    class: TrafficClass,
+    mix: FrameMix,
+    tsc_hz: f64,
+) -> Option<(f64, Vec<(f64, f64)>)> {
+    let mut pts: Vec<(f64, f64)> = Vec::new();
+    let mut bytes = 0.0;
+    for x in pass {
+        let w = x.workload;
+        if w.class == class && w.mix == mix && w.cores == 1 && x.mpps.median > 0.0 {
+            bytes = x.frame_bytes;
+            pts.push((w.miss_rate, cycles_of(x, tsc_hz)));
+        }
+    }
+    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+    pts.dedup_by(|a, b| a.0 == b.0);
+    (!pts.is_empty()).then_some((bytes, pts))
+}
+
+fn at_rate(pts: &[(f64, f64)], m: f64) -> Option<f64> {
+    pts.iter().find(|p| (p.0 - m).abs() < 1e-12).map(|p| p.1)
+}
+
+/// A profile from the suite's size sweep and scaling (`r`) and the [`calibration_pass`]
+/// (`pass`). A class's hit and miss costs are its 0 % and 100 % points less the IPv4
+/// per-byte slope times its frame size; its first curve is its points in between. IPv4's
+/// larger-frame curves are measured; IPv6's and VXLAN's are their own first curve plus
+/// IPv4's measured difference to 64 B at the same miss rate. A class missing from the
+/// pass falls back to the suite's class results in `r`, if any, else to IPv4's.
+pub fn profile_from(r: &SuiteResults, pass: &[Measured], name: &str) -> Profile {
+    let hz = r.meta.tsc_hz;
+    let mut notes = Vec::new();
+    let (hit_pb, hit_note) = per_byte(r, false);
+    let (miss_pb, miss_note) = per_byte(r, true);
+    let sizes: Vec<&str> = r.sizes.iter().map(|s| s.mix.as_str()).collect();
+    notes.push(format!(
+        "Per-byte costs from the suite's IPv4 size sweep at 0 % and 100 % new flows ({} B; least squares over every run): {hit_note}; {miss_note}.",
+        sizes.join(", ")
+    ));
+    // Per class: (frame bytes, [(m, cycles)] including the ends).
+    let mut base: Vec<(TrafficClass, f64, Points)> = Vec::new();
+    for class in TrafficClass::ALL {
+        let from_pass = pass_curve(pass, class, FrameMix::Fixed(64), hz)
+            .filter(|(_, p)| at_rate(p, 0.0).is_some() && at_rate(p, 1.0).is_some());
+        let from_suite = || {
+            r.class(class).map(|c| {
+                let pts = c
+                    .curve
+                    .iter()
+                    .map(|p| (p.miss_rate, p.measured.cycles.median))
+                    .collect();
+                (c.frame_bytes, pts)
+            })
+        };
+        match from_pass.or_else(from_suite) {
+            Some((b, p)) => base.push((class, b, p)),
+            None => {
+                if let Some(ip) = base.iter().find(|x| x.0 == TrafficClass::Ipv4).cloned() {
+                    notes.push(format!(
+                        "{}: not measured; the IPv4 costs are used.",
+                        class.name()
+                    ));
+                    base.push((class, ip.1, ip.2));
+                }
+            }
+        }
+    }
+    // IPv4's larger-frame curves and their difference to 64 B.
+    let ipv4_64 = base
+        .iter()
+        .find(|x| x.0 == TrafficClass::Ipv4)
+        .map(|x| x.2.clone())
+        .unwrap_or_default();
+    let mut larger: Vec<(f64, Points)> = Vec::new();
+    let mut effects = Vec::new();
+    for &mix in &CURVE_MIXES[1..] {
+        let Some((bytes, pts)) = pass_curve(pass, TrafficClass::Ipv4, mix, hz) else {
+            continue;
+        };
+        let deltas: Vec<(f64, f64)> = pts
+            .iter()
+            .filter(|p| p.0 > 0.0 && p.0 < 1.0)
+            .filter_map(|&(m, c)| Some((m, c - at_rate(&ipv4_64, m)?)))
+            .collect();
+        if deltas.is_empty() {
+            continue;
+        }
+        let rel: Vec<String> = deltas
+            .iter()
+            .map(|&(m, d)| {
+                let b = at_rate(&ipv4_64, m).unwrap_or(f64::NAN);
+                format!("{} {:+.0} ({:+.0} %)", pct(m), d, d / b * 100.0)
+            })
+            .collect();
+        effects.push(format!(
+            "IPv4 {} ({bytes:.1} B mean): {}",
+            mix.label(),
+            rel.join(", ")
+        ));
+        larger.push((bytes, deltas));
+    }
+    if !effects.is_empty() {
+        notes.push(format!(
+            "Between the ends the cost depends on the frames (cycles per packet against 64 B, by miss rate; hits alone and misses alone are nearly flat): {}. Likely their memory footprint (the generator's buffer slots are as large as the largest frame: 256 B for 64-byte frames, 1,728 B for IMIX and 1518 B) competing with the slow path for the caches; so the profile keeps a curve per frame size.",
+            effects.join("; ")
+        ));
+    }
+    if !larger.is_empty() {
+        notes.push("Frame sizes are swept for IPv4 only: IPv6 and VXLAN use IPv4's per-byte slopes, and their larger-frame curves are their own smallest-frame curve plus IPv4's measured difference at the same miss rate.".into());
+    } else {
+        notes.push(
+            "Frame sizes are swept for IPv4 only: IPv6 and VXLAN use IPv4's per-byte slopes."
+                .into(),
+        );
+    }
+    let empty = || ClassCosts {
+        hit: Cost::flat(1.0),
+        miss: Cost::flat(1.0),
+        curves: Vec::new(),
+    };
+    let mut classes = Classes {
+        ipv4: empty(),
+        ipv6: empty(),
+        vxlan: empty(),
+    };
+    for (class, fb, pts) in &base {
+        let (fb, class) = (*fb, *class);
+        let hit = at_rate(pts, 0.0).unwrap_or(1.0);
+        let miss = at_rate(pts, 1.0).unwrap_or(hit);
+        let at = |cycles: f64, pb: f64| {
+            let pb = round(pb, 0.001);
+            Cost {
+                fixed_cycles: round((cycles - pb * fb).max(0.0), 0.1),
+                per_byte_cycles: pb,
+            }
+        };
+        let inner: Vec<CurvePoint> = pts
+            .iter()
+            .filter(|p| p.0 > 0.0 && p.0 < 1.0)
+            .map(|&(miss_rate, cycles)| CurvePoint {
+                miss_rate,
+                cycles: round(cycles, 0.1),
+            })
+            .collect();
+        if let Some(c10) = at_rate(pts, 0.1) {
+            let line = 0.9 * hit + 0.1 * miss;
+            notes.push(format!(
+                "{}: hit {} and miss {} cycles ({:.1}x) at {fb:.0} B; at 10 % new flows {} cycles per packet where the two-cost line (1-m)*hit + m*miss gives {} ({:+.0} %): new flows also displace established flows from the exact-match cache, so the planner interpolates the measured curves.",
+                class.name(),
+                thousands(hit),
+                thousands(miss),
+                miss / hit,
+                thousands(c10),
+                thousands(line),
+                (c10 / line - 1.0) * 100.0
+            ));
+        }
+        let mut curves = Vec::new();
+        if !inner.is_empty() {
+            curves.push(Curve {
+                frame_bytes: round(fb, 0.01),
+                points: inner.clone(),
+            });
+            for (bytes, deltas) in &larger {
+                if *bytes <= fb {
+                    continue;
+                }
+                let shifted: Vec<CurvePoint> = inner
+                    .iter()
+                    .filter_map(|p| {
+                        Some(CurvePoint {
+                            miss_rate: p.miss_rate,
+                            cycles: round((p.cycles + at_rate(deltas, p.miss_rate)?).max(1.0), 0.1),
+                        })
+                    })
+                    .collect();
+                if !shifted.is_empty() {
+                    curves.push(Curve {
+                        frame_bytes: round(*bytes, 0.01),
+                        points: shifted,
+                    });
+                }
+            }
+        }
+        *classes.get_mut(class) = ClassCosts {
+            hit: at(hit, hit_pb),
+            miss: at(miss, miss_pb),
+            curves,
+        };
+    }
+    notes.push("hit and miss: the median cycles per packet (whole loop: rx from memory, parse, caches, slow path, actions, tx) with 0 % and 100 % new flows at each class's smallest frame (IPv4 64 B, IPv6 66 B, VXLAN 96 B on the wire: the least their headers allow), minus per_byte_cycles times that size.".into());
+    let (effs, scaling_note) = scaling(r, pass);
+    notes.push(scaling_note);
+    let m = &r.meta;
+    notes.push(format!(
+        "{} runs per point (median), {} packets per run (fewer above 10 % new flows), seed {}; load average {:.2} before the suite, {:.2} after{}.",
+        m.config.runs,
+        thousands(m.config.packets as f64),
+        m.seed,
+        m.load_before,
+        m.load_after,
+        if m.load_before > m.machine.cores as f64 * 0.5 {
+            " (a busy machine: expect noisier numbers)"
+        } else {
+            ""
+        }
+    ));
+    Profile {
+        name: name.to_string(),
+        source: format!(
+            "Calibrated on this machine by `flowpath calibrate`: the real datapath on generated frames from memory, timed with the TSC (the curves and scaling measured as the bench suite measures its points, all points interleaved; the size sweep by the suite itself), {} ({} CPUs), {}, revision {}.",
+            m.machine.cpu, m.machine.cores, m.started_utc, m.machine.git_rev
+        ),
+        notes,
+        tsc_hz: m.tsc_hz.round(),
+        scaling: effs.iter().map(|&e| round(e, 0.001)).collect(),
+        machine: Some(MachineInfo {
+            cpu: m.machine.cpu.clone(),
+            cores: m.machine.cores as u64,
+            kernel: m.machine.kernel.clone(),
+            date: m.started_utc.clone(),
+            git_rev: m.machine.git_rev.clone(),
+            command: m.machine.command.clone(),
+            load_before: m.load_before,
+            load_after: m.load_after,
+        }),
+        classes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_fit_recovers_slope_and_flags_noise() {
+        let pts: Vec<(f64, f64)> = [64.0, 512.0, 1518.0]
+            .iter()
+            .flat_map(|&x| [(x, 100.0 + 0.1 * x - 1.0), (x, 100.0 + 0.1 * x + 1.0)])
+            .collect();
+        let f = fit_line(&pts).unwrap();
+        assert!((f.slope - 0.1).abs() < 1e-9 && (f.intercept - 100.0).abs() < 1e-6);
+        assert!(f.significant());
+        // Flat with noise: the slope is within two standard errors of 0.
+        let flat = [
+            (64.0, 100.0),
+            (64.0, 120.0),
+            (1518.0, 101.0),
+            (1518.0, 121.0),
+        ];
+        assert!(!fit_line(&flat).unwrap().significant());
+        assert!(fit_line(&[(1.0, 1.0), (2.0, 2.0)]).is_none());
+        assert!(fit_line(&[(1.0, 1.0), (1.0, 2.0), (1.0, 3.0)]).is_none());
+    }
+}

@@ -1,0 +1,377 @@
+//! Prediction against measurement: for a few workloads (traffic class, frame size, miss
+//! rate, cores) measure what the real datapath forwards on this machine and compare it
+//! with what the planner predicts from a profile calibrated in the same run.
+//!
+//! Each workload is measured exactly as the suite measures a point (see
+//! `flowpath_bench::suite`): the class's 3-table, 1,000-rule pipeline and generated
+//! frames from memory, a fresh datapath per worker whose megaflow cache is first filled
+//! with new flows (so every install evicts, the steady state of a sustained miss rate),
+//! a warm-up at the workload's miss rate, then `runs` timed runs with the TSC, the runs
+//! of all workloads interleaved so that a slow phase of a shared machine spreads over all
+//! of them. A run's rate with N workers is all packets over the slowest worker's time.
+
+use crate::plan::solve;
+use crate::profile::Profile;
+use crate::units::mean_frame_bytes;
+use flowpath_bench::suite::{Spread, SuiteConfig};
+use flowpath_bench::workload::{class_pipeline, FrameMix, TrafficClass, IN_PORT};
+use flowpath_datapath::tsc::{rdtsc, tsc_hz};
+use flowpath_datapath::{CountingSink, Datapath, DatapathConfig, BATCH};
+use flowpath_gen::InMemorySource;
+use flowpath_pipeline::{Backend, RuleStore};
+use serde::{Deserialize, Serialize};
+use std::sync::{Arc, Barrier};
+
+/// One workload to measure and predict.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CheckWorkload {
+    pub class: TrafficClass,
+    pub mix: FrameMix,
+    pub miss_rate: f64,
+    /// Worker cores (each its own datapath and traffic, one shared rule store).
+    pub cores: usize,
+}
+
+impl CheckWorkload {
+    pub fn label(&self) -> String {
+        format!(
+            "{} {} {} new{}",
+            self.class.name(),
+            match self.mix {
+                FrameMix::Imix => "IMIX".to_string(),
+                FrameMix::Fixed(n) => format!("{n} B"),
+            },
+            crate::units::pct(self.miss_rate),
+            if self.cores > 1 {
+                format!(", {} cores", self.cores)
+            } else {
+                String::new()
+            }
+        )
+    }
+}
+
+/// The default workloads: different classes, sizes and miss rates, the miss rates off
+/// the calibration's grid (1, 2, 5, 10, 20, 50 %) and two sizes it does not measure
+/// (512 B; IPv6 only at its smallest frames), so that the planner interpolates rather
+/// than reads back; plus one on two cores where the machine has them.
+pub fn default_workloads(available_cores: usize) -> Vec<CheckWorkload> {
+    let w = |class, mix, miss_rate, cores| CheckWorkload {
+        class,
+        mix,
+        miss_rate,
+        cores,
+    };
+    let mut v = vec![
+        w(TrafficClass::Ipv4, FrameMix::Fixed(64), 0.0, 1),
+        w(TrafficClass::Ipv4, FrameMix::Imix, 0.03, 1),
+        w(TrafficClass::Ipv4, FrameMix::Fixed(1518), 0.15, 1),
+        w(TrafficClass::Ipv6, FrameMix::Fixed(64), 0.07, 1),
+        w(TrafficClass::Vxlan, FrameMix::Fixed(512), 0.30, 1),
+    ];
+    if available_cores >= 2 {
+        v.push(w(TrafficClass::Ipv4, FrameMix::Fixed(64), 0.01, 2));
+    }
+    v
+}
+
+/// What the datapath forwarded.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Measured {
+    pub workload: CheckWorkload,
+    /// Mean frame size of the generated frames, FCS included (VXLAN: the outer frame).
+    pub frame_bytes: f64,
+    /// Aggregate Mpps per run (all workers).
+    pub mpps: Spread,
+    /// Share of packets the slow path classified (the observed miss rate), median run.
+    pub observed_miss_rate: f64,
+    pub packets_per_run: u64,
+}
+
+/// Packets for a run (or warm-up) at miss rate `m`, as the suite does: `base` up to 10 %,
+/// then `base · 0.1 / m`, at least `floor`.
+fn packets_at(base: u64, m: f64, floor: u64) -> u64 {
+    if m > 0.1 {
+        ((base as f64 * 0.1 / m) as u64).max(floor.min(base))
+    } else {
+        base
+    }
+}
+
+fn pump(dp: &mut Datapath, source: &mut InMemorySource, sink: &mut CountingSink, packets: u64) {
+    let mut left = packets;
+    while left > 0 {
+        let n = (left as usize).min(BATCH);
+        let mut batch = source.rx_batch(n);
+        dp.process(IN_PORT, &mut batch, sink);
+        left -= n as u64;
+    }
+}
+
+struct Worker {
+    dp: Datapath,
+    source: InMemorySource,
+    sink: CountingSink,
+}
+
+impl Worker {
+    fn timed(&mut self, packets: u64) -> (u64, u64) {
+        self.dp.reset_stats();
+        let t0 = rdtsc();
+        pump(&mut self.dp, &mut self.source, &mut self.sink, packets);
+        let dt = rdtsc() - t0;
+        (dt.max(1), self.dp.stats().upcalls)
+    }
+}
+
+struct Bench {
+    w: CheckWorkload,
+    workers: Vec<Worker>,
+    frame_bytes: f64,
+    packets: u64,
+    runs: Vec<(f64, f64)>,
+}
+
+fn set_up(cfg: &SuiteConfig, w: CheckWorkload) -> Bench {
+    let (rules, _) = class_pipeline(w.class, cfg.flows, w.mix);
+    let store = Arc::new(RuleStore::new(Backend::TupleSpace));
+    store.add(rules).expect("the suite's rules are valid");
+    let prefill = cfg.megaflow_max as u64 + 4 * cfg.flows as u64;
+    let warm = packets_at(cfg.warm_packets, w.miss_rate, cfg.min_packets);
+    let mut frame_bytes = mean_frame_bytes(w.mix);
+    let workers = (0..w.cores.max(1))
+        .map(|k| {
+            let (_, source) = class_pipeline(w.class, cfg.flows, w.mix);
+            let n = source.template_count();
+            frame_bytes = (0..n)
+                .map(|i| source.template(i).len() as f64 + 4.0)
+                .sum::<f64>()
+                / n as f64;
+            let dp_cfg = DatapathConfig {
+                emc_insert_inv_prob: cfg.emc_insert_inv_prob,
+                megaflow_max: cfg.megaflow_max,
+                ..DatapathConfig::default()
+            };
+            let mut wk = Worker {
+                dp: Datapath::new(store.clone(), dp_cfg),
+                source: source.with_seed(cfg.seed + k as u64),
+                sink: CountingSink::default(),
+            };
+            wk.source.set_new_flow_share(1.0);
+            pump(&mut wk.dp, &mut wk.source, &mut wk.sink, prefill);
+            wk.source.set_new_flow_share(w.miss_rate);
+            pump(&mut wk.dp, &mut wk.source, &mut wk.sink, warm);
+            wk
+        })
+        .collect();
+    Bench {
+        w,
+        workers,
+        frame_bytes,
+        packets: packets_at(cfg.packets, w.miss_rate, cfg.min_packets),
+        runs: Vec::new(),
+    }
+}
+
+/// One timed run of every worker of `b` at once: (aggregate Mpps, observed miss rate).
+fn run_once(b: &mut Bench, hz: f64) -> (f64, f64) {
+    let packets = b.packets;
+    let n = b.workers.len();
+    let results: Vec<(u64, u64)> = if n == 1 {
+        vec![b.workers[0].timed(packets)]
+    } else {
+        let start = Barrier::new(n);
+        std::thread::scope(|s| {
+            let handles: Vec<_> = b
+                .workers
+                .iter_mut()
+                .map(|wk| {
+                    let start = &start;
+                    s.spawn(move || {
+                        start.wait();
+                        wk.timed(packets)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("check worker panicked"))
+                .collect()
+        })
+    };
+    let slowest = results.iter().map(|r| r.0).max().unwrap_or(1);
+    let upcalls: u64 = results.iter().map(|r| r.1).sum();
+    (
+        (packets * n as u64) as f64 * hz / slowest as f64 / 1e6,
+        upcalls as f64 / (packets * n as u64) as f64,
+    )
+}
+
+/// Measure every workload with `cfg`'s flows, cache sizes, packets and runs; `progress`
+/// is told what runs.
+pub fn measure(
+    cfg: &SuiteConfig,
+    workloads: &[CheckWorkload],
+    mut progress: impl FnMut(&str),
+) -> Vec<Measured> {
+    let hz = tsc_hz();
+    progress(&format!(
+        "setting up {} points (a datapath each, its megaflow cache filled)",
+        workloads.len()
+    ));
+    let mut benches: Vec<Bench> = workloads.iter().map(|&w| set_up(cfg, w)).collect();
+    for r in 0..cfg.runs.max(1) {
+        progress(&format!(
+            "timed run {}/{} of every point",
+            r + 1,
+            cfg.runs.max(1)
+        ));
+        for b in &mut benches {
+            let x = run_once(b, hz);
+            b.runs.push(x);
+        }
+    }
+    benches
+        .into_iter()
+        .map(|b| {
+            let mpps: Vec<f64> = b.runs.iter().map(|r| r.0).collect();
+            let spread = Spread::of(&mpps);
+            let observed = b
+                .runs
+                .iter()
+                .find(|r| r.0 == spread.median)
+                .map_or(0.0, |r| r.1);
+            Measured {
+                workload: b.w,
+                frame_bytes: b.frame_bytes,
+                mpps: spread,
+                observed_miss_rate: observed,
+                packets_per_run: b.packets,
+            }
+        })
+        .collect()
+}
+
+/// One line of the comparison.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CheckRow {
+    pub workload: String,
+    pub class: TrafficClass,
+    pub size: String,
+    pub frame_bytes: f64,
+    pub miss_rate: f64,
+    pub cores: usize,
+    /// The planner: `eff(cores) · tsc_hz / cycles per packet`, in Mpps per core.
+    pub predicted_mpps_per_core: f64,
+    /// The same with the two-cost line `(1 − m)·hit + m·miss` instead of the curve.
+    pub two_cost_mpps_per_core: f64,
+    /// The datapath: median aggregate Mpps over the cores, and the runs' min and max.
+    pub measured_mpps_per_core: f64,
+    pub measured_min: f64,
+    pub measured_max: f64,
+    /// `predicted / measured − 1`.
+    pub error: f64,
+    pub two_cost_error: f64,
+    /// Cores the planner computes for the measured aggregate rate: exactly (a fraction)
+    /// and as it would answer (whole cores).
+    pub planner_cores_exact: f64,
+    pub planner_cores: u64,
+}
+
+/// Compare measurements with the planner's predictions from `profile`.
+pub fn compare(profile: &Profile, measured: &[Measured]) -> Result<Vec<CheckRow>, String> {
+    measured
+        .iter()
+        .map(|m| {
+            let w = m.workload;
+            let costs = profile.classes.get(w.class);
+            let cycles = costs.cycles(w.miss_rate, m.frame_bytes).total();
+            let line = costs.cycles_with(w.miss_rate, m.frame_bytes, false).total();
+            let (eff, _) = profile.efficiency(w.cores as u64);
+            let per_core = |c: f64| eff * profile.tsc_hz / c / 1e6;
+            let cores = w.cores.max(1) as f64;
+            let measured_per_core = m.mpps.median / cores;
+            let demand = m.mpps.median * 1e6 * cycles;
+            Ok(CheckRow {
+                workload: w.label(),
+                class: w.class,
+                size: w.mix.label(),
+                frame_bytes: m.frame_bytes,
+                miss_rate: w.miss_rate,
+                cores: w.cores,
+                predicted_mpps_per_core: per_core(cycles),
+                two_cost_mpps_per_core: per_core(line),
+                measured_mpps_per_core: measured_per_core,
+                measured_min: m.mpps.min / cores,
+                measured_max: m.mpps.max / cores,
+                error: per_core(cycles) / measured_per_core - 1.0,
+                two_cost_error: per_core(line) / measured_per_core - 1.0,
+                planner_cores_exact: demand / (profile.tsc_hz * eff),
+                planner_cores: solve(profile, demand, 1.0)?.cores,
+            })
+        })
+        .collect()
+}
+
+/// The comparison as a Markdown table (for the terminal and the README).
+pub fn table(rows: &[CheckRow]) -> String {
+    let mut s = String::from(
+        "| workload | frame bytes | predicted Mpps/core | measured Mpps/core (min–max) | error | two-cost line: Mpps/core, error | planner's cores for the measured rate: exact → whole |\n\
+         |---|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        s.push_str(&format!(
+            "| {} | {:.1} | {:.2} | {:.2} ({:.2}–{:.2}) | {:+.1} % | {:.2}, {:+.1} % | {:.2} → {} (ran on {}) |\n",
+            r.workload,
+            r.frame_bytes,
+            r.predicted_mpps_per_core,
+            r.measured_mpps_per_core,
+            r.measured_min,
+            r.measured_max,
+            r.error * 100.0,
+            r.two_cost_mpps_per_core,
+            r.two_cost_error * 100.0,
+            r.planner_cores_exact,
+            r.planner_cores,
+            r.cores
+        ));
+    }
+    s
+}
+
+/// A few lines under the table: the largest errors, single-core and multi-core apart
+/// (the latter also carry the profile's scaling efficiency).
+pub fn verdict(rows: &[CheckRow], profile: &Profile) -> String {
+    let worst = |f: &dyn Fn(&CheckRow) -> bool, e: &dyn Fn(&CheckRow) -> f64| {
+        rows.iter()
+            .filter(|r| f(r))
+            .map(|r| e(r).abs())
+            .fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x))))
+    };
+    let one = |r: &CheckRow| r.cores <= 1;
+    let many = |r: &CheckRow| r.cores > 1;
+    let mut s = String::new();
+    if let Some(w) = worst(&one, &|r| r.error) {
+        s.push_str(&format!(
+            "one core: largest error {:.1} % over {} workloads (the two-cost line alone: {:.1} %)\n",
+            w * 100.0,
+            rows.iter().filter(|r| one(r)).count(),
+            worst(&one, &|r| r.two_cost_error).unwrap_or(0.0) * 100.0
+        ));
+    }
+    if let Some(w) = worst(&many, &|r| r.error) {
+        let effs: Vec<String> = profile
+            .scaling
+            .iter()
+            .enumerate()
+            .skip(1)
+            .map(|(i, e)| format!("{} cores {}", i + 1, crate::units::pct(*e)))
+            .collect();
+        s.push_str(&format!(
+            "several cores: largest error {:.1} %, with the calibrated scaling efficiency ({}); on a machine shared with other work this is the noisiest number\n",
+            w * 100.0,
+            effs.join(", ")
+        ));
+    }
+    s
+}

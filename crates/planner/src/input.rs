@@ -1,0 +1,117 @@
+//! The `flowpath plan` options as text, checked: every error is one line that starts
+//! with the option it is about (`--rate: '-5Mpps' is negative: ...`).
+
+use crate::plan::{Options, Workload};
+use crate::report::Given;
+use crate::units::{mean_frame_bytes, parse_rate, parse_share, parse_size};
+use flowpath_bench::workload::TrafficClass;
+
+/// The options as given on the command line.
+#[derive(Clone, Debug)]
+pub struct PlanInput {
+    pub rate: String,
+    pub size: String,
+    pub miss_rate: String,
+    pub traffic: String,
+    pub headroom: String,
+    pub miss_speedup: String,
+    pub miss_cores: Option<String>,
+    pub offload_share: Option<String>,
+    pub offload_rate: String,
+    pub core_year_usd: String,
+}
+
+impl Default for PlanInput {
+    /// The command's defaults, with `rate`, `size` and `miss_rate` empty.
+    fn default() -> Self {
+        PlanInput {
+            rate: String::new(),
+            size: String::new(),
+            miss_rate: String::new(),
+            traffic: "ipv4".into(),
+            headroom: "0%".into(),
+            miss_speedup: "10".into(),
+            miss_cores: None,
+            offload_share: None,
+            offload_rate: "90Mpps".into(),
+            core_year_usd: "1000".into(),
+        }
+    }
+}
+
+fn field<T>(name: &str, r: Result<T, String>) -> Result<T, String> {
+    r.map_err(|e| format!("{name}: {e}"))
+}
+
+fn number(name: &str, s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{name}: '{s}' is not a number"))?;
+    if !v.is_finite() {
+        return Err(format!("{name}: '{s}' is not a finite number"));
+    }
+    Ok(v)
+}
+
+impl PlanInput {
+    /// The workload, the options and how the rate and size were given.
+    pub fn parse(&self) -> Result<(Workload, Options, Given), String> {
+        let rate = field("--rate", parse_rate(&self.rate))?;
+        let mix = field("--size", parse_size(&self.size))?;
+        let miss_rate = field("--miss-rate", parse_share(&self.miss_rate))?;
+        let class = field("--traffic", TrafficClass::parse(self.traffic.trim()))?;
+        let headroom = field("--headroom", parse_share(&self.headroom))?;
+        if headroom >= 1.0 {
+            return Err("--headroom: must be below 100 % (no core could take any load)".into());
+        }
+        let miss_speedup = number("--miss-speedup", &self.miss_speedup)?;
+        if miss_speedup <= 0.0 {
+            return Err(format!(
+                "--miss-speedup: must be a positive factor (got {})",
+                self.miss_speedup
+            ));
+        }
+        let miss_cores = match &self.miss_cores {
+            Some(s) => Some(s.trim().parse::<u64>().map_err(|_| {
+                format!("--miss-cores: '{s}' is not a number of cores (0, 1, 2, ...)")
+            })?),
+            None => None,
+        };
+        let offload_share = match &self.offload_share {
+            Some(s) => Some(field("--offload-share", parse_share(s))?),
+            None => None,
+        };
+        let offload_rate = field("--offload-rate", parse_rate(&self.offload_rate))?;
+        let core_year_usd = number("--core-year-usd", &self.core_year_usd)?;
+        if core_year_usd < 0.0 {
+            return Err(format!(
+                "--core-year-usd: must not be negative (got {})",
+                self.core_year_usd
+            ));
+        }
+        let frame_bytes = mean_frame_bytes(mix);
+        let w = Workload {
+            class,
+            pps: rate.pps(frame_bytes),
+            frame_bytes,
+            miss_rate,
+        };
+        let opts = Options {
+            headroom,
+            miss_speedup,
+            miss_cores,
+            offload_share,
+            offload_pps: offload_rate.pps(frame_bytes),
+            core_year_usd,
+        };
+        Ok((
+            w,
+            opts,
+            Given {
+                rate,
+                size_label: mix.label(),
+            },
+        ))
+    }
+}

@@ -1,0 +1,487 @@
+//! A plan as a terminal table, JSON, and a self-contained HTML report with a chart of the
+//! cores needed against the miss rate.
+
+use crate::plan::{cores_vs_miss_rate, Options, Plan};
+use crate::profile::Profile;
+use crate::units::{fmt_pps, pct, Rate, WIRE_OVERHEAD_BYTES};
+
+/// `12,345` (rounded to an integer).
+pub fn thousands(x: f64) -> String {
+    let neg = x < 0.0;
+    let digits = format!("{:.0}", x.abs());
+    let mut out = String::new();
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    if neg && digits != "0" {
+        format!("-{out}")
+    } else {
+        out
+    }
+}
+
+fn usd(x: f64) -> String {
+    if x < 0.0 {
+        format!("-${}", thousands(-x))
+    } else {
+        format!("${}", thousands(x))
+    }
+}
+
+fn speedup(s: f64) -> String {
+    if s.is_finite() {
+        format!("{s:.2}x")
+    } else {
+        "no server work".into()
+    }
+}
+
+/// How the workload was given, for the header line.
+#[derive(Clone, Debug)]
+pub struct Given {
+    pub rate: Rate,
+    /// `64`, `imix`, …
+    pub size_label: String,
+}
+
+fn workload_line(plan: &Plan, given: &Given) -> String {
+    let w = &plan.workload;
+    let size = if given.size_label == "imix" {
+        format!("IMIX frames ({:.1} B mean)", w.frame_bytes)
+    } else {
+        format!("{} B frames", given.size_label)
+    };
+    let rate = match given.rate {
+        Rate::Pps(_) => fmt_pps(w.pps),
+        Rate::Bps(_) => format!(
+            "{} = {} ({:.1} B a frame on the wire with preamble and gap)",
+            given.rate.describe(),
+            fmt_pps(w.pps),
+            w.frame_bytes + WIRE_OVERHEAD_BYTES
+        ),
+    };
+    format!(
+        "{} traffic, {size}, {rate}, {} new flows (misses)",
+        w.class.name(),
+        pct(w.miss_rate)
+    )
+}
+
+fn cost_line(plan: &Plan) -> String {
+    let model = if plan.measured_curves {
+        "the profile's measured curves at this miss rate and size"
+    } else {
+        "(1 − m)·hit + m·miss"
+    };
+    format!(
+        "a hit costs {} cycles, a miss {}; at this miss rate a packet costs {} cycles ({model}); misses take {} of the cycles",
+        thousands(plan.hit_cycles),
+        thousands(plan.miss_cycles),
+        thousands(plan.cycles_per_packet),
+        pct(plan.miss_share_of_cycles)
+    )
+}
+
+/// The plan as text for the terminal.
+pub fn table(plan: &Plan, profile: &Profile, given: &Given) -> String {
+    let mut out = String::new();
+    out.push_str(&format!("flowpath plan: {}\n", workload_line(plan, given)));
+    out.push_str(&format!(
+        "profile: {} — {}\n",
+        profile.name,
+        profile.source_line()
+    ));
+    out.push_str(&format!("cost: {}\n", cost_line(plan)));
+    out.push_str(&format!(
+        "one core: {:.3} GHz / {} cycles = {}{}\n\n",
+        plan.tsc_hz / 1e9,
+        thousands(plan.cycles_per_packet),
+        fmt_pps(plan.pps_per_core),
+        if plan.headroom > 0.0 {
+            format!(
+                "; headroom {} (each core filled to at most {})",
+                pct(plan.headroom),
+                pct(1.0 - plan.headroom)
+            )
+        } else {
+            String::new()
+        }
+    ));
+    let head = [
+        "scenario",
+        "cores",
+        "util/core",
+        "miss share",
+        "cycles/pkt",
+        "speedup",
+        "cores freed",
+        "USD/year saved",
+    ];
+    let mut rows: Vec<[String; 8]> = Vec::new();
+    for (i, o) in std::iter::once(&plan.baseline)
+        .chain(&plan.scenarios)
+        .enumerate()
+    {
+        rows.push([
+            o.name.clone(),
+            o.cores.to_string(),
+            pct(o.utilisation),
+            pct(o.miss_share_of_cycles),
+            thousands(o.cycles_per_packet),
+            if i == 0 {
+                "-".into()
+            } else {
+                speedup(o.speedup)
+            },
+            if i == 0 {
+                "-".into()
+            } else {
+                o.cores_freed.to_string()
+            },
+            if i == 0 {
+                "-".into()
+            } else {
+                usd(o.usd_per_year_saved)
+            },
+        ]);
+    }
+    let widths: Vec<usize> = (0..head.len())
+        .map(|c| {
+            rows.iter()
+                .map(|r| r[c].chars().count())
+                .chain([head[c].chars().count()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: &[String]| -> String {
+        let mut s = String::new();
+        for (c, cell) in cells.iter().enumerate() {
+            let pad = widths[c] - cell.chars().count();
+            if c == 0 {
+                s.push_str(cell);
+                s.push_str(&" ".repeat(pad));
+            } else {
+                s.push_str("  ");
+                s.push_str(&" ".repeat(pad));
+                s.push_str(cell);
+            }
+        }
+        s.trim_end().to_string() + "\n"
+    };
+    out.push_str(&line(&head.map(String::from)));
+    for r in &rows {
+        out.push_str(&line(r));
+    }
+    let mut notes: Vec<String> = plan.notes.clone();
+    for o in &plan.scenarios {
+        if let Some(h) = o.hit_cores {
+            notes.push(format!(
+                "{}: {h} cores for hits + {} for misses",
+                o.name,
+                o.cores - h
+            ));
+        }
+        for n in &o.notes {
+            notes.push(format!("{}: {n}", o.name));
+        }
+    }
+    notes.push(format!(
+        "speedup = baseline server cycles per packet / the scenario's (for the miss path: Amdahl, S = 1/((1-p)+p/s) with p = {}); USD/year = cores freed x ${} per core-year",
+        pct(plan.miss_share_of_cycles),
+        thousands(plan.core_year_usd)
+    ));
+    out.push('\n');
+    for n in notes {
+        out.push_str(&format!(" - {n}\n"));
+    }
+    out
+}
+
+/// The plan as pretty JSON.
+pub fn json(plan: &Plan) -> String {
+    serde_json::to_string_pretty(plan).expect("a plan serialises")
+}
+
+/// Escape text for HTML and SVG.
+pub fn escape(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+const PALETTE: [&str; 6] = [
+    "#555555", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#d62728",
+];
+
+/// A step chart of integer series over x in `0..=x_max` as a standalone `<svg>`.
+///
+/// Written here rather than taken from `flowpath_bench::suite::charts`: that module's
+/// charts are public but each is bound to one suite result type (scaling series, size
+/// points, class results) and it has no generic line-chart function to call.
+pub fn step_chart(
+    title: &str,
+    series: &[(String, Vec<(f64, u64)>)],
+    x_max: f64,
+    marker: Option<f64>,
+) -> String {
+    let (w, h) = (520.0, 340.0);
+    let (l, r, t, b) = (56.0, 16.0, 34.0, 92.0);
+    let pw = w - l - r;
+    let ph = h - t - b;
+    let y_top = series
+        .iter()
+        .flat_map(|s| s.1.iter().filter(|p| p.0 <= x_max + 1e-12).map(|p| p.1))
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
+    let y_step = nice_step(y_top / 5.0);
+    let y_max = (y_top / y_step).ceil() * y_step;
+    let x = |v: f64| l + v / x_max * pw;
+    let y = |v: f64| t + ph - v / y_max * ph;
+    let mut s = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" font-family=\"sans-serif\" font-size=\"11\">\n\
+         <rect width=\"{w}\" height=\"{h}\" fill=\"white\"/>\n\
+         <text x=\"{}\" y=\"20\" text-anchor=\"middle\" font-size=\"14\">{}</text>\n",
+        w / 2.0,
+        escape(title)
+    );
+    // Grid and axes.
+    let mut v = 0.0;
+    while v <= y_max + 1e-9 {
+        s.push_str(&format!(
+            "<line x1=\"{l}\" x2=\"{}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#e4e4e4\"/>\
+             <text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\n",
+            l + pw,
+            y(v),
+            y(v),
+            l - 6.0,
+            y(v) + 4.0,
+            thousands(v)
+        ));
+        v += y_step;
+    }
+    let x_step = nice_step(x_max / 5.0);
+    let mut v = 0.0;
+    while v <= x_max + 1e-9 {
+        s.push_str(&format!(
+            "<line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{t}\" y2=\"{}\" stroke=\"#f0f0f0\"/>\
+             <text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
+            x(v),
+            x(v),
+            t + ph,
+            x(v),
+            t + ph + 15.0,
+            pct(v)
+        ));
+        v += x_step;
+    }
+    s.push_str(&format!(
+        "<rect x=\"{l}\" y=\"{t}\" width=\"{pw}\" height=\"{ph}\" fill=\"none\" stroke=\"#888\"/>\n\
+         <text x=\"{}\" y=\"{}\" text-anchor=\"middle\">miss rate (share of packets that are new flows)</text>\n\
+         <text x=\"14\" y=\"{}\" text-anchor=\"middle\" transform=\"rotate(-90 14 {})\">server cores needed</text>\n",
+        l + pw / 2.0,
+        t + ph + 32.0,
+        t + ph / 2.0,
+        t + ph / 2.0
+    ));
+    if let Some(m) = marker.filter(|m| *m <= x_max) {
+        s.push_str(&format!(
+            "<line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{t}\" y2=\"{}\" stroke=\"#000\" stroke-dasharray=\"3 3\"/>\
+             <text x=\"{:.1}\" y=\"{}\" font-size=\"10\">this plan</text>\n",
+            x(m),
+            x(m),
+            t + ph,
+            x(m) + 3.0,
+            t + 10.0
+        ));
+    }
+    for (i, (name, pts)) in series.iter().enumerate() {
+        let colour = PALETTE[i % PALETTE.len()];
+        let pts: Vec<&(f64, u64)> = pts.iter().filter(|p| p.0 <= x_max + 1e-12).collect();
+        if pts.is_empty() {
+            continue;
+        }
+        // Lines that coincide (whole cores often do) are drawn 2 px apart.
+        let dy = -2.0 * i as f64;
+        let mut d = format!("M{:.1},{:.1}", x(pts[0].0), y(pts[0].1 as f64) + dy);
+        for pair in pts.windows(2) {
+            // Whole cores: hold the level until the next rate, then step.
+            d.push_str(&format!(
+                " H{:.1} V{:.1}",
+                x(pair[1].0),
+                y(pair[1].1 as f64) + dy
+            ));
+        }
+        s.push_str(&format!(
+            "<path d=\"{d}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"{}\"/>\n",
+            if i == 0 { 2.5 } else { 1.8 }
+        ));
+        // Legend below the plot, two columns.
+        let (lx, ly) = (
+            l + (i % 2) as f64 * (pw / 2.0),
+            t + ph + 50.0 + (i / 2) as f64 * 15.0,
+        );
+        s.push_str(&format!(
+            "<line x1=\"{lx}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" stroke=\"{colour}\" stroke-width=\"3\"/>\
+             <text x=\"{}\" y=\"{}\">{}</text>\n",
+            lx + 18.0,
+            ly - 4.0,
+            ly - 4.0,
+            lx + 24.0,
+            ly,
+            escape(name)
+        ));
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+/// 1, 2 or 5 times a power of ten, at least `raw`.
+fn nice_step(raw: f64) -> f64 {
+    if raw <= 0.0 || !raw.is_finite() {
+        return 1.0;
+    }
+    let p = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|k| k * p)
+        .find(|&s| s >= raw)
+        .unwrap_or(10.0 * p)
+}
+
+/// The plan as a self-contained HTML page: inputs, the table, the cores-vs-miss-rate
+/// chart over 0…100 % and over 0…20 % side by side, and the profile's provenance.
+pub fn html(plan: &Plan, profile: &Profile, opts: &Options, given: &Given) -> String {
+    let rates: Vec<f64> = (0..=200).map(|i| i as f64 / 200.0).collect();
+    let mut fine: Vec<f64> = (0..=200).map(|i| i as f64 * 0.001).collect();
+    fine.push(plan.workload.miss_rate);
+    fine.sort_by(f64::total_cmp);
+    fine.dedup();
+    let full = cores_vs_miss_rate(profile, &plan.workload, opts, &rates);
+    let low = cores_vs_miss_rate(profile, &plan.workload, opts, &fine);
+    let m = Some(plan.workload.miss_rate);
+    let mut h = String::new();
+    h.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n");
+    h.push_str("<title>flowpath plan</title>\n<style>\n\
+        body{font-family:sans-serif;max-width:1100px;margin:1.5em auto;padding:0 1em;color:#222}\n\
+        table{border-collapse:collapse;margin:.8em 0}td,th{padding:.25em .7em;border-bottom:1px solid #ddd}\n\
+        td{text-align:right}td:first-child,th:first-child{text-align:left}\n\
+        .charts{display:flex;flex-wrap:wrap;gap:1em}.muted{color:#666;font-size:.9em}\n\
+        pre{white-space:pre-wrap;background:#f6f6f6;padding:.6em}\n</style></head><body>\n");
+    h.push_str("<h1>How many cores?</h1>\n");
+    h.push_str(&format!(
+        "<p><b>{}</b></p>\n<p>{}</p>\n",
+        escape(&workload_line(plan, given)),
+        escape(&cost_line(plan))
+    ));
+    h.push_str(&format!(
+        "<p>Profile <b>{}</b>: TSC {:.3} GHz, one core forwards {} at this cost; headroom {}.</p>\n",
+        escape(&profile.name),
+        plan.tsc_hz / 1e9,
+        escape(&fmt_pps(plan.pps_per_core)),
+        escape(&pct(plan.headroom))
+    ));
+    h.push_str("<table><tr><th>scenario</th><th>cores</th><th>utilisation per core</th><th>miss share of cycles</th><th>cycles per packet</th><th>speedup</th><th>cores freed</th><th>USD per year saved</th></tr>\n");
+    for (i, o) in std::iter::once(&plan.baseline)
+        .chain(&plan.scenarios)
+        .enumerate()
+    {
+        let dash = |s: String| if i == 0 { "–".to_string() } else { s };
+        h.push_str(&format!(
+            "<tr><td>{}</td><td><b>{}</b></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+            escape(&o.name),
+            o.cores,
+            escape(&pct(o.utilisation)),
+            escape(&pct(o.miss_share_of_cycles)),
+            thousands(o.cycles_per_packet),
+            dash(speedup(o.speedup)),
+            dash(o.cores_freed.to_string()),
+            dash(escape(&usd(o.usd_per_year_saved)))
+        ));
+    }
+    h.push_str("</table>\n");
+    let mut notes = plan.notes.clone();
+    for o in &plan.scenarios {
+        for n in &o.notes {
+            notes.push(format!("{}: {n}", o.name));
+        }
+    }
+    if !notes.is_empty() {
+        h.push_str("<ul>\n");
+        for n in notes {
+            h.push_str(&format!("<li>{}</li>\n", escape(&n)));
+        }
+        h.push_str("</ul>\n");
+    }
+    h.push_str(&format!(
+        "<h2>Cores needed vs miss rate at {}</h2>\n<div class=\"charts\">\n",
+        escape(&fmt_pps(plan.pps))
+    ));
+    h.push_str(&step_chart("miss rate 0–100 %", &full, 1.0, m));
+    h.push_str(&step_chart("miss rate 0–20 % (zoomed)", &low, 0.2, m));
+    h.push_str("</div>\n<p class=\"muted\">Same rate, frame size and traffic class at every miss rate; \
+        each line is the baseline or one scenario, in whole cores (lines that coincide are drawn 2 px apart). \
+        The speed-up of a faster miss path is Amdahl's law, S = 1 / ((1 − p) + p / s), with p the share of the \
+        cycles that goes to misses at this miss rate (from the profile, not assumed).</p>\n");
+    h.push_str(&format!(
+        "<h2>Profile {}</h2>\n<pre>{}</pre>\n",
+        escape(&profile.name),
+        escape(profile.source.trim())
+    ));
+    if !profile.notes.is_empty() {
+        h.push_str("<ul>\n");
+        for n in &profile.notes {
+            h.push_str(&format!("<li>{}</li>\n", escape(n)));
+        }
+        h.push_str("</ul>\n");
+    }
+    if let Some(mc) = &profile.machine {
+        h.push_str(&format!(
+            "<p class=\"muted\">Calibrated on {} ({} CPUs, kernel {}) at {}, revision {}: <code>{}</code>.</p>\n",
+            escape(&mc.cpu),
+            mc.cores,
+            escape(&mc.kernel),
+            escape(&mc.date),
+            escape(&mc.git_rev),
+            escape(&mc.command)
+        ));
+    }
+    h.push_str("</body></html>\n");
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands_separators() {
+        assert_eq!(thousands(0.0), "0");
+        assert_eq!(thousands(999.4), "999");
+        assert_eq!(thousands(4600.0), "4,600");
+        assert_eq!(thousands(1_234_567.0), "1,234,567");
+        assert_eq!(thousands(-4000.0), "-4,000");
+        assert_eq!(usd(-4000.0), "-$4,000");
+    }
+
+    #[test]
+    fn nice_steps() {
+        assert_eq!(nice_step(0.3), 0.5);
+        assert_eq!(nice_step(4.0), 5.0);
+        assert_eq!(nice_step(17.0), 20.0);
+        assert_eq!(nice_step(0.04), 0.05);
+    }
+}
