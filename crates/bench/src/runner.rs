@@ -129,6 +129,20 @@ pub struct StageShare {
     pub actions: f64,
 }
 
+impl StageShare {
+    /// The datapath's per-stage TSC cycles divided by the packets it processed.
+    pub fn per_packet(st: &DatapathStats) -> StageShare {
+        let pk = st.packets.max(1) as f64;
+        StageShare {
+            parse: st.cycles.parse as f64 / pk,
+            emc: st.cycles.emc as f64 / pk,
+            megaflow: st.cycles.megaflow as f64 / pk,
+            upcall: st.cycles.upcall as f64 / pk,
+            actions: st.cycles.actions as f64 / pk,
+        }
+    }
+}
+
 /// Run one case; `progress` is called after each run with (run index, runs).
 pub fn run_case(
     case: Case,
@@ -183,13 +197,7 @@ pub fn run_case(
         emc_hit_share: st.emc_hits as f64 / pk,
         megaflow_hit_share: st.megaflow_hits as f64 / pk,
         upcall_share: st.upcalls as f64 / pk,
-        stage_cycles: StageShare {
-            parse: st.cycles.parse as f64 / pk,
-            emc: st.cycles.emc as f64 / pk,
-            megaflow: st.cycles.megaflow as f64 / pk,
-            upcall: st.cycles.upcall as f64 / pk,
-            actions: st.cycles.actions as f64 / pk,
-        },
+        stage_cycles: StageShare::per_packet(st),
         megaflow_subtables: dp.megaflows().subtables(),
         megaflows: dp.megaflows().len(),
         rules: n_rules,
@@ -246,18 +254,25 @@ fn setup(case: Case, cfg: &BenchConfig) -> Setup {
 
 /// Push `packets` packets from `source` through `dp` in batches of 32.
 #[inline(never)]
-pub(crate) fn pump(
-    dp: &mut Datapath,
-    source: &mut InMemorySource,
-    sink: &mut CountingSink,
-    packets: u64,
-) {
+/// Feed `packets` packets from `source` through `dp` in full batches (the timed loop of
+/// every bench).
+pub fn pump(dp: &mut Datapath, source: &mut InMemorySource, sink: &mut CountingSink, packets: u64) {
     let mut left = packets;
     while left > 0 {
         let n = (left as usize).min(BATCH);
         let mut batch = source.rx_batch(n);
         dp.process(IN_PORT, &mut batch, sink);
         left -= n as u64;
+    }
+}
+
+/// Packets for a run (or warm-up) at miss rate `m`: `base` up to 10 %, then
+/// `base · 0.1 / m` (at least `floor`), so that runs cost about the same at any rate.
+pub fn packets_at(base: u64, m: f64, floor: u64) -> u64 {
+    if m > 0.1 {
+        ((base as f64 * 0.1 / m) as u64).max(floor.min(base))
+    } else {
+        base
     }
 }
 

@@ -6,25 +6,8 @@ use etherparse::{LinkSlice, NetSlice, PacketBuilder, SlicedPacket, TransportSlic
 use flowpath_gen::build::{build, FrameSpec, Vxlan, L3, L4, VXLAN_PORT};
 use proptest::prelude::*;
 
-/// Full one's-complement sum, folded (written here so the test does not share code with
-/// the builder).
-fn ones_sum(chunks: &[&[u8]]) -> u16 {
-    let mut acc: u64 = 0;
-    for c in chunks {
-        let mut i = 0;
-        while i + 1 < c.len() {
-            acc += u16::from_be_bytes([c[i], c[i + 1]]) as u64;
-            i += 2;
-        }
-        if i < c.len() {
-            acc += (c[i] as u64) << 8;
-        }
-    }
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    acc as u16
-}
+mod common;
+use common::ones_sum;
 
 /// Pseudo-header bytes for a segment of `len` bytes.
 fn pseudo(net: &NetSlice, proto: u8, len: usize) -> Vec<u8> {

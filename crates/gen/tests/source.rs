@@ -8,42 +8,8 @@ use flowpath_gen::build::{build, FrameSpec, Vxlan, L3, L4, VXLAN_PORT};
 use flowpath_gen::source::{InMemorySource, Lifetime, MAX_BATCH};
 use flowpath_packet::packet::HEADROOM;
 
-fn ones_sum(chunks: &[&[u8]]) -> u16 {
-    let mut acc: u64 = 0;
-    for c in chunks {
-        let mut i = 0;
-        while i + 1 < c.len() {
-            acc += u16::from_be_bytes([c[i], c[i + 1]]) as u64;
-            i += 2;
-        }
-        if i < c.len() {
-            acc += (c[i] as u64) << 8;
-        }
-    }
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    acc as u16
-}
-
-fn l4_ok(net: &NetSlice, proto: u8, seg: &[u8]) -> bool {
-    let mut p = Vec::new();
-    match net {
-        NetSlice::Ipv4(ip) => {
-            p.extend_from_slice(&ip.header().source());
-            p.extend_from_slice(&ip.header().destination());
-            p.extend_from_slice(&[0, proto]);
-            p.extend_from_slice(&(seg.len() as u16).to_be_bytes());
-        }
-        NetSlice::Ipv6(ip) => {
-            p.extend_from_slice(&ip.header().source());
-            p.extend_from_slice(&ip.header().destination());
-            p.extend_from_slice(&(seg.len() as u32).to_be_bytes());
-            p.extend_from_slice(&[0, 0, 0, proto]);
-        }
-    }
-    ones_sum(&[&p, seg]) == 0xffff
-}
+mod common;
+use common::{l4_ok, ones_sum};
 
 /// Parse `frame` (descending into VXLAN), assert every checksum verifies, and return the
 /// innermost IP source address (None for non-IP frames).

@@ -13,10 +13,11 @@
 use crate::plan::solve;
 use crate::profile::Profile;
 use crate::units::mean_frame_bytes;
+use flowpath_bench::runner::{packets_at, pump};
 use flowpath_bench::suite::{Spread, SuiteConfig};
-use flowpath_bench::workload::{class_pipeline, FrameMix, TrafficClass, IN_PORT};
+use flowpath_bench::workload::{class_pipeline, FrameMix, TrafficClass};
 use flowpath_datapath::tsc::{rdtsc, tsc_hz};
-use flowpath_datapath::{CountingSink, Datapath, DatapathConfig, BATCH};
+use flowpath_datapath::{CountingSink, Datapath, DatapathConfig};
 use flowpath_gen::InMemorySource;
 use flowpath_pipeline::{Backend, RuleStore};
 use serde::{Deserialize, Serialize};
@@ -86,26 +87,6 @@ pub struct Measured {
     /// Share of packets the slow path classified (the observed miss rate), median run.
     pub observed_miss_rate: f64,
     pub packets_per_run: u64,
-}
-
-/// Packets for a run (or warm-up) at miss rate `m`, as the suite does: `base` up to 10 %,
-/// then `base · 0.1 / m`, at least `floor`.
-fn packets_at(base: u64, m: f64, floor: u64) -> u64 {
-    if m > 0.1 {
-        ((base as f64 * 0.1 / m) as u64).max(floor.min(base))
-    } else {
-        base
-    }
-}
-
-fn pump(dp: &mut Datapath, source: &mut InMemorySource, sink: &mut CountingSink, packets: u64) {
-    let mut left = packets;
-    while left > 0 {
-        let n = (left as usize).min(BATCH);
-        let mut batch = source.rx_batch(n);
-        dp.process(IN_PORT, &mut batch, sink);
-        left -= n as u64;
-    }
 }
 
 struct Worker {

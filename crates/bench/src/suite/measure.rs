@@ -10,23 +10,13 @@
 //! timed interleaved (see [`points`]).
 
 use super::{Point, ScalingPoint, Spread, SuiteConfig};
-use crate::runner::{pump, StageShare};
+use crate::runner::{packets_at, pump, StageShare};
 use crate::workload::{class_pipeline, FrameMix, TrafficClass};
 use flowpath_datapath::tsc::{rdtsc, tsc_hz};
 use flowpath_datapath::{CountingSink, Datapath, DatapathConfig, DatapathStats};
 use flowpath_gen::InMemorySource;
 use flowpath_pipeline::{Backend, RuleSpec, RuleStore};
 use std::sync::{Arc, Barrier};
-
-/// Packets for a run (or warm-up) at miss rate `m`: `base` up to 10 %, then
-/// `base · 0.1 / m` (at least `floor`), so that runs cost about the same at any rate.
-pub(crate) fn packets_at(base: u64, m: f64, floor: u64) -> u64 {
-    if m > 0.1 {
-        ((base as f64 * 0.1 / m) as u64).max(floor.min(base))
-    } else {
-        base
-    }
-}
 
 /// Rough cycles per packet at miss rate `m`, only for the progress estimate.
 fn guess_cycles(m: f64) -> f64 {
@@ -207,13 +197,7 @@ fn point_from(
         emc_hit_share: st.emc_hits as f64 / pk,
         megaflow_hit_share: st.megaflow_hits as f64 / pk,
         upcall_share: st.upcalls as f64 / pk,
-        stage_cycles: StageShare {
-            parse: st.cycles.parse as f64 / pk,
-            emc: st.cycles.emc as f64 / pk,
-            megaflow: st.cycles.megaflow as f64 / pk,
-            upcall: st.cycles.upcall as f64 / pk,
-            actions: st.cycles.actions as f64 / pk,
-        },
+        stage_cycles: StageShare::per_packet(st),
         megaflows,
     }
 }

@@ -30,7 +30,7 @@ pub fn ones_sum(chunks: &[&[u8]]) -> u16 {
 }
 
 /// Does the segment (with its checksum in place) sum to 0xffff with the pseudo-header?
-fn l4_ok(net: &NetSlice, proto: u8, seg: &[u8]) -> bool {
+pub fn l4_ok(net: &NetSlice, proto: u8, seg: &[u8]) -> bool {
     let mut p = Vec::new();
     match net {
         NetSlice::Ipv4(ip) => {
