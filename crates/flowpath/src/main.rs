@@ -9,8 +9,10 @@ use std::process::ExitCode;
 
 mod cmd_flows;
 mod cmd_gen;
+mod cmd_lab;
 mod cmd_plan;
 mod cmd_suite;
+mod cmd_switch;
 
 #[derive(Parser)]
 #[command(
@@ -42,6 +44,12 @@ enum Command {
     Flows(cmd_flows::FlowsArgs),
     /// Run the switch: a datapath with its control socket and persistent flow state.
     Run(cmd_flows::RunArgs),
+    /// Run the switch daemon on real ports (AF_XDP, AF_PACKET, TAP, pcap) from a TOML config.
+    Switch(cmd_switch::SwitchArgs),
+    /// Per-worker and per-port counters of a running switch (like pmd-perf-show).
+    Stats(cmd_switch::StatsArgs),
+    /// Build a netns topology and measure flowpath against Open vSwitch, DPDK and Linux.
+    Lab(cmd_lab::LabArgs),
     /// How many cores a service needs at a rate, frame size and miss rate; what-if scenarios.
     Plan(cmd_plan::PlanArgs),
     /// Measure this machine into a planner profile (cycles per hit and miss, scaling).
@@ -145,6 +153,9 @@ fn main() -> ExitCode {
         Command::Gen(args) => cmd_gen::run(args),
         Command::Flows(args) => cmd_flows::run(args),
         Command::Run(args) => cmd_flows::run_switch(args),
+        Command::Switch(args) => cmd_switch::run(args),
+        Command::Stats(args) => cmd_switch::stats(args),
+        Command::Lab(args) => cmd_lab::run(args),
         Command::Plan(args) => cmd_plan::run(args),
         Command::Calibrate(args) => cmd_plan::calibrate(args),
     }
