@@ -1,23 +1,156 @@
 //! `flowpath switch` and `flowpath stats`: the daemon on real ports, and its counters.
 
+use flowpath_switch::control::{call, default_socket, default_state, Op, Request};
+use flowpath_switch::{format_stats, Daemon, DaemonConfig, WorkerSnapshot};
+use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+const SWITCH_ABOUT: &str = "Run the switch daemon on real ports, from a TOML config.
+
+Each [[worker]] is a thread pinned to its core that busy-polls its port queues in batches of
+32 (napping, up to datapath.idle_sleep_max_us, when nothing arrives), runs the datapath
+(exact-match cache, megaflow cache, slow path) and transmits in batches. Flows come from the
+state file (so a restart restores them) or, on the very first start, from switch.flows; change
+them while it runs with `flowpath flows ...`. SIGTERM or Ctrl-C drains the workers, removes
+the XDP programs the ports attached, and exits. A port that disappears (say its veth is
+deleted) is logged and no longer polled; the others carry on.
+
+When every port is open the daemon prints `ready` on stdout.";
+
+const SWITCH_EXAMPLE: &str = "Example config:
+  [switch]
+  state   = \"/var/lib/flowpath/flows.state\"   # flows persist here
+  control = \"/run/flowpath/control.sock\"      # `flowpath flows` and `flowpath stats` talk here
+  flows   = \"/etc/flowpath/flows.txt\"         # first start only (no state file yet)
+  metrics = \"127.0.0.1:9464\"                  # Prometheus text format, GET /metrics
+
+  [datapath]            # optional
+  emc = true
+  emc_insert_inv_prob = 100
+  megaflow_max = 65536
+  idle_sleep_max_us = 500   # 0 = never nap
+
+  [[worker]]
+  core = 1
+
+  [[port]]
+  name = \"vm1\"
+  number = 1            # the port number flows use: in_port=1, output:1
+  type = \"afxdp\"        # afxdp | afpacket | tap | pcap | generator
+  interface = \"veth-vm1\"
+  queues = 1            # >= number of workers
+  xdp_mode = \"auto\"     # auto | native | generic
+  # trace = \"/tmp/vm1.pcap\"                 # record everything this port sees
+  # fault = { drop = 0.01, corrupt = 0.0, delay = 0.0, delay_polls = 0, seed = 1 }
+
+  [[port]]
+  name = \"uplink\"
+  number = 2
+  type = \"afpacket\"
+  interface = \"eth1\"";
 
 #[derive(clap::Args)]
+#[command(long_about = SWITCH_ABOUT, after_help = SWITCH_EXAMPLE)]
 pub struct SwitchArgs {
     /// The TOML config: ports, workers, flows, state file, control socket.
     #[arg(long)]
-    config: std::path::PathBuf,
+    config: PathBuf,
+    /// Check the config and exit.
+    #[arg(long)]
+    check: bool,
 }
 
 #[derive(clap::Args)]
-pub struct StatsArgs {}
-
-pub fn run(_args: SwitchArgs) -> ExitCode {
-    eprintln!("flowpath switch: not built yet");
-    ExitCode::FAILURE
+pub struct StatsArgs {
+    /// The switch's control socket [default: as `flowpath flows`].
+    #[arg(long)]
+    control: Option<PathBuf>,
+    /// Print the workers' counters as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
-pub fn stats(_args: StatsArgs) -> ExitCode {
-    eprintln!("flowpath stats: not built yet");
-    ExitCode::FAILURE
+pub fn run(args: SwitchArgs) -> ExitCode {
+    let cfg = match DaemonConfig::load(&args.config) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("flowpath switch: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if args.check {
+        println!(
+            "config ok: {} ports, {} workers",
+            cfg.ports.len(),
+            cfg.workers.len().max(1)
+        );
+        return ExitCode::SUCCESS;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        if let Err(e) = signal_hook::flag::register(sig, stop.clone()) {
+            eprintln!("flowpath switch: cannot handle signals: {e}");
+            return ExitCode::from(1);
+        }
+    }
+    let daemon = match Daemon::start(&cfg, default_state(), default_socket(), stop.clone()) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("flowpath switch: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    eprintln!(
+        "flowpath switch: {} ports, {} workers, {} flows; control socket {}{}",
+        cfg.ports.len(),
+        cfg.workers.len().max(1),
+        daemon.restored_flows,
+        daemon.control_path.display(),
+        daemon
+            .metrics_addr
+            .map(|a| format!("; metrics http://{a}/metrics"))
+            .unwrap_or_default()
+    );
+    println!("ready");
+    let _ = std::io::stdout().flush();
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!("flowpath switch: stopping");
+    let finals = daemon.join();
+    eprint!("{}", format_stats(&finals));
+    ExitCode::SUCCESS
+}
+
+pub fn stats(args: StatsArgs) -> ExitCode {
+    let socket = args.control.unwrap_or_else(default_socket);
+    let req = Request {
+        op: Op::Stats,
+        text: String::new(),
+    };
+    let resp = match call(&socket, &req, Duration::from_secs(5)) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("flowpath stats: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    if let Some(e) = resp.error {
+        eprintln!("flowpath stats: {e}");
+        return ExitCode::from(1);
+    }
+    if args.json {
+        let snaps: Vec<WorkerSnapshot> = Vec::new();
+        let v = resp.data.unwrap_or_else(|| serde_json::json!(snaps));
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    } else {
+        for l in resp.lines {
+            println!("{l}");
+        }
+    }
+    ExitCode::SUCCESS
 }

@@ -1,8 +1,9 @@
-//! `FaultInjector`: wraps any port and drops, corrupts or delays a share of its packets.
-//! (stub: helper fills in)
+//! `FaultInjector`: wraps any port and drops, corrupts or delays a share of its packets,
+//! deterministically from a seed.
 
 use crate::{Port, PortInfo, PortStats, RxBatch};
 use serde::Deserialize;
+use std::collections::VecDeque;
 use std::io;
 
 /// Shares are probabilities in 0..=1, applied to received and sent packets.
@@ -38,15 +39,106 @@ impl FaultConfig {
     }
 }
 
+/// Frames held back at most; further delayed frames are dropped (and counted).
+const MAX_HELD: usize = 1 << 16;
+
+/// splitmix64 (Steele, Lea, Flood 2014), written out: tiny, fast and deterministic.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+
+    /// True with probability `p` (no draw when `p` is 0, so a zero share changes nothing).
+    fn chance(&mut self, p: f64) -> bool {
+        p > 0.0 && self.unit() < p
+    }
+
+    /// Flip one random bit of one random byte of `frame`.
+    fn flip_bit(&mut self, frame: &mut [u8]) {
+        if frame.is_empty() {
+            return;
+        }
+        let r = self.next();
+        let byte = ((r >> 3) % frame.len() as u64) as usize;
+        frame[byte] ^= 1 << (r & 7);
+    }
+}
+
+/// Wraps a port and injects faults. Received frames (after the inner `recv`), each
+/// decided independently: dropped with probability `drop`; otherwise corrupted (one bit
+/// flipped) with probability `corrupt`, then held back for `delay_polls` `recv` calls
+/// (at least one) with probability `delay`. Sent frames: dropped or corrupted before the
+/// inner `send`. Injected drops add to the inner port's `rx_dropped` / `tx_dropped`.
 pub struct FaultInjector<P: Port> {
     inner: P,
-    #[allow(dead_code)]
     cfg: FaultConfig,
+    rng: SplitMix64,
+    /// `recv` calls so far.
+    poll: u64,
+    /// Delayed frames in arrival order with the poll they are due at.
+    held: VecDeque<(u64, Vec<u8>)>,
+    /// Buffers of delivered delayed frames, for reuse.
+    spare: Vec<Vec<u8>>,
+    /// A sent frame being corrupted.
+    scratch: Vec<u8>,
+    rx_dropped: u64,
+    tx_dropped: u64,
+    rx_corrupted: u64,
+    tx_corrupted: u64,
+    delayed: u64,
 }
 
 impl<P: Port> FaultInjector<P> {
     pub fn new(inner: P, cfg: FaultConfig) -> FaultInjector<P> {
-        FaultInjector { inner, cfg }
+        FaultInjector {
+            inner,
+            rng: SplitMix64(cfg.seed),
+            cfg,
+            poll: 0,
+            held: VecDeque::new(),
+            spare: Vec::new(),
+            scratch: Vec::new(),
+            rx_dropped: 0,
+            tx_dropped: 0,
+            rx_corrupted: 0,
+            tx_corrupted: 0,
+            delayed: 0,
+        }
+    }
+
+    pub fn inner(&self) -> &P {
+        &self.inner
+    }
+
+    pub fn inner_mut(&mut self) -> &mut P {
+        &mut self.inner
+    }
+
+    /// Frames currently held back.
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Injected faults so far: (rx dropped, tx dropped, rx corrupted, tx corrupted, delayed).
+    pub fn injected(&self) -> (u64, u64, u64, u64, u64) {
+        (
+            self.rx_dropped,
+            self.tx_dropped,
+            self.rx_corrupted,
+            self.tx_corrupted,
+            self.delayed,
+        )
     }
 }
 
@@ -54,19 +146,82 @@ impl<P: Port> Port for FaultInjector<P> {
     fn name(&self) -> &str {
         self.inner.name()
     }
+
     fn recv(&mut self, batch: &mut RxBatch) -> io::Result<usize> {
-        self.inner.recv(batch)
+        self.poll += 1;
+        let start = batch.len();
+        // Frames whose delay is over go first, in the order they arrived.
+        while batch.room() > 0 && self.held.front().is_some_and(|h| h.0 <= self.poll) {
+            let (_, f) = self.held.pop_front().expect("checked");
+            batch.push(&f);
+            self.spare.push(f);
+        }
+        let first = batch.len();
+        self.inner.recv(batch)?;
+        let c = &self.cfg;
+        let mut i = first;
+        while i < batch.len() {
+            if self.rng.chance(c.drop) {
+                batch.remove(i);
+                self.rx_dropped += 1;
+                continue;
+            }
+            if self.rng.chance(c.corrupt) {
+                self.rng.flip_bit(batch.frame_mut(i));
+                self.rx_corrupted += 1;
+            }
+            if self.rng.chance(c.delay) {
+                if self.held.len() >= MAX_HELD {
+                    self.rx_dropped += 1;
+                } else {
+                    let mut buf = self.spare.pop().unwrap_or_default();
+                    buf.clear();
+                    buf.extend_from_slice(batch.frame(i));
+                    let due = self.poll + u64::from(c.delay_polls.max(1));
+                    self.held.push_back((due, buf));
+                    self.delayed += 1;
+                }
+                batch.remove(i);
+                continue;
+            }
+            i += 1;
+        }
+        Ok(batch.len() - start)
     }
+
     fn send(&mut self, frame: &[u8]) -> bool {
+        if self.rng.chance(self.cfg.drop) {
+            self.tx_dropped += 1;
+            return false;
+        }
+        if self.rng.chance(self.cfg.corrupt) {
+            self.tx_corrupted += 1;
+            self.scratch.clear();
+            self.scratch.extend_from_slice(frame);
+            self.rng.flip_bit(&mut self.scratch);
+            return self.inner.send(&self.scratch);
+        }
         self.inner.send(frame)
     }
+
     fn flush(&mut self) -> io::Result<()> {
         self.inner.flush()
     }
+
     fn stats(&self) -> PortStats {
-        self.inner.stats()
+        let mut s = self.inner.stats();
+        s.rx_dropped += self.rx_dropped;
+        s.tx_dropped += self.tx_dropped;
+        s
     }
+
     fn info(&self) -> PortInfo {
-        self.inner.info()
+        let mut i = self.inner.info();
+        let c = &self.cfg;
+        i.detail = format!(
+            "{}, faults: drop {}, corrupt {}, delay {} for {} polls, seed {}",
+            i.detail, c.drop, c.corrupt, c.delay, c.delay_polls, c.seed
+        );
+        i
     }
 }

@@ -1,41 +1,275 @@
-//! pcap port: replays a capture file as received traffic and writes sent frames to another.
-//! (stub: helper fills in)
+//! pcap port: replays a capture file (once) as received traffic and writes sent frames to
+//! another; also the pcap writer the tracer shares.
 
 use crate::{Port, PortInfo, PortStats, RxBatch};
-use std::io;
+use pcap_file::pcap::{PcapHeader, PcapReader};
+use pcap_file::{DataLink, Endianness, PcapError, TsResolution};
+use std::fs::File;
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+fn pcap_err(path: &Path, e: PcapError) -> io::Error {
+    match e {
+        PcapError::IoError(e) => io::Error::new(e.kind(), format!("{}: {e}", path.display())),
+        e => io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: {e}", path.display()),
+        ),
+    }
+}
+
+/// Wall-clock time since the Unix epoch, for record timestamps.
+pub(crate) fn now() -> Duration {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+}
+
+/// A classic pcap file (little-endian, nanosecond timestamps, Ethernet) being written.
+///
+/// The file header comes from `pcap-file`; records are written here by hand because
+/// `pcap_file::pcap::PcapWriter` gives no access to its writer, so it could not be flushed
+/// without being consumed.
+pub(crate) struct PcapSink {
+    w: BufWriter<File>,
+    path: PathBuf,
+}
+
+impl PcapSink {
+    pub(crate) fn create(path: &Path, buffer: usize) -> io::Result<PcapSink> {
+        let ctx = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+        let mut w = BufWriter::with_capacity(buffer, File::create(path).map_err(ctx)?);
+        let header = PcapHeader {
+            version_major: 2,
+            version_minor: 4,
+            ts_correction: 0,
+            ts_accuracy: 0,
+            snaplen: 65535,
+            datalink: DataLink::ETHERNET,
+            ts_resolution: TsResolution::NanoSecond,
+            endianness: Endianness::Little,
+        };
+        header.write_to(&mut w).map_err(|e| pcap_err(path, e))?;
+        Ok(PcapSink {
+            w,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Append one record; goes to the file when the buffer fills or on [`PcapSink::flush`].
+    pub(crate) fn write(&mut self, ts: Duration, frame: &[u8]) -> io::Result<()> {
+        let len = frame.len().min(65535) as u32;
+        let mut rec = [0u8; 16];
+        rec[0..4].copy_from_slice(&(ts.as_secs() as u32).to_le_bytes());
+        rec[4..8].copy_from_slice(&ts.subsec_nanos().to_le_bytes());
+        rec[8..12].copy_from_slice(&len.to_le_bytes());
+        rec[12..16].copy_from_slice(&(frame.len() as u32).to_le_bytes());
+        self.w.write_all(&rec)?;
+        self.w.write_all(&frame[..len as usize])
+    }
+
+    /// Bytes written but still in the buffer.
+    pub(crate) fn buffered(&self) -> usize {
+        self.w.buffer().len()
+    }
+
+    pub(crate) fn flush(&mut self) -> io::Result<()> {
+        self.w.flush()
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Where replayed frames come from: a classic pcap file is streamed; a pcapng file is read
+/// whole when opened (through `flowpath_gen`'s reader).
+enum RxSource {
+    Pcap(PcapReader<BufReader<File>>),
+    Frames(std::vec::IntoIter<Vec<u8>>),
+}
+
+/// Replays `rx` (pcap in either byte order or resolution, or pcapng; Ethernet only) once and writes what
+/// is sent to `tx`. Either may be absent: then nothing is received, or sent frames are
+/// discarded and counted as tx drops.
 pub struct PcapPort {
     name: String,
+    rx: Option<RxSource>,
+    rx_path: Option<PathBuf>,
+    /// The rx file has been replayed to its end.
+    rx_done: bool,
+    tx: Option<PcapSink>,
+    stats: PortStats,
 }
 
 impl PcapPort {
-    pub fn open(
-        name: &str,
-        _rx: Option<&std::path::Path>,
-        _tx: Option<&std::path::Path>,
-    ) -> io::Result<PcapPort> {
-        let _ = name;
-        Err(io::Error::new(io::ErrorKind::Unsupported, "not built yet"))
+    pub fn open(name: &str, rx: Option<&Path>, tx: Option<&Path>) -> io::Result<PcapPort> {
+        let reader = match rx {
+            Some(path) => Some(open_reader(path)?),
+            None => None,
+        };
+        let tx = match tx {
+            Some(path) => Some(PcapSink::create(path, 1 << 16)?),
+            None => None,
+        };
+        Ok(PcapPort {
+            name: name.into(),
+            rx_done: reader.is_none(),
+            rx: reader,
+            rx_path: rx.map(Path::to_path_buf),
+            tx,
+            stats: PortStats::default(),
+        })
     }
+
+    /// Whether every frame of the rx file has been delivered (true without an rx file).
+    pub fn rx_done(&self) -> bool {
+        self.rx_done
+    }
+}
+
+fn open_reader(path: &Path) -> io::Result<RxSource> {
+    let ctx = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+    let mut f = File::open(path).map_err(ctx)?;
+    let mut magic = [0u8; 4];
+    let got = f.read(&mut magic).map_err(ctx)?;
+    if got == 4 && magic == [0x0a, 0x0d, 0x0d, 0x0a] {
+        let cap = flowpath_gen::read_capture_file(path).map_err(ctx)?;
+        return Ok(RxSource::Frames(cap.frames.into_iter()));
+    }
+    drop(f);
+    let f = File::open(path).map_err(ctx)?;
+    let r = PcapReader::new(BufReader::with_capacity(1 << 16, f)).map_err(|e| pcap_err(path, e))?;
+    let link = r.header().datalink;
+    if link != DataLink::ETHERNET {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{}: link type {link:?}: only Ethernet captures can be replayed",
+                path.display()
+            ),
+        ));
+    }
+    Ok(RxSource::Pcap(r))
 }
 
 impl Port for PcapPort {
     fn name(&self) -> &str {
         &self.name
     }
-    fn recv(&mut self, _batch: &mut RxBatch) -> io::Result<usize> {
-        Ok(0)
+
+    fn recv(&mut self, batch: &mut RxBatch) -> io::Result<usize> {
+        let Some(r) = self.rx.as_mut().filter(|_| !self.rx_done) else {
+            return Ok(0);
+        };
+        let mut n = 0;
+        match r {
+            RxSource::Frames(frames) => {
+                while batch.room() > 0 {
+                    let Some(f) = frames.next() else {
+                        self.rx_done = true;
+                        break;
+                    };
+                    if batch.push(&f) {
+                        self.stats.rx_packets += 1;
+                        self.stats.rx_bytes += f.len() as u64;
+                        n += 1;
+                    } else {
+                        self.stats.rx_dropped += 1;
+                    }
+                }
+            }
+            RxSource::Pcap(r) => {
+                while batch.room() > 0 {
+                    match r.next_packet() {
+                        None => {
+                            self.rx_done = true;
+                            break;
+                        }
+                        Some(Ok(p)) => {
+                            if batch.push(&p.data) {
+                                self.stats.rx_packets += 1;
+                                self.stats.rx_bytes += p.data.len() as u64;
+                                n += 1;
+                            } else {
+                                self.stats.rx_dropped += 1;
+                            }
+                        }
+                        Some(Err(e)) => {
+                            // A truncated or corrupt tail ends the replay; the error names
+                            // the file.
+                            self.rx_done = true;
+                            self.stats.errors += 1;
+                            let path = self.rx_path.as_deref().unwrap_or(Path::new("?"));
+                            return Err(pcap_err(path, e));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(n)
     }
-    fn send(&mut self, _frame: &[u8]) -> bool {
-        false
+
+    fn send(&mut self, frame: &[u8]) -> bool {
+        let Some(tx) = &mut self.tx else {
+            self.stats.tx_dropped += 1;
+            return false;
+        };
+        match tx.write(now(), frame) {
+            Ok(()) => {
+                self.stats.tx_packets += 1;
+                self.stats.tx_bytes += frame.len() as u64;
+                true
+            }
+            Err(_) => {
+                self.stats.errors += 1;
+                self.stats.tx_dropped += 1;
+                false
+            }
+        }
     }
+
     fn flush(&mut self) -> io::Result<()> {
-        Ok(())
+        match &mut self.tx {
+            Some(tx) if tx.buffered() > 0 => tx.flush().map_err(|e| {
+                self.stats.errors += 1;
+                io::Error::new(e.kind(), format!("{}: {e}", tx.path().display()))
+            }),
+            _ => Ok(()),
+        }
     }
+
     fn stats(&self) -> PortStats {
-        PortStats::default()
+        self.stats
     }
+
     fn info(&self) -> PortInfo {
-        PortInfo::default()
+        let show = |p: &Option<PathBuf>| {
+            p.as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "-".into())
+        };
+        PortInfo {
+            kind: "pcap",
+            detail: format!(
+                "rx {}{}, tx {}",
+                show(&self.rx_path),
+                if self.rx_done && self.rx_path.is_some() {
+                    " (replayed)"
+                } else {
+                    ""
+                },
+                show(&self.tx.as_ref().map(|t| t.path().to_path_buf()))
+            ),
+        }
+    }
+}
+
+impl Drop for PcapPort {
+    fn drop(&mut self) {
+        if let Some(tx) = &mut self.tx {
+            let _ = tx.flush();
+        }
     }
 }

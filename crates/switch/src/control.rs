@@ -20,6 +20,8 @@ pub enum Op {
     DelStrict,
     Replace,
     Dump,
+    /// Worker and port counters (`flowpath stats`; only `flowpath switch` answers it).
+    Stats,
 }
 
 impl Op {
@@ -32,6 +34,7 @@ impl Op {
             Op::DelStrict => "del-strict",
             Op::Replace => "replace",
             Op::Dump => "dump",
+            Op::Stats => "stats",
         }
     }
 }
@@ -56,6 +59,9 @@ pub struct Response {
     pub lines: Vec<String>,
     /// The rule-set version after the request.
     pub version: u64,
+    /// Structured answer where there is one (`stats`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<serde_json::Value>,
 }
 
 impl Response {

@@ -2,12 +2,16 @@
 //! `ovs-ofctl` syntax, flow timeouts, and the state file that keeps flows across restarts.
 
 pub mod control;
+pub mod daemon;
+pub mod pmd;
 pub mod state;
 pub mod switch;
 
 pub use control::{call, ControlSocket, Op, Request, Response};
+pub use daemon::{format_stats, prometheus_text, Daemon, DaemonConfig};
+pub use pmd::{spawn_worker, WorkerConfig, WorkerPort, WorkerSnapshot};
 pub use state::{StateError, StateFile};
 pub use switch::{
-    spawn_generated_worker, time_replace, ReplaceTiming, StatsSync, StatsTicket, Switch,
-    SwitchConfig,
+    spawn_control_with, spawn_generated_worker, time_replace, ReplaceTiming, StatsSync,
+    StatsTicket, Switch, SwitchConfig,
 };

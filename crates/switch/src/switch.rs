@@ -144,6 +144,9 @@ impl Switch {
     pub fn handle(&self, req: &Request) -> Response {
         match req.op {
             Op::Dump => self.dump(&req.text),
+            Op::Stats => Response::error(
+                "stats: this switch has no port workers (`flowpath switch --config` has)",
+            ),
             op => self.configure(op, &req.text),
         }
     }
@@ -155,7 +158,7 @@ impl Switch {
             Op::ModStrict => FlowCommand::ModifyStrict,
             Op::Del => FlowCommand::Delete,
             Op::DelStrict => FlowCommand::DeleteStrict,
-            Op::Dump => unreachable!(),
+            Op::Dump | Op::Stats => unreachable!(),
         };
         let flows = match parse_flows_file(text, cmd) {
             Ok(f) => f,
@@ -190,7 +193,7 @@ impl Switch {
                         .collect()
                 }
             }
-            Op::Dump => unreachable!(),
+            Op::Dump | Op::Stats => unreachable!(),
         };
         let _cfg = self.config.lock().unwrap_or_else(|e| e.into_inner());
         let before = self.store.snapshot();
@@ -222,6 +225,7 @@ impl Switch {
             ),
             lines: Vec::new(),
             version: done.version,
+            data: None,
         }
     }
 
@@ -252,6 +256,7 @@ impl Switch {
             summary: String::new(),
             lines: dump_lines(&snap, &filter, now_ns()),
             version: snap.version(),
+            data: None,
         }
     }
 
@@ -302,28 +307,37 @@ impl Switch {
         stop: Arc<AtomicBool>,
     ) -> JoinHandle<()> {
         let sw = self.clone();
-        std::thread::Builder::new()
-            .name("flowpath-control".into())
-            .spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    match sock.accept() {
-                        Ok(Some((req, mut s))) => {
-                            if stop.load(Ordering::Relaxed) {
-                                break;
-                            }
-                            let resp = sw.handle(&req);
-                            let _ = reply(&mut s, &resp);
+        spawn_control_with(sock, stop, move |req| sw.handle(req))
+    }
+}
+
+/// Serve control requests on `sock` with `handler` until `stop` (then call `sock.wake()`).
+pub fn spawn_control_with(
+    sock: Arc<ControlSocket>,
+    stop: Arc<AtomicBool>,
+    handler: impl Fn(&Request) -> Response + Send + 'static,
+) -> JoinHandle<()> {
+    std::thread::Builder::new()
+        .name("flowpath-control".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                match sock.accept() {
+                    Ok(Some((req, mut s))) => {
+                        if stop.load(Ordering::Relaxed) {
+                            break;
                         }
-                        Ok(None) => {}
-                        Err(e) => {
-                            eprintln!("flowpath: control socket: {e}");
-                            std::thread::sleep(Duration::from_millis(50));
-                        }
+                        let resp = handler(&req);
+                        let _ = reply(&mut s, &resp);
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        eprintln!("flowpath: control socket: {e}");
+                        std::thread::sleep(Duration::from_millis(50));
                     }
                 }
-            })
-            .expect("spawn the control thread")
-    }
+            }
+        })
+        .expect("spawn the control thread")
 }
 
 /// The selector a parsed flow means for mod/del/dump.
