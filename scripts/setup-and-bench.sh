@@ -18,6 +18,19 @@ for comp in rustfmt clippy; do
     fi
 done
 
+# The XDP programs (AF_XDP ports, the fast generator) are C compiled by clang at build
+# time; without clang + libbpf-dev flowpath still builds, and those parts say what is missing.
+if ! command -v clang >/dev/null 2>&1 || [ ! -e /usr/include/bpf/bpf_helpers.h ]; then
+    if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+        echo "setup: installing clang, llvm, libbpf-dev, iproute2 (for the XDP programs)..." >&2
+        (apt-get update -qq && TMPDIR=/var/tmp DEBIAN_FRONTEND=noninteractive \
+            apt-get install -y -qq clang llvm libbpf-dev iproute2 >/dev/null) \
+            || echo "setup: could not install them; AF_XDP ports will be unavailable" >&2
+    else
+        echo "setup: clang/libbpf-dev missing and not root: AF_XDP ports will be unavailable" >&2
+    fi
+fi
+
 echo "setup: building flowpath (release)..." >&2
 cargo build --release --locked -p flowpath
 exec ./target/release/flowpath bench "$@"

@@ -1,12 +1,15 @@
 //! `flowpath gen`: the traffic generator command. Turns flags into a
 //! [`TrafficSpec`](flowpath_gen::TrafficSpec), or reads a capture to replay, writes pcap
-//! files and prints what they hold.
+//! files and prints what they hold, or (`--tx`) transmits on an interface with XDP live
+//! frames.
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use flowpath_gen::pcap::{self, Summary};
 use flowpath_gen::spec::{AddrRange, PortRange, SpecError};
 use flowpath_gen::{Churn, Encap, InMemorySource, Lifetime, Popularity, Proto, Sizes, TrafficSpec};
+use flowpath_ports::xdpgen::{LiveFrameTx, TxPlan, Vary, MAX_TEMPLATES};
 
 const ABOUT: &str = "How it works: the flags describe a workload (flows, popularity, frame \
 sizes, churn, encapsulation, seed), the same spec `flowpath bench` can run from memory. One loop \
@@ -30,7 +33,21 @@ const EXAMPLES: &str = "Examples:
   flowpath gen --replay in.pcap --packets 1000000 --out out.pcap
 
 Without --out nothing is written: the summary shows what would be. --json prints the spec and \
-the summary as JSON (the spec is what bench results record).";
+the summary as JSON (the spec is what bench results record).
+
+Transmitting (--tx IFACE, root): frames go out of IFACE through XDP live frames (BPF_PROG_RUN \
+in the kernel, one core, several Mpps into a veth). The spec's sizes, protocol and encapsulation \
+become template frames (one flow); a program in the kernel rewrites each packet's flow: the \
+outermost source port (then source address) cycles round-robin over --flows flows, and the \
+long-run new-flow rate of --miss-rate / --lifetime / --mean-lifetime becomes that share of \
+packets carrying never-seen flows, spread evenly (lifetimes are not kept: every new flow is one \
+packet, the recurring ones never end). Popularity is uniform (--zipf is refused). --miss-rate \
+100% makes every packet a new flow. A veth only accepts these frames when its PEER has an XDP \
+program attached (an AF_XDP port does; for the Linux stack attach an XDP_PASS program), \
+otherwise they are dropped silently. Nothing reports frames the receiver had no room for: use \
+--rate to pace (bursts of at most 256 frames).
+  flowpath gen --tx veth0 --flows 1000 --miss-rate 5% --size imix --duration 10 --rate 1M
+  flowpath gen --replay in.pcap --tx veth0 --packets 1000000 --json";
 
 const SHORT_EXAMPLE: &str = "Example:
   flowpath gen --flows 1000 --size imix --miss-rate 5% --encap vxlan4-ipv6 --zipf 1.1 \\
@@ -113,9 +130,20 @@ struct GenFlags {
     /// Write the packets to this pcap file.
     #[arg(long, short = 'o', value_name = "FILE")]
     out: Option<String>,
-    /// Print the spec and the summary as JSON.
+    /// Print the spec and the summary (with --tx: packets, seconds, Mpps) as JSON.
     #[arg(long)]
     json: bool,
+    /// Transmit on this interface (XDP live frames; needs root) instead of writing a pcap.
+    /// Flows and new flows are rewritten in the kernel per packet: see --help.
+    #[arg(long, value_name = "IFACE")]
+    tx: Option<String>,
+    /// With --tx: seconds to transmit [default: 10, or until --packets are sent].
+    #[arg(long, value_name = "SECS", allow_hyphen_values = true)]
+    duration: Option<String>,
+    /// With --tx: pace to this many packets per second, e.g. 500k, 1M, 2.5M [default: as
+    /// fast as possible].
+    #[arg(long, value_name = "PPS", allow_hyphen_values = true)]
+    rate: Option<String>,
 }
 
 /// A one-line error naming the flag.
@@ -289,6 +317,17 @@ fn packets(a: &GenFlags, default: u64) -> Result<u64, Bad> {
 
 /// Generate (or replay), write, summarise. Returns the text to print.
 fn execute(a: &GenFlags) -> Result<String, Bad> {
+    if a.tx.is_some() {
+        return transmit(a);
+    }
+    for (flag, set) in [
+        ("--duration", a.duration.is_some()),
+        ("--rate", a.rate.is_some()),
+    ] {
+        if set {
+            return Err(bad(flag, "only applies with --tx IFACE"));
+        }
+    }
     if a.replay.is_some() {
         let generator_only = [
             ("--flows", a.flows.is_some()),
@@ -383,6 +422,215 @@ fn write(a: &GenFlags, src: &mut InMemorySource, n: u64) -> Result<Summary, Bad>
         }
         None => pcap::write_pcap(std::io::sink(), src, n).map_err(|e| bad("--out", e)),
     }
+}
+
+/// `1M`, `500k`, `2.5M`, `1_000_000`: packets per second.
+fn rate(s: &Option<String>) -> Result<Option<u64>, Bad> {
+    let Some(v) = s.as_deref() else {
+        return Ok(None);
+    };
+    let t = v.trim().replace('_', "");
+    let (n, mul) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 1e3),
+        Some((i, 'm' | 'M')) => (&t[..i], 1e6),
+        Some((i, 'g' | 'G')) => (&t[..i], 1e9),
+        _ => (&t[..], 1.0),
+    };
+    let x: f64 = n
+        .trim()
+        .parse()
+        .map_err(|_| bad("--rate", format!("'{v}' is not a rate like 500k or 1M")))?;
+    let pps = x * mul;
+    if !(pps >= 1.0 && pps.is_finite()) {
+        return Err(bad(
+            "--rate",
+            format!("'{v}' must be at least 1 packet per second"),
+        ));
+    }
+    Ok(Some(pps.round() as u64))
+}
+
+/// `10`, `0.5`, `10s`: seconds.
+fn seconds(s: &Option<String>) -> Result<Option<Duration>, Bad> {
+    let Some(v) = s.as_deref() else {
+        return Ok(None);
+    };
+    let t = v.trim();
+    let x: f64 = t
+        .strip_suffix('s')
+        .unwrap_or(t)
+        .trim()
+        .parse()
+        .map_err(|_| bad("--duration", format!("'{v}' is not a number of seconds")))?;
+    if !(x > 0.0 && x.is_finite() && x < 1e9) {
+        return Err(bad(
+            "--duration",
+            format!("'{v}' must be more than 0 seconds"),
+        ));
+    }
+    Ok(Some(Duration::from_secs_f64(x)))
+}
+
+/// The source's templates, each repeated in proportion to the slots holding it (the
+/// proportions reduced by their common divisor), at most [`MAX_TEMPLATES`] frames.
+fn template_cycle(src: &InMemorySource) -> Vec<Vec<u8>> {
+    let mut count = vec![0u64; src.template_count()];
+    for slot in 0..src.slot_count() {
+        count[src.template_of_slot(slot)] += 1;
+    }
+    let gcd = |mut a: u64, mut b: u64| {
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        a
+    };
+    let g = count.iter().copied().fold(0, gcd).max(1);
+    let mut out = Vec::new();
+    for (t, &c) in count.iter().enumerate() {
+        for _ in 0..c / g {
+            if out.len() < MAX_TEMPLATES {
+                out.push(src.template(t).to_vec());
+            }
+        }
+    }
+    out
+}
+
+/// `--tx`: build template frames and a flow plan, transmit, report.
+fn transmit(a: &GenFlags) -> Result<String, Bad> {
+    let iface = a.tx.as_deref().unwrap_or_default();
+    for (flag, set, why) in [
+        (
+            "--out",
+            a.out.is_some(),
+            "transmit or write a file, not both",
+        ),
+        (
+            "--zipf",
+            a.zipf.is_some(),
+            "popularity is uniform with --tx (the kernel program cycles flows round-robin)",
+        ),
+        ("--slots", a.slots.is_some(), "does not apply with --tx"),
+    ] {
+        if set {
+            return Err(bad(flag, format!("cannot be used with --tx: {why}")));
+        }
+    }
+    let rate = rate(&a.rate)?;
+    let packets = num::<u64>("--packets", &a.packets, "a number of packets")?;
+    if packets == Some(0) {
+        return Err(bad("--packets", "must be at least 1"));
+    }
+    let duration = match (seconds(&a.duration)?, packets) {
+        (Some(d), _) => d,
+        (None, Some(_)) => Duration::from_secs(365 * 24 * 3600),
+        (None, None) => Duration::from_secs(10),
+    };
+    let (templates, vary, head, spec) = if let Some(path) = a.replay.as_deref() {
+        let churned = [
+            ("--miss-rate", a.miss_rate.is_some()),
+            ("--lifetime", a.lifetime.is_some()),
+            ("--mean-lifetime", a.mean_lifetime.is_some()),
+            ("--flows", a.flows.is_some()),
+        ];
+        if let Some((flag, _)) = churned.iter().find(|(_, set)| *set) {
+            return Err(bad(
+                flag,
+                "cannot be used with --replay --tx (the capture is sent as it is)",
+            ));
+        }
+        let cap =
+            pcap::read_capture_file(path).map_err(|e| bad("--replay", format!("{path}: {e}")))?;
+        let n = cap.frames.len();
+        if n == 0 {
+            return Err(bad("--replay", format!("{path}: no frames")));
+        }
+        let mut frames = cap.frames;
+        frames.truncate(MAX_TEMPLATES);
+        let head = format!(
+            "{path}: {n} frames{}, sent as they are",
+            if n > MAX_TEMPLATES {
+                format!(" (the first {MAX_TEMPLATES} used)")
+            } else {
+                String::new()
+            }
+        );
+        (frames, Vary::AsIs, head, None)
+    } else {
+        let spec = spec_from(a)?;
+        // One flow, no churn: the templates only carry sizes, protocol and encapsulation.
+        let mut one = spec.clone();
+        one.flows.count = 1;
+        one.churn = Churn {
+            new_flow_share: 0.0,
+            lifetime: None,
+        };
+        one.popularity = Popularity::Uniform;
+        one.slots = None;
+        let src = one.source().map_err(spec_err)?;
+        let frames = template_cycle(&src);
+        let flows = u32::try_from(spec.flows.count).unwrap_or(u32::MAX);
+        let share = spec.churn.new_flow_rate();
+        let vary = if flows <= 1 && share == 0.0 {
+            Vary::AsIs
+        } else {
+            Vary::Flows {
+                flows,
+                new_share: share,
+            }
+        };
+        let head = format!(
+            "{} flows {} round-robin, {}, sizes {}, {} new flows; {} template frames",
+            spec.flows.count,
+            spec.flows.proto,
+            spec.encap,
+            spec.sizes,
+            pct(share),
+            frames.len()
+        );
+        (frames, vary, head, Some(spec))
+    };
+    let mut tx = LiveFrameTx::open(iface).map_err(|e| bad("--tx", format!("{iface}: {e}")))?;
+    let plan = TxPlan {
+        duration,
+        packets,
+        rate_pps: rate,
+        vary,
+    };
+    let r = tx
+        .run(&templates, &plan)
+        .map_err(|e| bad("--tx", format!("{iface}: {e}")))?;
+    if a.json {
+        let v = serde_json::json!({
+            "interface": iface,
+            "packets": r.packets,
+            "seconds": r.seconds,
+            "mpps": r.mpps,
+            "rate_pps": rate,
+            "vary": vary,
+            "templates": templates.len(),
+            "fast_calls": tx.fast_calls(),
+            "spec": spec,
+            "replay": a.replay,
+        });
+        return Ok(format!("{}\n", serde_json::to_string_pretty(&v).unwrap()));
+    }
+    let mut t = format!("{head}\n");
+    if !tx.fast_calls() {
+        t += &format!(
+            "note: {iface} already has an XDP program, so every kernel call costs tens of ms: \
+             bursts are long and --rate is coarse\n"
+        );
+    }
+    t += &format!(
+        "sent {} packets on {iface} in {:.2} s: {:.3} Mpps{}\n",
+        grouped(r.packets),
+        r.seconds,
+        r.mpps,
+        rate.map(|p| format!(" (paced to {})", grouped(p)))
+            .unwrap_or_default()
+    );
+    Ok(t)
 }
 
 fn pct(x: f64) -> String {
@@ -526,6 +774,18 @@ mod tests {
             (&["--replay", "/nonexistent.pcap"], "--replay:"),
             (&["--replay", "x.pcap", "--flows", "3"], "--flows:"),
             (&["--out", "/nonexistent-dir/x.pcap"], "--out:"),
+            (&["--rate", "1M"], "--rate:"),
+            (&["--duration", "3"], "--duration:"),
+            (&["--tx", "lo", "--rate", "fast"], "--rate:"),
+            (&["--tx", "lo", "--rate", "0"], "--rate:"),
+            (&["--tx", "lo", "--duration", "-1"], "--duration:"),
+            (&["--tx", "lo", "--out", "x.pcap"], "--out:"),
+            (&["--tx", "lo", "--zipf", "1.1"], "--zipf:"),
+            (&["--tx", "no-such-if0", "--packets", "1"], "--tx:"),
+            (
+                &["--tx", "lo", "--replay", "x.pcap", "--miss-rate", "5%"],
+                "--miss-rate:",
+            ),
         ] {
             let m = err(args);
             assert!(m.starts_with(flag), "{args:?}: {m}");
@@ -561,6 +821,18 @@ mod tests {
         assert!((s.churn.new_flow_rate() - 0.05).abs() < 1e-12);
         assert_eq!(s.churn.lifetime, Some(Lifetime::Packets(100)));
         assert_eq!(s.encap.to_string(), "vxlan4-ipv6");
+    }
+
+    #[test]
+    fn rates_and_durations_parse() {
+        let r = |v: &str| rate(&Some(v.to_string())).map_err(|b| b.0).unwrap();
+        assert_eq!(r("1M"), Some(1_000_000));
+        assert_eq!(r("500k"), Some(500_000));
+        assert_eq!(r("2.5M"), Some(2_500_000));
+        assert_eq!(r("1_000"), Some(1000));
+        let d = |v: &str| seconds(&Some(v.to_string())).map_err(|b| b.0).unwrap();
+        assert_eq!(d("10"), Some(Duration::from_secs(10)));
+        assert_eq!(d("0.5s"), Some(Duration::from_millis(500)));
     }
 
     #[test]

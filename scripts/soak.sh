@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Soak: `flowpath switch` on AF_XDP ports under traffic for a while (default 600 s), its
+# resident memory sampled every 30 s; then one of its veths is deleted under it, and it
+# must log the lost port and keep running, and stop cleanly on SIGTERM. Needs root.
+#   scripts/soak.sh [SECONDS] [RATE_PPS] [PORT_TYPE]      e.g. scripts/soak.sh 600 200000 afxdp
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-600}
+rate=${2:-200000}
+kind=${3:-afxdp}
+[ "$(id -u)" = 0 ] || { echo "soak: needs root (network namespaces, XDP)" >&2; exit 1; }
+bin=${FLOWPATH_BIN:-./target/release/flowpath}
+[ -x "$bin" ] || cargo build --release --locked -q -p flowpath
+ns=fps$$
+dir=$(mktemp -d /tmp/flowpath-soak.XXXXXX)
+cleanup() {
+    [ -n "${swpid:-}" ] && kill "$swpid" 2>/dev/null || true
+    [ -n "${genpid:-}" ] && kill "$genpid" 2>/dev/null || true
+    for n in gen sw sink; do ip netns del "$ns-$n" 2>/dev/null || true; done
+    rm -rf "$dir"
+}
+trap cleanup EXIT INT TERM
+
+for n in gen sw sink; do
+    ip netns add "$ns-$n"
+    ip netns exec "$ns-$n" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+done
+ip link add gen0 netns "$ns-gen" type veth peer name swin netns "$ns-sw"
+ip link add swout netns "$ns-sw" type veth peer name sink0 netns "$ns-sink"
+ip -n "$ns-gen" link set gen0 up
+ip -n "$ns-sw" link set swin up
+ip -n "$ns-sw" link set swout up
+ip -n "$ns-sink" link set sink0 up
+
+echo "in_port=1,ip actions=mod_dl_dst:02:00:00:00:00:02,output:2" > "$dir/flows.txt"
+cat > "$dir/switch.toml" <<EOF
+[switch]
+state = "$dir/state"
+control = "$dir/ctl.sock"
+flows = "$dir/flows.txt"
+[[worker]]
+core = 1
+[[port]]
+name = "swin"
+number = 1
+type = "$kind"
+interface = "swin"
+[[port]]
+name = "swout"
+number = 2
+type = "$kind"
+interface = "swout"
+EOF
+ip netns exec "$ns-sw" "$bin" switch --config "$dir/switch.toml" > "$dir/out" 2> "$dir/err" &
+swpid=$!
+for _ in $(seq 100); do grep -q ready "$dir/out" 2>/dev/null && break; sleep 0.1; done
+grep -q ready "$dir/out" || { cat "$dir/err"; exit 1; }
+# The switch runs under `ip netns exec`: find its own pid.
+sw=$(pgrep -f "flowpath switch --config $dir/switch.toml" | head -1)
+rss() { awk '/VmRSS/ {print $2}' "/proc/$sw/status"; }
+
+ip netns exec "$ns-gen" taskset -c 0 "$bin" gen --tx gen0 --flows 1000 --rate "$rate" --duration "$secs" --json \
+    > "$dir/gen.json" 2> "$dir/gen.err" &
+genpid=$!
+start=$(rss)
+echo "soak: $kind ports, $rate pps for $secs s; switch pid $sw RSS at start: $start KiB"
+t=0
+while kill -0 "$genpid" 2>/dev/null; do
+    sleep 30; t=$((t + 30))
+    echo "soak: t=${t}s RSS $(rss) KiB; $(ip netns exec "$ns-sw" "$bin" stats --control "$dir/ctl.sock" --json \
+        | python3 -c 'import json,sys; w=json.load(sys.stdin); print("rx", sum(x["packets"] for x in w), "tx", sum(x["tx_packets"] for x in w))')"
+done
+genpid=
+end=$(rss)
+echo "soak: RSS at start $start KiB, at end $end KiB (growth $((end - start)) KiB)"
+cat "$dir/gen.json"
+
+echo "soak: deleting swout's veth under the running switch"
+ip -n "$ns-sink" link del sink0
+sleep 1
+kill -0 "$sw" && echo "soak: switch still running after losing a port"
+kill -TERM "$sw"
+for _ in $(seq 100); do kill -0 "$sw" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$sw" 2>/dev/null; then echo "soak: switch did not stop on SIGTERM" >&2; exit 1; fi
+wait "$swpid" && echo "soak: switch exited cleanly" || { echo "soak: switch exit status $?" >&2; exit 1; }
+grep -i "swout" "$dir/err" | head -3
+ip -n "$ns-sw" -d link show swin | grep -q prog/xdp && { echo "soak: XDP program left on swin" >&2; exit 1; }
+echo "soak: no XDP program left behind"
