@@ -1,0 +1,566 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* flowpath XDP tier: parse each frame into flowpath's FlowKey (flowkey.h), look it up in
+ * the cached flows under each megaflow mask in order, and run the cached actions (VLAN
+ * push/pop/TCI, MAC/IP/port/TOS rewrites with incremental checksums, TTL decrement, then
+ * redirect through fp_ports or drop), counting per slot per CPU. Everything it cannot do
+ * exactly as flowpath's user-space datapath would goes, unmodified, to the AF_XDP socket
+ * of the rx queue (xsks_map; XDP_PASS when none is registered). Map contract:
+ * docs/xdp-tier.md. */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "flowkey.h"
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct fp_flow_key);
+	__type(value, struct fp_flow_value);
+} fp_flows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FP_MAX_MASKS);
+	__type(key, __u32);
+	__type(value, struct fp_mask);
+} fp_masks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct fp_stat);
+} fp_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, struct bpf_devmap_val);
+} fp_ports SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_XSKMAP);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, __u32);
+} xsks_map SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fp_config);
+} fp_config SEC(".maps");
+
+/* ingress ifindex -> flowpath port number (the key's in_port). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, __u32);
+} fp_inport SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FP_R_COUNT);
+	__type(key, __u32);
+	__type(value, __u64);
+} fp_reasons SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fp_debug);
+} fp_debug SEC(".maps");
+
+/* Where the parser found the headers (offsets from the frame start). */
+struct meta {
+	__u32 l3;     /* 0: none */
+	__u32 l4;     /* 0: none (other protocols, later fragments) */
+	__u32 vlans;
+};
+
+union key_words {
+	struct fp_key k;
+	__u64 w[FP_KEY_WORDS];
+};
+
+#define ETH_P_QINQ 0x88A8
+#define IS_VLAN(t) ((t) == bpf_htons(ETH_P_8021Q) || (t) == bpf_htons(ETH_P_QINQ))
+#define MAX_OFF 1024 /* headers deeper than this go to user space (cannot happen: <= 162) */
+
+static __always_inline void copy6(__u8 *d, const __u8 *s)
+{
+	*(__u32 *)d = *(const __u32 *)s;
+	*(__u16 *)(d + 4) = *(const __u16 *)(s + 4);
+}
+
+/* flowpath's parse(), restricted: returns 0 (key complete) or an FP_R_UP_* reason. */
+static __always_inline int parse(struct xdp_md *ctx, struct fp_key *k, struct meta *m,
+				 __u16 vxlan_port)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u32 len = data_end - data;
+	__u8 *p = data;
+
+	if (data + 14 > data_end)
+		return FP_R_UP_PARSE;
+	copy6(k->eth_dst, p);
+	copy6(k->eth_src, p + 6);
+	__be16 etype = *(__be16 *)(p + 12);
+	__u32 l3 = 14;
+	m->vlans = 0;
+	if (IS_VLAN(etype)) {
+		if (data + 18 > data_end)
+			return FP_R_UP_PARSE;
+		k->vlan_tci = *(__be16 *)(p + 14) | bpf_htons(FP_VLAN_PRESENT);
+		etype = *(__be16 *)(p + 16);
+		l3 = 18;
+		m->vlans = 1;
+		if (IS_VLAN(etype)) {
+			if (data + 22 > data_end)
+				return FP_R_UP_PARSE;
+			k->vlan_inner_tci = *(__be16 *)(p + 18) | bpf_htons(FP_VLAN_PRESENT);
+			etype = *(__be16 *)(p + 20);
+			l3 = 22;
+			m->vlans = 2;
+			if (IS_VLAN(etype))
+				return FP_R_UP_PARSE; /* TooManyVlans */
+		}
+	}
+	k->eth_type = etype;
+
+	__u32 l4, ip_end, proto;
+	int v6, vx = vxlan_port != 0;
+	__u8 *ip = data + l3;
+	if (etype == bpf_htons(ETH_P_ARP)) {
+		if ((void *)(ip + 28) > data_end)
+			return FP_R_UP_PARSE;
+		if (ip[0] != 0 || ip[1] != 1 || ip[2] != 8 || ip[3] != 0 || ip[4] != 6 ||
+		    ip[5] != 4)
+			return FP_R_UP_PARSE;
+		k->nw_proto = ip[7];
+		*(__u32 *)k->ip_src = *(__u32 *)(ip + 14);
+		*(__u32 *)k->ip_dst = *(__u32 *)(ip + 24);
+		m->l3 = l3;
+		return 0;
+	} else if (etype == bpf_htons(ETH_P_IP)) {
+		if ((void *)(ip + 20) > data_end)
+			return FP_R_UP_PARSE;
+		if ((ip[0] >> 4) != 4)
+			return FP_R_UP_PARSE;
+		__u32 hlen = (ip[0] & 0x0f) * 4;
+		if (hlen < 20)
+			return FP_R_UP_PARSE;
+		__u32 avail = len - l3;
+		if (hlen > avail)
+			return FP_R_UP_PARSE;
+		__u32 total = bpf_ntohs(*(__be16 *)(ip + 2));
+		if (total < hlen || total > avail)
+			return FP_R_UP_PARSE;
+		proto = ip[9];
+		k->nw_proto = proto;
+		k->nw_tos = ip[1];
+		k->nw_ttl = ip[8];
+		*(__u32 *)k->ip_src = *(__u32 *)(ip + 12);
+		*(__u32 *)k->ip_dst = *(__u32 *)(ip + 16);
+		m->l3 = l3;
+		__u16 frag = bpf_ntohs(*(__be16 *)(ip + 6));
+		if (frag & 0x3fff) {
+			vx = 0;
+			if (frag & 0x1fff) {
+				k->nw_frag = FP_FRAG_ANY | FP_FRAG_LATER;
+				return 0;
+			}
+			k->nw_frag = FP_FRAG_ANY;
+		}
+		l4 = l3 + hlen;
+		ip_end = l3 + total;
+		v6 = 0;
+	} else if (etype == bpf_htons(ETH_P_IPV6)) {
+		if ((void *)(ip + 40) > data_end)
+			return FP_R_UP_PARSE;
+		if ((ip[0] >> 4) != 6)
+			return FP_R_UP_PARSE;
+		ip_end = l3 + 40 + bpf_ntohs(*(__be16 *)(ip + 4));
+		if (ip_end > len)
+			return FP_R_UP_PARSE;
+		k->nw_tos = (ip[0] << 4) | (ip[1] >> 4);
+		k->nw_ttl = ip[7];
+		__builtin_memcpy(k->ip_src, ip + 8, 16);
+		__builtin_memcpy(k->ip_dst, ip + 24, 16);
+		m->l3 = l3;
+		proto = ip[6];
+		/* Hop-by-hop, routing, fragment, destination options: user space walks them. */
+		if (proto == 0 || proto == 43 || proto == 44 || proto == 60)
+			return FP_R_UP_UNSUPPORTED;
+		k->nw_proto = proto;
+		l4 = l3 + 40;
+		v6 = 1;
+	} else {
+		return 0; /* keyed on the ethertype alone */
+	}
+
+	/* L4: bounded by the IP payload (ip_end <= len), as the Rust parser does. */
+	if (l4 > MAX_OFF)
+		return FP_R_UP_UNSUPPORTED;
+	__u8 *t = data + l4;
+	if (proto == 17) {
+		if (l4 + 8 > ip_end || (void *)(t + 8) > data_end)
+			return FP_R_UP_PARSE;
+		__u32 ulen = bpf_ntohs(*(__be16 *)(t + 4));
+		if (ulen < 8 || ulen > ip_end - l4)
+			return FP_R_UP_PARSE;
+		k->tp_src = *(__be16 *)t;
+		k->tp_dst = *(__be16 *)(t + 2);
+		m->l4 = l4;
+		if (vx && k->tp_dst == bpf_htons(vxlan_port))
+			return FP_R_UP_UNSUPPORTED;
+	} else if (proto == 6) {
+		if (l4 + 20 > ip_end || (void *)(t + 20) > data_end)
+			return FP_R_UP_PARSE;
+		__u32 doff = (t[12] >> 4) * 4;
+		if (doff < 20 || doff > ip_end - l4)
+			return FP_R_UP_PARSE;
+		k->tp_src = *(__be16 *)t;
+		k->tp_dst = *(__be16 *)(t + 2);
+		k->tcp_flags = *(__be16 *)(t + 12) & bpf_htons(0x0fff);
+		m->l4 = l4;
+	} else if ((proto == 1 && !v6) || (proto == 58 && v6)) {
+		if (l4 + 4 > ip_end || (void *)(t + 4) > data_end)
+			return FP_R_UP_PARSE;
+		k->tp_src = bpf_htons(t[0]);
+		k->tp_dst = bpf_htons(t[1]);
+		m->l4 = l4;
+	}
+	return 0;
+}
+
+/* ---- checksums: RFC 1624 eqn. 3 on raw (as in the frame) 16-bit words; one's-complement
+ * sums do not care about byte order. */
+static __always_inline __u32 fold(__u32 s)
+{
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	return s;
+}
+
+static __always_inline __u32 sum_words(__u32 s, const __u16 *old, const __u16 *new, int n)
+{
+#pragma unroll
+	for (int i = 0; i < n; i++) {
+		s += (~old[i]) & 0xffff;
+		s += new[i];
+	}
+	return s;
+}
+
+/* Finish an update begun with s = ~hc. */
+static __always_inline __u16 finish(__u32 s)
+{
+	return ~fold(s) & 0xffff;
+}
+
+/* Transport checksum update; UDP: 0 stays 0 ("none"), a result of 0 becomes 0xffff. */
+static __always_inline void l4_update(__u16 *ck, const __u16 *old, const __u16 *new, int n,
+				      int udp)
+{
+	__u16 cur = *ck;
+	if (udp && cur == 0)
+		return;
+	__u16 r = finish(sum_words(~cur & 0xffff, old, new, n));
+	if (udp && r == 0)
+		r = 0xffff;
+	*ck = r;
+}
+
+static __always_inline int upcall(struct xdp_md *ctx)
+{
+	return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
+}
+
+static __always_inline void count_reason(__u32 r)
+{
+	__u64 *c = bpf_map_lookup_elem(&fp_reasons, &r);
+	if (c)
+		*c += 1;
+}
+
+static __always_inline void record(struct fp_config *cfg, union key_words *kw, __u32 reason,
+				   __u32 slot)
+{
+	count_reason(reason);
+	if (!(cfg->flags & FP_CFG_DEBUG))
+		return;
+	__u32 zero = 0;
+	struct fp_debug *d = bpf_map_lookup_elem(&fp_debug, &zero);
+	if (!d)
+		return;
+	__builtin_memcpy(&d->key, &kw->k, sizeof(d->key));
+	d->reason = reason;
+	d->slot = slot;
+	d->seq += 1;
+}
+
+/* Move the 12 MAC bytes from `from` to `to` (non-overlapping copy through registers). */
+static __always_inline void move_macs(__u8 *to, __u8 *from)
+{
+	__u32 a = *(__u32 *)from, b = *(__u32 *)(from + 4), c = *(__u32 *)(from + 8);
+	*(__u32 *)to = a;
+	*(__u32 *)(to + 4) = b;
+	*(__u32 *)(to + 8) = c;
+}
+
+SEC("xdp")
+int flow_tier(struct xdp_md *ctx)
+{
+	__u32 zero = 0;
+	struct fp_config *cfg = bpf_map_lookup_elem(&fp_config, &zero);
+	if (!cfg)
+		return XDP_ABORTED;
+	union key_words kw;
+	__builtin_memset(&kw, 0, sizeof(kw));
+	struct meta m = {};
+	__u32 frame_len = ctx->data_end - ctx->data;
+
+	__u32 ifindex = ctx->ingress_ifindex;
+	__u32 *in_port = bpf_map_lookup_elem(&fp_inport, &ifindex);
+	if (!in_port) {
+		record(cfg, &kw, FP_R_UP_NO_INPORT, ~0u);
+		return upcall(ctx);
+	}
+	kw.k.in_port = bpf_htonl(*in_port);
+	int r = parse(ctx, &kw.k, &m, cfg->vxlan_port);
+	if (r) {
+		record(cfg, &kw, r, ~0u);
+		return upcall(ctx);
+	}
+
+	/* Lookup: masks in order, first hit wins. */
+	struct fp_flow_key lk;
+	struct fp_flow_value *v = NULL;
+	__u32 n = cfg->n_masks;
+	for (__u32 i = 0; i < FP_MAX_MASKS; i++) {
+		if (i >= n)
+			break;
+		__u32 idx = i;
+		struct fp_mask *mk = bpf_map_lookup_elem(&fp_masks, &idx);
+		if (!mk)
+			break;
+		union key_words *mw = (union key_words *)&mk->mask;
+		union key_words *lw = (union key_words *)&lk.key;
+		lk.mask_id = mk->id;
+		lk.pad = 0;
+#pragma unroll
+		for (int w = 0; w < FP_KEY_WORDS; w++)
+			lw->w[w] = kw.w[w] & mw->w[w];
+		v = bpf_map_lookup_elem(&fp_flows, &lk);
+		if (v)
+			break;
+	}
+	if (!v) {
+		record(cfg, &kw, FP_R_MISS, ~0u);
+		return upcall(ctx);
+	}
+	if (v->act.version != cfg->version) {
+		record(cfg, &kw, FP_R_STALE, ~0u);
+		return upcall(ctx);
+	}
+	struct fp_actions *a = &v->act;
+	__u32 fl = a->flags, slot = v->slot;
+
+	/* Everything that can send the packet to user space is decided before the first
+	 * byte changes: it must arrive there as received. */
+	if (fl & FP_ACT_OUTPUT) {
+		if (a->out_port == *in_port) /* flowpath skips output to the ingress port */
+			goto up_action;
+		__u32 dev = a->out_dev;
+		if (!bpf_map_lookup_elem(&fp_ports, &dev))
+			goto up_action;
+	}
+	int is4 = kw.k.eth_type == bpf_htons(ETH_P_IP) && m.l3;
+	int is6 = kw.k.eth_type == bpf_htons(ETH_P_IPV6) && m.l3;
+	if ((fl & FP_ACT_DEC_TTL) && (is4 || is6) && kw.k.nw_ttl <= 1) {
+		record(cfg, &kw, FP_R_UP_TTL, slot);
+		return upcall(ctx);
+	}
+	__u32 vl = m.vlans, pops = a->pop_vlans;
+	if (pops > vl)
+		pops = vl;
+	vl -= pops;
+	int push = 0;
+	if (fl & FP_ACT_PUSH_VLAN) {
+		if (vl >= 2)
+			goto up_action; /* flowpath drops a third tag (too_many_vlans) */
+		push = 1;
+	} else if ((fl & FP_ACT_SET_VLAN_TCI) && vl == 0) {
+		push = 1;
+	}
+
+	/* VLAN changes first; the L3/L4 header then sits `shift` bytes further on. */
+	void *data, *data_end;
+	for (__u32 i = 0; i < 2; i++) {
+		if (i >= pops)
+			break;
+		data = (void *)(long)ctx->data;
+		data_end = (void *)(long)ctx->data_end;
+		if (data + 16 > data_end)
+			return XDP_ABORTED;
+		move_macs(data + 4, data); /* overlapping: loads happen before the stores */
+		if (bpf_xdp_adjust_head(ctx, 4))
+			return XDP_ABORTED;
+	}
+	if (push) {
+		__u16 tpid = (fl & FP_ACT_PUSH_VLAN) ? a->push_tpid : bpf_htons(ETH_P_8021Q);
+		if (bpf_xdp_adjust_head(ctx, -4)) {
+			if (pops)
+				return XDP_ABORTED; /* cannot happen: a pop freed the headroom */
+			goto up_action;
+		}
+		data = (void *)(long)ctx->data;
+		data_end = (void *)(long)ctx->data_end;
+		if (data + 20 > data_end)
+			return XDP_ABORTED;
+		__u16 tci = vl ? *(__u16 *)(data + 18) : 0;
+		move_macs(data, data + 4);
+		*(__u16 *)(data + 12) = tpid;
+		*(__u16 *)(data + 14) = tci;
+		vl += 1;
+	}
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	if ((fl & FP_ACT_SET_VLAN_TCI) && vl) {
+		if (data + 16 > data_end)
+			return XDP_ABORTED;
+		__u16 tci = bpf_ntohs(*(__be16 *)(data + 14));
+		*(__be16 *)(data + 14) = bpf_htons((tci & a->vlan_keep) | a->vlan_set);
+	}
+	__u32 l3 = m.l3 + 4 * vl - 4 * m.vlans;
+	__u32 l4 = m.l4 ? m.l4 + 4 * vl - 4 * m.vlans : 0;
+	if (l3 > MAX_OFF || l4 > MAX_OFF)
+		return XDP_ABORTED;
+	__u32 proto = kw.k.nw_proto;
+	/* Transport checksum: offset from the frame start, 0 = none. ICMPv6 is covered only
+	 * for IPv6 address changes (it has no ports). */
+	__u32 ck_off = 0, ck_udp = 0;
+	if (l4 && proto == 6)
+		ck_off = l4 + 16;
+	else if (l4 && proto == 17)
+		ck_off = l4 + 6, ck_udp = 1;
+	__u16 *ck = NULL;
+	if (ck_off && data + ck_off + 2 <= data_end)
+		ck = data + ck_off;
+
+	if (is4 && (fl & (FP_ACT_SET_IP4_SRC | FP_ACT_SET_IP4_DST | FP_ACT_SET_NW_TOS |
+			  FP_ACT_DEC_TTL))) {
+		__u8 *ip = data + l3;
+		if ((void *)(ip + 20) > data_end)
+			return XDP_ABORTED;
+		__u16 *hc = (__u16 *)(ip + 10);
+		if (fl & FP_ACT_SET_IP4_SRC) {
+			__u16 old[2], *nw = (__u16 *)a->ip_src;
+			__builtin_memcpy(old, ip + 12, 4);
+			__builtin_memcpy(ip + 12, a->ip_src, 4);
+			*hc = finish(sum_words(~*hc & 0xffff, old, nw, 2));
+			if (ck)
+				l4_update(ck, old, nw, 2, ck_udp);
+		}
+		if (fl & FP_ACT_SET_IP4_DST) {
+			__u16 old[2], *nw = (__u16 *)a->ip_dst;
+			__builtin_memcpy(old, ip + 16, 4);
+			__builtin_memcpy(ip + 16, a->ip_dst, 4);
+			*hc = finish(sum_words(~*hc & 0xffff, old, nw, 2));
+			if (ck)
+				l4_update(ck, old, nw, 2, ck_udp);
+		}
+		if (fl & FP_ACT_SET_NW_TOS) {
+			__u16 old = *(__u16 *)ip;
+			ip[1] = (a->nw_tos & 0xfc) | (ip[1] & 0x03);
+			__u16 nw = *(__u16 *)ip;
+			*hc = finish(sum_words(~*hc & 0xffff, &old, &nw, 1));
+		}
+		if (fl & FP_ACT_DEC_TTL) {
+			__u16 old = *(__u16 *)(ip + 8);
+			ip[8] -= 1;
+			__u16 nw = *(__u16 *)(ip + 8);
+			*hc = finish(sum_words(~*hc & 0xffff, &old, &nw, 1));
+		}
+	} else if (is6 && (fl & (FP_ACT_SET_IP6_SRC | FP_ACT_SET_IP6_DST | FP_ACT_SET_NW_TOS |
+				 FP_ACT_DEC_TTL))) {
+		__u8 *ip = data + l3;
+		if ((void *)(ip + 40) > data_end)
+			return XDP_ABORTED;
+		__u16 *ck6 = ck;
+		int udp6 = ck_udp;
+		if (!ck6 && l4 && proto == 58 && data + l4 + 4 <= data_end)
+			ck6 = data + l4 + 2, udp6 = 0;
+		if (fl & FP_ACT_SET_IP6_SRC) {
+			__u16 old[8], *nw = (__u16 *)a->ip_src;
+			__builtin_memcpy(old, ip + 8, 16);
+			__builtin_memcpy(ip + 8, a->ip_src, 16);
+			if (ck6)
+				l4_update(ck6, old, nw, 8, udp6);
+		}
+		if (fl & FP_ACT_SET_IP6_DST) {
+			__u16 old[8], *nw = (__u16 *)a->ip_dst;
+			__builtin_memcpy(old, ip + 24, 16);
+			__builtin_memcpy(ip + 24, a->ip_dst, 16);
+			if (ck6)
+				l4_update(ck6, old, nw, 8, udp6);
+		}
+		if (fl & FP_ACT_SET_NW_TOS) {
+			__u8 b0 = ip[0], b1 = ip[1];
+			__u8 tc = (b0 << 4) | (b1 >> 4);
+			__u8 ntc = (a->nw_tos & 0xfc) | (tc & 0x03);
+			ip[0] = (b0 & 0xf0) | (ntc >> 4);
+			ip[1] = (b1 & 0x0f) | (ntc << 4);
+		}
+		if (fl & FP_ACT_DEC_TTL)
+			ip[7] -= 1;
+	}
+	if (ck && (is4 || is6)) {
+		__u8 *t = data + l4;
+		if ((void *)(t + 4) > data_end)
+			return XDP_ABORTED;
+		if (fl & FP_ACT_SET_TP_SRC) {
+			__u16 old = *(__u16 *)t, nw = a->tp_src;
+			*(__u16 *)t = nw;
+			l4_update(ck, &old, &nw, 1, ck_udp);
+		}
+		if (fl & FP_ACT_SET_TP_DST) {
+			__u16 old = *(__u16 *)(t + 2), nw = a->tp_dst;
+			*(__u16 *)(t + 2) = nw;
+			l4_update(ck, &old, &nw, 1, ck_udp);
+		}
+	}
+	if (fl & (FP_ACT_SET_ETH_SRC | FP_ACT_SET_ETH_DST)) {
+		if (data + 12 > data_end)
+			return XDP_ABORTED;
+		if (fl & FP_ACT_SET_ETH_DST)
+			copy6(data, a->eth_dst);
+		if (fl & FP_ACT_SET_ETH_SRC)
+			copy6(data + 6, a->eth_src);
+	}
+
+	struct fp_stat *st = bpf_map_lookup_elem(&fp_stats, &slot);
+	if (st) {
+		st->packets += 1;
+		st->bytes += frame_len;
+	}
+	if (fl & FP_ACT_OUTPUT) {
+		record(cfg, &kw, FP_R_HIT_OUTPUT, slot);
+		return bpf_redirect_map(&fp_ports, a->out_dev, 0);
+	}
+	record(cfg, &kw, FP_R_HIT_DROP, slot);
+	return XDP_DROP;
+
+up_action:
+	record(cfg, &kw, FP_R_UP_ACTION, slot);
+	return upcall(ctx);
+}
+
+char _license[] SEC("license") = "Dual BSD/GPL";

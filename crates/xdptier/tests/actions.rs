@@ -1,0 +1,295 @@
+//! Cached actions against flowpath's own rewrites (crates/packet rewrite::apply on the same
+//! frame): output bytes and verdict must be equal; misses, stale versions and what the
+//! program refuses go to user space unchanged; per-CPU counters add up.
+
+mod common;
+
+use common::*;
+use flowpath_gen::{build, FrameSpec, L3, L4};
+use flowpath_packet::{Action, Field, FlowKey};
+use flowpath_xdptier::{actions_from, xdp_action, FlowTier, Reason};
+
+/// Output to flowpath port OUT goes through devmap index DEV, which points at `lo`.
+const OUT: u32 = 5;
+const DEV: u32 = 3;
+
+fn dev_of(p: u32) -> Option<u32> {
+    match p {
+        OUT => Some(DEV),
+        IN_PORT => Some(9), // a devmap slot left empty
+        _ => None,
+    }
+}
+
+fn setup() -> Option<FlowTier> {
+    let mut t = tier()?;
+    t.set_output_dev(DEV, LO).unwrap();
+    t.set_masks(&[(0, FlowKey::ONES)]).unwrap();
+    Some(t)
+}
+
+fn action_sets() -> Vec<Vec<Action>> {
+    use Action::*;
+    let mac1 = [0x02, 0xaa, 0xbb, 0xcc, 0xdd, 0xee];
+    let mac2 = [0x02, 0x11, 0x22, 0x33, 0x44, 0x55];
+    let ip6: [u8; 16] = [
+        0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0xde, 0xad, 0xbe, 0xef,
+    ];
+    let ip6b: [u8; 16] = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xfe];
+    vec![
+        vec![Output(OUT)],
+        vec![],
+        vec![SetEthSrc(mac1), SetEthDst(mac2), Output(OUT)],
+        vec![SetEthDst(mac2)], // rewrite then drop
+        vec![SetIpv4Src([192, 0, 2, 1]), Output(OUT)],
+        vec![
+            SetIpv4Dst([198, 51, 100, 255]),
+            SetIpv4Src([1, 2, 3, 4]),
+            Output(OUT),
+        ],
+        vec![SetIpv6Src(ip6), Output(OUT)],
+        vec![SetIpv6Dst(ip6b), SetIpv6Src(ip6), Output(OUT)],
+        vec![SetTpSrc(9999), Output(OUT)],
+        vec![SetTpDst(1), SetTpSrc(65535), Output(OUT)],
+        vec![SetNwTos(0xb8), Output(OUT)],
+        vec![DecTtl, Output(OUT)],
+        vec![PushVlan { tpid: 0x8100 }, Output(OUT)],
+        vec![PushVlan { tpid: 0x88a8 }, SetVlanVid(77), Output(OUT)],
+        vec![PopVlan, Output(OUT)],
+        vec![PopVlan, PopVlan, Output(OUT)],
+        vec![SetVlanVid(9), SetVlanPcp(3), Output(OUT)],
+        vec![
+            PopVlan,
+            PushVlan { tpid: 0x88a8 },
+            SetVlanPcp(6),
+            SetEthDst(mac1),
+            SetIpv4Dst([10, 9, 8, 7]),
+            SetTpDst(8080),
+            SetNwTos(0x20),
+            DecTtl,
+            Output(OUT),
+        ],
+        vec![
+            SetVlanVid(0x0fff),
+            SetIpv6Dst(ip6),
+            DecTtl,
+            SetTpSrc(7),
+            SetNwTos(0xfc),
+            SetEthSrc(mac2),
+            Output(OUT),
+        ],
+    ]
+}
+
+/// Frames for the action tests: every base spec, checksum-less UDP, fragments, TTL 1.
+fn action_frames() -> Vec<Vec<u8>> {
+    let mut out: Vec<Vec<u8>> = base_specs().iter().map(build).collect();
+    let mut nock = build(&FrameSpec::udp4(v4(1, 1), v4(2, 2), 5000, 6000, 128));
+    let ip = l3_off(&nock);
+    nock[ip + 26..ip + 28].copy_from_slice(&[0, 0]); // UDP checksum 0: "none"
+    out.push(nock.clone());
+    out.push(with_frag(nock.clone(), 0x2000));
+    out.push(with_frag(
+        build(&FrameSpec::tcp4(v4(1, 1), v4(2, 2), 5000, 80, 0x10, 128)),
+        0x2000,
+    ));
+    out.push(with_frag(nock, 0x00b0));
+    out.push(with_ipv4_options(
+        build(&FrameSpec::tcp4(v4(1, 1), v4(2, 2), 5000, 80, 0x10, 200)),
+        8,
+    ));
+    for ttl in [0, 1, 2] {
+        let l3 = L3::V4 {
+            src: v4(1, 1),
+            dst: v4(2, 2),
+            ttl,
+            tos: 3,
+        };
+        out.push(build(&FrameSpec::new(
+            l3,
+            L4::Udp { sport: 1, dport: 2 },
+            64,
+        )));
+        let l3 = L3::V6 {
+            src: v6(1),
+            dst: v6(2),
+            hop_limit: ttl,
+            tclass: 0,
+        };
+        let s = FrameSpec::new(
+            l3,
+            L4::Tcp {
+                sport: 1,
+                dport: 2,
+                flags: 2,
+            },
+            90,
+        );
+        out.push(build(&s.with_vlan(0x8100, 4)));
+    }
+    out.push(arp_frame(true));
+    out
+}
+
+/// Install `actions` for `frame`'s exact key, run it, and compare with flowpath.
+fn run_case(t: &mut FlowTier, frame: &[u8], actions: &[Action], slot: u32) {
+    let key = key_of(frame);
+    let a = actions_from(actions, dev_of).expect("executable");
+    t.insert(0, &FlowKey::ONES, &key, a, slot).unwrap();
+    let r = t.test_run(frame, LO).unwrap();
+    let reason = Reason::from_u32(t.last_debug().unwrap().reason).unwrap();
+    let ctx = format!("actions {actions:?} on {key:?}: {reason:?}");
+    match flowpath_result(frame, actions) {
+        Expect::Output(bytes) => {
+            assert_eq!(reason, Reason::HitOutput, "{ctx}");
+            assert_eq!(r.action, xdp_action::REDIRECT, "{ctx}");
+            assert_eq!(r.data, bytes, "{ctx}");
+        }
+        Expect::Drop => {
+            assert_eq!(reason, Reason::HitDrop, "{ctx}");
+            assert_eq!(r.action, xdp_action::DROP, "{ctx}");
+        }
+        Expect::RewriteDrop => {
+            assert!(matches!(reason, Reason::UpTtl | Reason::UpAction), "{ctx}");
+            assert_eq!(r.action, xdp_action::PASS, "{ctx}");
+            assert_eq!(r.data, frame, "{ctx}: changed before the upcall");
+        }
+    }
+    t.remove(0, &FlowKey::ONES, &key).unwrap();
+}
+
+#[test]
+fn cached_actions_equal_flowpath_rewrites() {
+    let Some(mut t) = setup() else { return };
+    let mut n = 0;
+    for actions in action_sets() {
+        for f in action_frames() {
+            run_case(&mut t, &f, &actions, 1);
+            n += 1;
+        }
+    }
+    let counts = t.reason_counts().unwrap();
+    eprintln!("{n} cases; verdicts {counts:?}");
+    assert!(counts[Reason::HitOutput as usize] > 500);
+    assert!(counts[Reason::HitDrop as usize] > 50);
+    assert!(counts[Reason::UpTtl as usize] >= 4);
+    assert!(counts[Reason::UpAction as usize] >= 4); // push onto two tags
+}
+
+#[test]
+fn output_to_in_port_or_empty_devmap_slot_is_an_upcall() {
+    let Some(mut t) = setup() else { return };
+    let f = build(&FrameSpec::udp4(v4(1, 1), v4(2, 2), 1, 2, 64));
+    let key = key_of(&f);
+    for actions in [
+        vec![Action::Output(IN_PORT)],
+        vec![Action::SetEthSrc([2; 6]), Action::Output(IN_PORT)],
+    ] {
+        let a = actions_from(&actions, dev_of).unwrap();
+        t.insert(0, &FlowKey::ONES, &key, a, 1).unwrap();
+        let r = t.test_run(&f, LO).unwrap();
+        assert_eq!(r.action, xdp_action::PASS);
+        assert_eq!(r.data, f);
+        assert_eq!(t.last_debug().unwrap().reason, Reason::UpAction as u32);
+    }
+    // Same via an empty devmap slot with a port other than in_port.
+    let mut a = actions_from(&[Action::Output(OUT)], dev_of).unwrap();
+    a.out_dev = 200;
+    t.insert(0, &FlowKey::ONES, &key, a, 1).unwrap();
+    assert_eq!(t.test_run(&f, LO).unwrap().action, xdp_action::PASS);
+    assert_eq!(t.last_debug().unwrap().reason, Reason::UpAction as u32);
+}
+
+#[test]
+fn miss_and_stale_version_go_to_user_space() {
+    let Some(mut t) = setup() else { return };
+    let f = build(&FrameSpec::tcp4(v4(1, 1), v4(2, 2), 1000, 80, 0x02, 64));
+    let key = key_of(&f);
+    let pass = |t: &FlowTier| {
+        let r = t.test_run(&f, LO).unwrap();
+        (r.action, t.last_debug().unwrap().reason)
+    };
+    // No socket registered: an upcall is XDP_PASS (with one: XDP_REDIRECT to it).
+    assert_eq!(pass(&t), (xdp_action::PASS, Reason::Miss as u32));
+    let a = actions_from(&[Action::Output(OUT)], dev_of).unwrap();
+    t.insert(0, &FlowKey::ONES, &key, a, 2).unwrap();
+    assert_eq!(pass(&t), (xdp_action::REDIRECT, Reason::HitOutput as u32));
+    let v = t.bump_version().unwrap();
+    assert_eq!(v, 2);
+    assert_eq!(pass(&t), (xdp_action::PASS, Reason::Stale as u32));
+    t.insert(0, &FlowKey::ONES, &key, a, 2).unwrap(); // re-stamped with version 2
+    assert_eq!(pass(&t), (xdp_action::REDIRECT, Reason::HitOutput as u32));
+    // A different flow is still a miss.
+    let g = build(&FrameSpec::tcp4(v4(1, 1), v4(2, 2), 1001, 80, 0x02, 64));
+    let r = t.test_run(&g, LO).unwrap();
+    assert_eq!(
+        (r.action, t.last_debug().unwrap().reason),
+        (xdp_action::PASS, Reason::Miss as u32)
+    );
+}
+
+#[test]
+fn megaflow_masks_are_tried_in_order() {
+    let Some(mut t) = setup() else { return };
+    let mut dst_only = FlowKey::ZERO;
+    dst_only.set_all(Field::EthType);
+    dst_only.set_all(Field::Ipv4Dst);
+    let mut port_only = FlowKey::ZERO;
+    port_only.set_all(Field::EthType);
+    port_only.set_all(Field::NwProto);
+    port_only.set_all(Field::TpDst);
+    t.set_masks(&[(10, FlowKey::ONES), (11, dst_only), (12, port_only)])
+        .unwrap();
+    let f = build(&FrameSpec::udp4(v4(1, 1), v4(2, 2), 1, 53, 64));
+    let key = key_of(&f);
+    let out = actions_from(&[Action::Output(OUT)], dev_of).unwrap();
+    let drop = actions_from(&[], dev_of).unwrap();
+    // Under mask 12 (third): drop; any source, destination 53 matches.
+    t.insert(12, &port_only, &key, drop, 3).unwrap();
+    let g = build(&FrameSpec::udp4(v4(7, 7), v4(8, 8), 999, 53, 64));
+    assert_eq!(t.test_run(&g, LO).unwrap().action, xdp_action::DROP);
+    // Mask 11 comes before 12: output wins for this destination.
+    t.insert(11, &dst_only, &key, out, 4).unwrap();
+    assert_eq!(t.test_run(&f, LO).unwrap().action, xdp_action::REDIRECT);
+    assert_eq!(t.last_debug().unwrap().slot, 4);
+    assert_eq!(t.test_run(&g, LO).unwrap().action, xdp_action::DROP);
+    // Same id under a different mask does not match.
+    let h = build(&FrameSpec::udp4(v4(1, 1), v4(2, 3), 1, 54, 64));
+    assert_eq!(t.test_run(&h, LO).unwrap().action, xdp_action::PASS);
+    // Fewer masks in use: the third is not tried.
+    t.set_masks(&[(10, FlowKey::ONES), (11, dst_only)]).unwrap();
+    assert_eq!(t.test_run(&g, LO).unwrap().action, xdp_action::PASS);
+}
+
+#[test]
+fn per_cpu_counters_sum_per_slot() {
+    let Some(mut t) = setup() else { return };
+    let f = build(&FrameSpec::udp4(v4(1, 1), v4(2, 2), 1, 2, 128));
+    let g = build(&FrameSpec::udp6(v6(1), v6(2), 1, 2, 300));
+    let out = actions_from(
+        &[Action::PushVlan { tpid: 0x8100 }, Action::Output(OUT)],
+        dev_of,
+    )
+    .unwrap();
+    let drop = actions_from(&[], dev_of).unwrap();
+    t.insert(0, &FlowKey::ONES, &key_of(&f), out, 42).unwrap();
+    t.insert(0, &FlowKey::ONES, &key_of(&g), drop, 43).unwrap();
+    for _ in 0..25 {
+        t.test_run(&f, LO).unwrap();
+    }
+    for _ in 0..7 {
+        t.test_run(&g, LO).unwrap();
+    }
+    // Misses and upcalls count nowhere.
+    t.test_run(&build(&FrameSpec::udp4(v4(1, 1), v4(2, 9), 1, 2, 128)), LO)
+        .unwrap();
+    let s = t.stats(42).unwrap();
+    assert_eq!((s.packets, s.bytes), (25, 25 * f.len() as u64)); // received length
+    let s = t.stats(43).unwrap();
+    assert_eq!((s.packets, s.bytes), (7, 7 * g.len() as u64));
+    assert_eq!(t.stats(44).unwrap().packets, 0);
+    let c = t.reason_counts().unwrap();
+    assert_eq!(c[Reason::HitOutput as usize], 25);
+    assert_eq!(c[Reason::HitDrop as usize], 7);
+    assert_eq!(c[Reason::Miss as usize], 1);
+}
