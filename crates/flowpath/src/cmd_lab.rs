@@ -1,11 +1,228 @@
 //! `flowpath lab`: a netns topology, the same traffic through flowpath and its peers, one table.
 
+use flowpath_lab::{report, systems, topo, Case, GenChoice, Lab, LabConfig};
 use std::process::ExitCode;
 
-#[derive(clap::Args)]
-pub struct LabArgs {}
+const ABOUT: &str =
+    "Build a netns topology and measure flowpath against Open vSwitch, DPDK and Linux.
 
-pub fn run(_args: LabArgs) -> ExitCode {
-    eprintln!("flowpath lab: not built yet");
-    ExitCode::FAILURE
+Topology (namespaces named fpl<pid>-*, so parallel runs never collide; all torn down on
+exit, on an error and on Ctrl-C/SIGTERM; `--cleanup` removes what a killed run left):
+
+  fpl<pid>-gen  gen0 ==veth== swin  fpl<pid>-sw  swout ==veth== sink0  fpl<pid>-sink
+                gdir0 =========================================== sdir0   (generator alone)
+
+The generator (pinned to CPU 0; `flowpath gen --tx`, XDP live frames, else trafgen) sends
+64-byte UDP/IPv4 frames from gen0 to swin's MAC, destination 10.10.2.2; the switch under
+test (pinned to CPU 1) forwards swin -> swout; sink0 drops every frame in a native XDP
+program (a veth loses frames sent from XDP unless its peer has one) and its receive counter
+is the delivered rate. When a switch puts no native XDP program on swin itself (Linux,
+AF_PACKET, OVS generic mode), the lab attaches XDP_PASS there (or turns GRO on) so the
+generator's frames are accepted.
+
+Systems, one after the other, each started fresh per case and stopped after it:
+  generator          the chosen generator straight into a sink (gdir0 -> sdir0): the most
+                     the generator offers; rows within 10 % of it are marked GENERATOR-BOUND
+  trafgen            the same with netsniff-ng's trafgen, for comparison
+  linux              kernel IPv4 forwarding in the sw namespace (static neighbour, no ARP;
+                     RPS moves swin's receive work to CPU 1, whose backlog queue is raised
+                     to 30,000 packets for the run: at the default 1,000 it overflows)
+  ovs-afxdp          Open vSwitch 3.1 user-space datapath (datapath_type=netdev), afxdp
+                     ports, PMD on CPU 1 (the whole ovs-vswitchd pinned there), its own
+                     ovsdb-server and run directory, no systemd
+  testpmd-afxdp      dpdk-testpmd io forwarding between two net_af_xdp ports (forwarding
+                     lcore on CPU 1; huge pages reserved and given back afterwards)
+  flowpath-afxdp     `flowpath switch` with AF_XDP ports, one worker on CPU 1
+  flowpath-afpacket  the same with AF_PACKET ports
+
+Cases:
+  hit   --flows established flows (source addresses 10.1.0.1 up): every packet a cache hit
+  miss  every packet a new source address (counting through 10.0.0.0/8): a new flow
+
+Every switch runs the same rules (ovs-ofctl syntax, ports 1 and 2):
+  priority=200,ip,in_port=1,nw_src=10.10.1.254,actions=drop   (never hit)
+  priority=100,in_port=1,actions=output:2
+  priority=0,actions=drop
+The never-hit rule puts the source address into every megaflow (OVS runs with its prefix
+tries off), so in the miss case every packet misses the caches, as a new 5-tuple would.
+
+What is measured, per window of --duration seconds, --runs windows after --warmup:
+  Mpps        packets counted at the sink / window (median [min-max] over the runs)
+  cycles/pkt  CPU 1's busy time in the window from /proc/stat (user+nice+system+irq+
+              softirq+steal) x the TSC rate / packets delivered. The same for every system:
+              a poll-mode switch keeps its core 100 % busy, so its figure is the whole core
+              divided by what it delivered; Linux's is its softirq time. A veth receives on
+              the sender's CPU: the XDP program and the copy into an AF_XDP socket on swin
+              run on CPU 0, so they are not in the AF_XDP systems' figures (Linux's receive
+              up to the RPS hand-over is not in its figure either). What does run on CPU 1
+              for every system: the transmit on swout and the sink's XDP drop.
+              For the generator rows the cycles are CPU 0's, i.e. the generator's own.
+  own cyc/pkt the switch's own figure: OVS's `ovs-appctl dpif-netdev/pmd-perf-show`
+              (stats cleared before each window; JSON field ovs_pmd_cycles_per_packet) and
+              flowpath's `flowpath stats` (busy cycles / packets); their upcall counts (misses
+              classified by the slow path) are in the notes
+  offered     packets the generator's interface sent in the window; offered well above
+              delivered means the switch, not the generator, is the limit (rows within 10 %
+              of the generator alone are marked GENERATOR-BOUND)
+A system that cannot start (missing package, failed setup) gives a row with its reason,
+never a failed lab.";
+
+const EXAMPLES: &str = "Examples:
+  flowpath lab                                     # everything, ~6 minutes
+  flowpath lab --systems generator,ovs-afxdp --cases hit --runs 1 --duration 2
+  flowpath lab --json > lab.jsonl                  # one JSON object per line (JSON Lines)
+  flowpath lab --out lab-results                   # also results.json and chart.svg there
+  flowpath lab --cleanup                           # remove leftovers of killed runs";
+
+#[derive(clap::Args)]
+#[command(long_about = ABOUT, after_help = EXAMPLES)]
+pub struct LabArgs {
+    /// Systems to run, comma-separated, in this order: generator, trafgen, linux,
+    /// ovs-afxdp, testpmd-afxdp, flowpath-afxdp, flowpath-afpacket [default: all].
+    #[arg(long, value_delimiter = ',')]
+    systems: Vec<String>,
+    /// Cases, comma-separated: hit, miss [default: hit,miss].
+    #[arg(long, value_delimiter = ',')]
+    cases: Vec<String>,
+    /// Seconds per measurement window.
+    #[arg(long, default_value_t = 5.0)]
+    duration: f64,
+    /// Windows per system and case (the median is reported, with min-max).
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Seconds of traffic before the first window (caches fill, flows establish).
+    #[arg(long, default_value_t = 2.0)]
+    warmup: f64,
+    /// Established flows in the hit case.
+    #[arg(long, default_value_t = 1000)]
+    flows: u32,
+    /// The generator driving the switches: auto (flowpath gen --tx when this build has
+    /// it, else trafgen), flowpath or trafgen.
+    #[arg(long, default_value = "auto")]
+    generator: String,
+    /// OVS afxdp ports' xdp-mode: native, generic, native-with-zerocopy or best-effort.
+    #[arg(long, default_value = "native")]
+    ovs_xdp_mode: String,
+    /// CPU for the switch under test.
+    #[arg(long, default_value_t = 1)]
+    switch_cpu: usize,
+    /// CPU for the generator.
+    #[arg(long, default_value_t = 0)]
+    gen_cpu: usize,
+    /// Print one JSON object per row, one per line (JSON Lines), instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Also write results.json (a JSON array of the rows), table.txt and chart.svg here.
+    #[arg(long, value_name = "DIR")]
+    out: Option<std::path::PathBuf>,
+    /// Remove namespaces and files left by lab runs that are no longer alive, then exit.
+    #[arg(long)]
+    cleanup: bool,
+}
+
+pub fn run(args: LabArgs) -> ExitCode {
+    if args.cleanup {
+        for line in topo::cleanup_leftovers() {
+            println!("{line}");
+        }
+        return ExitCode::SUCCESS;
+    }
+    let cases: Result<Vec<Case>, String> = if args.cases.is_empty() {
+        Ok(vec![Case::Hit, Case::Miss])
+    } else {
+        args.cases.iter().map(|c| Case::parse(c)).collect()
+    };
+    let cases = match cases {
+        Ok(c) => c,
+        Err(e) => return usage(&format!("--cases: {e}")),
+    };
+    let generator = match args.generator.as_str() {
+        "auto" => GenChoice::Auto,
+        "flowpath" => GenChoice::Flowpath,
+        "trafgen" => GenChoice::Trafgen,
+        o => return usage(&format!("--generator: '{o}' (auto, flowpath, trafgen)")),
+    };
+    let systems: Vec<String> = if args.systems.is_empty() {
+        systems::SYSTEMS.iter().map(|s| s.to_string()).collect()
+    } else {
+        args.systems.iter().map(|s| s.trim().to_string()).collect()
+    };
+    if args.switch_cpu == args.gen_cpu {
+        return usage("--switch-cpu and --gen-cpu must differ");
+    }
+    let cfg = LabConfig {
+        systems,
+        cases,
+        duration: args.duration,
+        runs: args.runs,
+        warmup: args.warmup,
+        flows: args.flows.max(1),
+        switch_cpu: args.switch_cpu,
+        gen_cpu: args.gen_cpu,
+        ovs_xdp_mode: args.ovs_xdp_mode.clone(),
+        generator,
+        ..LabConfig::default()
+    };
+    if let Err(e) = flowpath_lab::preflight(&cfg) {
+        return usage(&e);
+    }
+    if let Err(e) = topo::install_signal_handler() {
+        eprintln!("flowpath lab: {e}");
+        return ExitCode::FAILURE;
+    }
+    let mut lab = match Lab::new(cfg) {
+        Ok(l) => l,
+        Err(e) => {
+            topo::cleanup_all();
+            eprintln!("flowpath lab: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(n) = &lab.generator_note {
+        eprintln!("[lab] note: {n}");
+    }
+    let json = args.json;
+    let rows = lab.run(|_| {});
+    let summary = lab.summary();
+    drop(lab);
+    if json {
+        print!("{}", report::json_lines(&rows));
+    } else {
+        print!("{}", report::table(&rows));
+        println!("\n{summary}");
+    }
+    if let Some(dir) = &args.out {
+        if let Err(e) = write_out(dir, &rows, &summary) {
+            eprintln!("flowpath lab: --out {}: {e}", dir.display());
+            return ExitCode::FAILURE;
+        }
+        eprintln!(
+            "[lab] wrote {}/results.json, table.txt, chart.svg",
+            dir.display()
+        );
+    }
+    if topo::interrupted() {
+        return ExitCode::from(130);
+    }
+    ExitCode::SUCCESS
+}
+
+fn usage(msg: &str) -> ExitCode {
+    eprintln!("flowpath lab: {msg}");
+    ExitCode::from(2)
+}
+
+fn write_out(dir: &std::path::Path, rows: &[report::Row], summary: &str) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let json = serde_json::to_string_pretty(rows).map_err(std::io::Error::other)?;
+    std::fs::write(dir.join("results.json"), json + "\n")?;
+    std::fs::write(
+        dir.join("table.txt"),
+        format!("{}\n{summary}\n", report::table(rows)),
+    )?;
+    std::fs::write(
+        dir.join("chart.svg"),
+        report::svg(rows, "flowpath lab: Mpps delivered at the sink, one core"),
+    )?;
+    Ok(())
 }

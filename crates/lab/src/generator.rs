@@ -1,0 +1,272 @@
+//! The traffic source of the lab, behind one small type: `flowpath gen --tx` (XDP live
+//! frames) when this build has it, `trafgen` (netsniff-ng, AF_PACKET) otherwise.
+
+use crate::sh;
+use crate::Case;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+
+/// Which program generates.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GenKind {
+    /// `flowpath gen --tx IFACE ...`; the flags its `--help` shows, to pass only those.
+    Flowpath { exe: PathBuf, flags: Vec<String> },
+    /// netsniff-ng's `trafgen` with a generated packet config.
+    Trafgen { exe: PathBuf },
+}
+
+/// What to send and where.
+#[derive(Clone, Debug)]
+pub struct GenJob<'a> {
+    pub ns: &'a str,
+    pub iface: &'a str,
+    pub src_mac: &'a str,
+    pub dst_mac: &'a str,
+    pub dst_ip: &'a str,
+    pub case: Case,
+    /// Established flows in the `hit` case.
+    pub flows: u32,
+    /// Seconds to run (the lab stops it earlier when done).
+    pub secs: u64,
+    /// CPU to pin the generator to.
+    pub cpu: usize,
+    /// Where configs and logs go.
+    pub dir: &'a Path,
+}
+
+/// A traffic generator the lab can start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Generator {
+    pub kind: GenKind,
+}
+
+/// Source addresses: `hit` cycles through `flows` addresses from 10.1.0.1; `miss` counts
+/// up through 10.0.0.0/8 (trafgen wraps after 16.7 M; flowpath gen counts on past it), so
+/// every packet has a source never seen before.
+pub const HIT_SRC_FIRST: u32 = 0x0a01_0001;
+pub const MISS_SRC_FIRST: u32 = 0x0a00_0000;
+pub const MISS_SRC_LAST: u32 = 0x0aff_ffff;
+
+fn dotted(a: u32) -> String {
+    std::net::Ipv4Addr::from(a).to_string()
+}
+
+/// The trafgen packet config for a case: 64-byte frames (60 + FCS), UDP 65535 -> 5001.
+pub fn trafgen_config(job: &GenJob) -> String {
+    let (lo, hi) = match job.case {
+        Case::Hit => (HIT_SRC_FIRST, HIT_SRC_FIRST + job.flows.max(1) - 1),
+        Case::Miss => (MISS_SRC_FIRST, MISS_SRC_LAST),
+    };
+    let sa = if lo == hi {
+        dotted(lo)
+    } else {
+        format!("dinc({lo}, {hi})")
+    };
+    format!(
+        "{{\n  eth(da={}, sa={}, type=0x0800),\n  ipv4(sa={sa}, da={}, ttl=64),\n  \
+         udp(sp=65535, dp=5001),\n  fill(0, 18),\n}}\n",
+        job.dst_mac, job.src_mac, job.dst_ip
+    )
+}
+
+impl Generator {
+    /// `flowpath gen --tx` if `exe gen --help` lists `--tx`.
+    pub fn flowpath(exe: &Path) -> Option<Generator> {
+        let help = sh::run(None, &exe.to_string_lossy(), &["gen", "--help"]).ok()?;
+        let flags = help_flags(&help);
+        flags.iter().any(|f| f == "--tx").then(|| Generator {
+            kind: GenKind::Flowpath {
+                exe: exe.to_path_buf(),
+                flags,
+            },
+        })
+    }
+
+    /// `trafgen` when it is installed.
+    pub fn trafgen() -> Option<Generator> {
+        sh::which("trafgen").map(|exe| Generator {
+            kind: GenKind::Trafgen { exe },
+        })
+    }
+
+    /// Short name for tables: `flowpath-gen` or `trafgen`.
+    pub fn name(&self) -> &'static str {
+        match self.kind {
+            GenKind::Flowpath { .. } => "flowpath-gen",
+            GenKind::Trafgen { .. } => "trafgen",
+        }
+    }
+
+    /// The command line (program and arguments, run in `job.ns`, pinned to `job.cpu`).
+    pub fn argv(&self, job: &GenJob) -> Result<Vec<String>, String> {
+        let mut v: Vec<String> = vec!["taskset".into(), "-c".into(), job.cpu.to_string()];
+        match &self.kind {
+            GenKind::Trafgen { exe } => {
+                let cfg = job.dir.join(format!("trafgen-{}.cfg", job.case.name()));
+                std::fs::write(&cfg, trafgen_config(job))
+                    .map_err(|e| format!("{}: {e}", cfg.display()))?;
+                v.extend([
+                    exe.to_string_lossy().into_owned(),
+                    "-o".into(),
+                    job.iface.into(),
+                    "-i".into(),
+                    cfg.to_string_lossy().into_owned(),
+                    "-P".into(),
+                    "1".into(),
+                    "-C".into(),
+                ]);
+            }
+            GenKind::Flowpath { exe, flags } => {
+                let has = |f: &str| flags.iter().any(|x| x == f);
+                v.extend([
+                    exe.to_string_lossy().into_owned(),
+                    "gen".into(),
+                    "--tx".into(),
+                    job.iface.into(),
+                    "--duration".into(),
+                    job.secs.to_string(),
+                    "--dst".into(),
+                    job.dst_ip.into(),
+                    // One source port: flowpath gen steps the source port over the ports
+                    // above the template's before the address, so with 65535 every flow
+                    // (and every new flow) is a new source address.
+                    "--sport".into(),
+                    "65535".into(),
+                ]);
+                match job.case {
+                    Case::Hit => v.extend([
+                        "--flows".into(),
+                        job.flows.to_string(),
+                        "--src".into(),
+                        format!("{}+{}", dotted(HIT_SRC_FIRST), job.flows),
+                        "--miss-rate".into(),
+                        "0%".into(),
+                    ]),
+                    Case::Miss => v.extend([
+                        "--flows".into(),
+                        "1".into(),
+                        "--src".into(),
+                        format!(
+                            "{}-{}",
+                            dotted(MISS_SRC_FIRST + 1),
+                            dotted(MISS_SRC_LAST - 1)
+                        ),
+                        "--miss-rate".into(),
+                        "100%".into(),
+                    ]),
+                }
+                for (flag, value) in [("--dst-mac", job.dst_mac), ("--src-mac", job.src_mac)] {
+                    if has(flag) {
+                        v.extend([flag.into(), value.into()]);
+                    }
+                }
+            }
+        }
+        Ok(v)
+    }
+
+    /// Start it; stdout and stderr go to `<dir>/<name>-<iface>-<case>.log`.
+    pub fn spawn(&self, job: &GenJob) -> Result<(Child, PathBuf), String> {
+        let argv = self.argv(job)?;
+        let log = job.dir.join(format!(
+            "{}-{}-{}.log",
+            self.name(),
+            job.iface,
+            job.case.name()
+        ));
+        let f = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+        let f2 = f.try_clone().map_err(|e| e.to_string())?;
+        let args: Vec<&str> = argv[1..].iter().map(String::as_str).collect();
+        let c = sh::cmd_in(Some(job.ns), &argv[0], &args);
+        let child = sh::spawn(c, Stdio::from(f), Stdio::from(f2))?;
+        Ok((child, log))
+    }
+}
+
+/// The long flags (`--name`) an `--help` text lists.
+pub fn help_flags(help: &str) -> Vec<String> {
+    let mut v: Vec<String> = help
+        .split(|c: char| c.is_whitespace() || c == ',' || c == '=' || c == '[' || c == ']')
+        .filter(|w| w.starts_with("--") && w.len() > 2)
+        .map(|w| {
+            w.trim_end_matches(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                .to_string()
+        })
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// The last `n` lines of a log file (for error messages).
+pub fn tail(path: &Path, n: usize) -> String {
+    let s = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = s.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..].join(" | ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(case: Case, dir: &Path) -> GenJob<'_> {
+        GenJob {
+            ns: "fpl1-gen",
+            iface: "gen0",
+            src_mac: "02:f1:00:00:00:01",
+            dst_mac: "02:f1:00:00:00:02",
+            dst_ip: "10.10.2.2",
+            case,
+            flows: 1000,
+            secs: 20,
+            cpu: 0,
+            dir,
+        }
+    }
+
+    #[test]
+    fn trafgen_hit_config_cycles_through_the_flows() {
+        let d = std::env::temp_dir();
+        let c = trafgen_config(&job(Case::Hit, &d));
+        // 10.1.0.1 = 167837697; 1,000 addresses.
+        assert!(c.contains("sa=dinc(167837697, 167838696)"), "{c}");
+        assert!(c.contains("da=02:f1:00:00:00:02"));
+        assert!(c.contains("da=10.10.2.2"));
+        assert!(c.contains("fill(0, 18)"), "60-byte frames: {c}");
+    }
+
+    #[test]
+    fn trafgen_miss_config_counts_through_ten_slash_eight() {
+        let d = std::env::temp_dir();
+        let c = trafgen_config(&job(Case::Miss, &d));
+        assert!(c.contains("sa=dinc(167772160, 184549375)"), "{c}");
+    }
+
+    #[test]
+    fn flowpath_gen_gets_only_the_flags_it_has() {
+        let d = std::env::temp_dir();
+        let g = Generator {
+            kind: GenKind::Flowpath {
+                exe: "/bin/flowpath".into(),
+                flags: help_flags("  --tx <IFACE>  send\n  --dst-mac <MAC>\n  --duration <S>"),
+            },
+        };
+        let v = g.argv(&job(Case::Miss, &d)).unwrap();
+        let s = v.join(" ");
+        assert!(
+            s.starts_with("taskset -c 0 /bin/flowpath gen --tx gen0 --duration 20"),
+            "{s}"
+        );
+        assert!(s.contains("--miss-rate 100%"));
+        assert!(s.contains("--dst-mac 02:f1:00:00:00:02"));
+        assert!(!s.contains("--src-mac"));
+    }
+
+    #[test]
+    fn help_flags_finds_long_flags() {
+        let f = help_flags(
+            "Options:\n  --tx <IFACE>      x\n  -r, --rate <PPS>  y\n      --json\n  [--flows=N]",
+        );
+        assert_eq!(f, vec!["--flows", "--json", "--rate", "--tx"]);
+    }
+}

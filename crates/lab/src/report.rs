@@ -1,0 +1,405 @@
+//! Rows of the lab's results and how they are shown: a text table, JSON lines, an SVG
+//! bar chart.
+
+use serde::Serialize;
+
+/// One measurement window.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Sample {
+    pub secs: f64,
+    /// Packets counted at the sink during the window.
+    pub delivered: u64,
+    /// Packets the generator's interface sent during the window.
+    pub offered: u64,
+    pub mpps: f64,
+    pub offered_mpps: f64,
+    /// Busy share of the measured CPU (%).
+    pub cpu_busy_pct: f64,
+    /// Busy TSC cycles of the measured CPU / delivered packets.
+    pub cycles_per_packet: Option<f64>,
+    /// The switch's own account of the window, when it keeps one (OVS `pmd-perf-show`,
+    /// `flowpath stats`): its cycles per packet, packets, upcalls (misses sent to the slow
+    /// path) and lost upcalls (misses handled without installing a flow).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub own_cycles_per_packet: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub own_packets: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upcalls: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lost_upcalls: Option<u64>,
+}
+
+/// One system and case: medians over the windows, with min and max.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Row {
+    pub system: String,
+    pub case: String,
+    pub mpps: Option<f64>,
+    pub mpps_min: Option<f64>,
+    pub mpps_max: Option<f64>,
+    pub cycles_per_packet: Option<f64>,
+    pub cycles_min: Option<f64>,
+    pub cycles_max: Option<f64>,
+    /// The switch's own cycles per packet (median): `flowpath stats`, OVS `pmd-perf-show`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub own_cycles_per_packet: Option<f64>,
+    /// The same for OVS under the name of its source, `pmd-perf-show`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ovs_pmd_cycles_per_packet: Option<f64>,
+    pub offered_mpps: Option<f64>,
+    pub cpu_busy_pct: Option<f64>,
+    /// The CPU whose busy time the cycles are.
+    pub cpu: usize,
+    /// The TSC rate the cycles are counted at.
+    pub tsc_hz: f64,
+    pub runs: usize,
+    pub generator: String,
+    pub notes: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub samples: Vec<Sample>,
+}
+
+/// (median, min, max) of the values; the median of an even count is the mean of the
+/// middle two.
+pub fn median_min_max(v: &[f64]) -> Option<(f64, f64, f64)> {
+    if v.is_empty() {
+        return None;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    let n = s.len();
+    let med = if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    };
+    Some((med, s[0], s[n - 1]))
+}
+
+impl Row {
+    /// A row that could not be measured.
+    pub fn failed(system: &str, case: &str, generator: &str, error: String) -> Row {
+        Row {
+            system: system.into(),
+            case: case.into(),
+            generator: generator.into(),
+            error: Some(error),
+            ..Row::default()
+        }
+    }
+
+    /// Fill the summary fields from `samples`.
+    pub fn summarise(&mut self) {
+        self.runs = self.samples.len();
+        let col = |f: &dyn Fn(&Sample) -> Option<f64>| -> Vec<f64> {
+            self.samples.iter().filter_map(f).collect()
+        };
+        if let Some((m, lo, hi)) = median_min_max(&col(&|s| Some(s.mpps))) {
+            (self.mpps, self.mpps_min, self.mpps_max) = (Some(m), Some(lo), Some(hi));
+        }
+        if let Some((m, lo, hi)) = median_min_max(&col(&|s| s.cycles_per_packet)) {
+            (self.cycles_per_packet, self.cycles_min, self.cycles_max) =
+                (Some(m), Some(lo), Some(hi));
+        }
+        self.own_cycles_per_packet =
+            median_min_max(&col(&|s| s.own_cycles_per_packet)).map(|t| t.0);
+        if self.system.starts_with("ovs") {
+            self.ovs_pmd_cycles_per_packet = self.own_cycles_per_packet;
+        }
+        self.offered_mpps = median_min_max(&col(&|s| Some(s.offered_mpps))).map(|t| t.0);
+        self.cpu_busy_pct = median_min_max(&col(&|s| Some(s.cpu_busy_pct))).map(|t| t.0);
+    }
+}
+
+/// 12345.6 -> "12,346".
+pub fn thousands(x: f64) -> String {
+    let n = x.round() as i64;
+    let s = n.unsigned_abs().to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if n < 0 {
+        format!("-{out}")
+    } else {
+        out
+    }
+}
+
+fn mpps_cell(r: &Row) -> String {
+    match (r.mpps, r.mpps_min, r.mpps_max) {
+        (Some(m), Some(lo), Some(hi)) if r.runs > 1 => format!("{m:.3} [{lo:.3}-{hi:.3}]"),
+        (Some(m), _, _) => format!("{m:.3}"),
+        _ => "-".into(),
+    }
+}
+
+fn cycles_cell(r: &Row) -> String {
+    match (r.cycles_per_packet, r.cycles_min, r.cycles_max) {
+        (Some(m), Some(lo), Some(hi)) if r.runs > 1 => {
+            format!("{} [{}-{}]", thousands(m), thousands(lo), thousands(hi))
+        }
+        (Some(m), _, _) => thousands(m),
+        _ => "-".into(),
+    }
+}
+
+/// The results as an aligned text table; errors become "skipped: reason" in the notes.
+pub fn table(rows: &[Row]) -> String {
+    let header = [
+        "system",
+        "case",
+        "Mpps at sink [min-max]",
+        "cycles/pkt [min-max]",
+        "own cyc/pkt",
+        "offered Mpps",
+        "CPU busy",
+        "runs",
+        "notes",
+    ];
+    let mut cells: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
+    for r in rows {
+        let notes = match &r.error {
+            Some(e) => format!("skipped: {e}"),
+            None => r.notes.join("; "),
+        };
+        cells.push(vec![
+            r.system.clone(),
+            r.case.clone(),
+            mpps_cell(r),
+            cycles_cell(r),
+            r.own_cycles_per_packet.map_or("-".into(), thousands),
+            r.offered_mpps.map_or("-".into(), |m| format!("{m:.3}")),
+            r.cpu_busy_pct
+                .map_or("-".into(), |b| format!("{b:.0}% cpu{}", r.cpu)),
+            r.runs.to_string(),
+            notes,
+        ]);
+    }
+    let ncol = header.len();
+    let width: Vec<usize> = (0..ncol)
+        .map(|i| {
+            cells
+                .iter()
+                .map(|row| row[i].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for (k, row) in cells.iter().enumerate() {
+        let mut line = String::new();
+        for (i, c) in row.iter().enumerate() {
+            let pad = width[i] - c.chars().count();
+            let numeric = (2..=7).contains(&i);
+            if i == ncol - 1 {
+                line.push_str(c);
+            } else if numeric && k > 0 {
+                line.push_str(&" ".repeat(pad));
+                line.push_str(c);
+                line.push_str("  ");
+            } else {
+                line.push_str(c);
+                line.push_str(&" ".repeat(pad + 2));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+        if k == 0 {
+            let total: usize = width.iter().sum::<usize>() + 2 * (ncol - 1);
+            out.push_str(&"-".repeat(total.min(160)));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// One JSON object per row, one per line (JSON Lines).
+pub fn json_lines(rows: &[Row]) -> String {
+    rows.iter()
+        .map(|r| serde_json::to_string(r).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}")))
+        .map(|l| l + "\n")
+        .collect()
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// A horizontal bar chart of Mpps at the sink per system and case (errors left out).
+pub fn svg(rows: &[Row], title: &str) -> String {
+    let ok: Vec<&Row> = rows.iter().filter(|r| r.mpps.is_some()).collect();
+    let max = ok
+        .iter()
+        .filter_map(|r| r.mpps_max.or(r.mpps))
+        .fold(0.0f64, f64::max)
+        .max(1e-3);
+    let (left, bar_w, row_h, top) = (230.0, 460.0, 24.0, 40.0);
+    let h = top + row_h * ok.len() as f64 + 30.0;
+    let mut s = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"820\" height=\"{h}\" \
+         font-family=\"sans-serif\" font-size=\"12\">\n\
+         <text x=\"10\" y=\"22\" font-size=\"15\">{}</text>\n",
+        esc(title)
+    );
+    for (i, r) in ok.iter().enumerate() {
+        let y = top + row_h * i as f64;
+        let m = r.mpps.unwrap_or(0.0);
+        let w = bar_w * m / max;
+        let color = if r.case == "miss" {
+            "#d9822b"
+        } else {
+            "#2b7bd9"
+        };
+        s.push_str(&format!(
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{} {}</text>\n\
+             <rect x=\"{left}\" y=\"{}\" width=\"{w:.1}\" height=\"{}\" fill=\"{color}\"/>\n",
+            left - 8.0,
+            y + 15.0,
+            esc(&r.system),
+            esc(&r.case),
+            y + 3.0,
+            row_h - 6.0,
+        ));
+        if let (Some(lo), Some(hi)) = (r.mpps_min, r.mpps_max) {
+            let (x0, x1) = (left + bar_w * lo / max, left + bar_w * hi / max);
+            s.push_str(&format!(
+                "<line x1=\"{x0:.1}\" x2=\"{x1:.1}\" y1=\"{}\" y2=\"{}\" stroke=\"#222\"/>\n",
+                y + row_h / 2.0,
+                y + row_h / 2.0
+            ));
+        }
+        let cyc = r
+            .cycles_per_packet
+            .map_or(String::new(), |c| format!(", {} cyc/pkt", thousands(c)));
+        s.push_str(&format!(
+            "<text x=\"{:.1}\" y=\"{}\">{m:.3} Mpps{cyc}</text>\n",
+            left + w + 6.0,
+            y + 15.0
+        ));
+    }
+    s.push_str(&format!(
+        "<text x=\"{left}\" y=\"{}\" fill=\"#555\">Mpps delivered at the sink (median, line: min-max); \
+         blue: hit, orange: miss</text>\n</svg>\n",
+        h - 10.0
+    ));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(system: &str, case: &str, mpps: &[f64], cycles: &[f64]) -> Row {
+        let mut r = Row {
+            system: system.into(),
+            case: case.into(),
+            generator: "trafgen".into(),
+            cpu: 1,
+            samples: mpps
+                .iter()
+                .zip(cycles)
+                .map(|(&m, &c)| Sample {
+                    secs: 5.0,
+                    mpps: m,
+                    offered_mpps: m,
+                    cpu_busy_pct: 100.0,
+                    cycles_per_packet: Some(c),
+                    ..Sample::default()
+                })
+                .collect(),
+            ..Row::default()
+        };
+        r.summarise();
+        r
+    }
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median_min_max(&[3.0, 1.0, 2.0]), Some((2.0, 1.0, 3.0)));
+        assert_eq!(median_min_max(&[4.0, 1.0, 2.0, 3.0]), Some((2.5, 1.0, 4.0)));
+        assert_eq!(median_min_max(&[]), None);
+    }
+
+    #[test]
+    fn thousands_separators() {
+        assert_eq!(thousands(0.4), "0");
+        assert_eq!(thousands(999.0), "999");
+        assert_eq!(thousands(6450.0), "6,450");
+        assert_eq!(thousands(1_234_567.4), "1,234,567");
+        assert_eq!(thousands(-1234.0), "-1,234");
+    }
+
+    #[test]
+    fn table_has_a_header_a_rule_and_one_line_per_row() {
+        let rows = vec![
+            row(
+                "ovs-afxdp",
+                "hit",
+                &[0.30, 0.32, 0.31],
+                &[6400.0, 6450.0, 6500.0],
+            ),
+            Row::failed(
+                "testpmd-afxdp",
+                "hit",
+                "trafgen",
+                "dpdk-testpmd not found".into(),
+            ),
+        ];
+        let t = table(&rows);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 4, "{t}");
+        assert!(lines[0].starts_with("system"));
+        assert!(lines[1].starts_with("-----"));
+        assert!(lines[2].contains("0.310 [0.300-0.320]"), "{t}");
+        assert!(lines[2].contains("6,450 [6,400-6,500]"), "{t}");
+        assert!(lines[2].contains("100% cpu1"), "{t}");
+        assert!(lines[3].contains("skipped: dpdk-testpmd not found"), "{t}");
+        // Columns line up: "case" starts at the same place on every line.
+        let at = lines[0].find("case").unwrap();
+        assert_eq!(&lines[2][at..at + 3], "hit");
+        assert_eq!(&lines[3][at..at + 3], "hit");
+    }
+
+    #[test]
+    fn json_lines_carry_the_required_fields() {
+        let rows = vec![
+            row("linux", "miss", &[0.3], &[10_000.0]),
+            Row::failed("ovs-afxdp", "hit", "trafgen", "x".into()),
+        ];
+        let out = json_lines(&rows);
+        let objs: Vec<serde_json::Value> = out
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(objs.len(), 2);
+        for k in ["system", "case", "mpps", "cycles_per_packet", "runs"] {
+            assert!(objs[0].get(k).is_some(), "{k}");
+            assert!(objs[1].get(k).is_some(), "{k}");
+        }
+        assert_eq!(objs[0]["mpps"], 0.3);
+        assert_eq!(objs[0]["runs"], 1);
+        assert_eq!(objs[1]["error"], "x");
+        assert!(objs[1]["mpps"].is_null());
+    }
+
+    #[test]
+    fn svg_has_one_bar_per_measured_row() {
+        let rows = vec![
+            row("linux", "hit", &[0.3, 0.4], &[1.0, 1.0]),
+            row("linux", "miss", &[0.2], &[1.0]),
+            Row::failed("x", "hit", "g", "e".into()),
+        ];
+        let s = svg(&rows, "a <title>");
+        assert_eq!(s.matches("<rect").count(), 2);
+        assert!(s.contains("a &lt;title&gt;"));
+        assert!(s.ends_with("</svg>\n"));
+    }
+}

@@ -1,0 +1,500 @@
+//! The lab's topology — `fpl<pid>-gen` —veth— `fpl<pid>-sw` —veth— `fpl<pid>-sink`, plus a
+//! direct gen—sink pair for measuring the generator alone — and everything that tears it
+//! down: a registry of what this run created, emptied on drop, on SIGINT/SIGTERM, and by
+//! `flowpath lab --cleanup` for runs that died.
+
+use crate::sh;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Every namespace the lab makes starts with this, then the pid of the run.
+pub const PREFIX: &str = "fpl";
+
+/// Fixed addresses: the generator's frames go to `SWIN_MAC` / `SINK_IP`, so Linux
+/// forwarding routes them and the other switches simply forward them.
+/// `flowpath gen` sends from 02:00:00:00:00:01 to 02:00:00:00:00:02 (its defaults), so
+/// those are the generator's and the switch's (and on the direct pair the sink's) MACs.
+pub const GEN_MAC: &str = "02:00:00:00:00:01";
+pub const SWIN_MAC: &str = "02:00:00:00:00:02";
+pub const SWOUT_MAC: &str = "02:00:00:00:00:03";
+pub const SINK_MAC: &str = "02:00:00:00:00:04";
+pub const GDIR_MAC: &str = "02:00:00:00:00:01";
+pub const SDIR_MAC: &str = "02:00:00:00:00:02";
+pub const GEN_IP: &str = "10.10.1.2";
+pub const SWIN_IP: &str = "10.10.1.1";
+pub const SWOUT_IP: &str = "10.10.2.1";
+pub const SINK_IP: &str = "10.10.2.2";
+pub const GDIR_IP: &str = "10.10.3.2";
+pub const SDIR_IP: &str = "10.10.3.1";
+
+/// The interfaces, by namespace: gen ns `gen0`, `gdir0`; sw ns `swin`, `swout`; sink ns
+/// `sink0`, `sdir0`.
+pub const GEN_IF: &str = "gen0";
+pub const SWIN_IF: &str = "swin";
+pub const SWOUT_IF: &str = "swout";
+pub const SINK_IF: &str = "sink0";
+pub const GDIR_IF: &str = "gdir0";
+pub const SDIR_IF: &str = "sdir0";
+
+#[derive(Default)]
+struct Registry {
+    namespaces: Vec<String>,
+    pids: Vec<u32>,
+    mounts: Vec<PathBuf>,
+    dirs: Vec<PathBuf>,
+    hugepages_restore: Option<u64>,
+    /// Global settings (e.g. sysctls) to write back: (path, original content).
+    restore_files: Vec<(PathBuf, String)>,
+}
+
+static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+static CLEANUP: Mutex<()> = Mutex::new(());
+
+fn with_registry<T>(f: impl FnOnce(&mut Registry) -> T) -> T {
+    let mut g = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
+    f(g.get_or_insert_with(Registry::default))
+}
+
+/// Remember a process to kill at cleanup.
+pub fn register_pid(pid: u32) {
+    with_registry(|r| r.pids.push(pid));
+}
+
+/// Forget a process that was stopped and reaped.
+pub fn unregister_pid(pid: u32) {
+    with_registry(|r| r.pids.retain(|&p| p != pid));
+}
+
+/// Remember a mount point to unmount (and remove) at cleanup.
+pub fn register_mount(p: &Path) {
+    with_registry(|r| r.mounts.push(p.to_path_buf()));
+}
+
+/// Forget a mount point that was unmounted.
+pub fn unregister_mount(p: &Path) {
+    with_registry(|r| r.mounts.retain(|m| m != p));
+}
+
+/// Forget the huge-page count to restore (it was restored).
+pub fn take_hugepages_restore() -> Option<u64> {
+    with_registry(|r| r.hugepages_restore.take())
+}
+
+/// Write `value` into a global setting file (a sysctl), remembering the original to put
+/// back at cleanup or by `restore_file`.
+pub fn set_file(path: &Path, value: &str) -> Result<(), String> {
+    let orig = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    with_registry(|r| {
+        if !r.restore_files.iter().any(|(p, _)| p == path) {
+            r.restore_files
+                .push((path.to_path_buf(), orig.trim().to_string()));
+        }
+    });
+    std::fs::write(path, value).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Put back what `set_file` changed at `path`.
+pub fn restore_file(path: &Path) {
+    let orig = with_registry(|r| {
+        let i = r.restore_files.iter().position(|(p, _)| p == path)?;
+        Some(r.restore_files.remove(i).1)
+    });
+    if let Some(v) = orig {
+        let _ = std::fs::write(path, v);
+    }
+}
+
+/// Remember a directory to remove at cleanup.
+pub fn register_dir(p: &Path) {
+    with_registry(|r| r.dirs.push(p.to_path_buf()));
+}
+
+/// Remember the huge-page count to put back at cleanup (the first one registered wins).
+pub fn register_hugepages_restore(n: u64) {
+    with_registry(|r| {
+        r.hugepages_restore.get_or_insert(n);
+    });
+}
+
+/// Was the lab interrupted (SIGINT/SIGTERM)?
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::Relaxed)
+}
+
+/// Undo everything registered: stop processes (SIGTERM, then SIGKILL), kill whatever
+/// still runs in the namespaces, delete them, unmount, remove directories, restore the
+/// huge-page count. Idempotent; safe from the signal thread.
+pub fn cleanup_all() {
+    // Held for the whole teardown: a second caller (the main thread dropping the topology
+    // while the signal thread tears down) waits until it is done instead of exiting early.
+    let _busy = CLEANUP.lock().unwrap_or_else(|e| e.into_inner());
+    let reg = {
+        let mut g = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
+        g.take()
+    };
+    let Some(reg) = reg else { return };
+    for &p in &reg.pids {
+        sh::signal_group(p, libc::SIGTERM);
+    }
+    if !reg.pids.is_empty() {
+        let alive = |p: &u32| Path::new(&format!("/proc/{p}")).exists() && !is_zombie(*p);
+        sh::wait_for(Duration::from_millis(1500), || {
+            (!reg.pids.iter().any(alive)).then_some(())
+        });
+        for &p in &reg.pids {
+            sh::signal_group(p, libc::SIGKILL);
+        }
+    }
+    for ns in &reg.namespaces {
+        delete_namespace(ns);
+    }
+    for m in &reg.mounts {
+        let _ = sh::run(None, "umount", &[&m.to_string_lossy()]);
+        let _ = std::fs::remove_dir(m);
+    }
+    for d in &reg.dirs {
+        let _ = std::fs::remove_dir_all(d);
+    }
+    for (p, v) in &reg.restore_files {
+        let _ = std::fs::write(p, v);
+    }
+    if let Some(n) = reg.hugepages_restore {
+        let _ = std::fs::write("/proc/sys/vm/nr_hugepages", n.to_string());
+    }
+}
+
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, r)| r.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+/// Kill every process still running in `ns` (all of them the lab's); how many there were.
+pub fn kill_namespace_processes(ns: &str) -> usize {
+    let Ok(pids) = sh::ip(&["netns", "pids", ns]) else {
+        return 0;
+    };
+    let pids: Vec<u32> = pids
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    for &p in &pids {
+        sh::signal(p, libc::SIGKILL);
+    }
+    if !pids.is_empty() {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    pids.len()
+}
+
+/// Kill every process left in `ns`, then delete it.
+fn delete_namespace(ns: &str) {
+    kill_namespace_processes(ns);
+    let _ = sh::ip(&["netns", "del", ns]);
+}
+
+/// On SIGINT, SIGTERM or SIGHUP: clean up, then exit 130. Install once, early.
+pub fn install_signal_handler() -> Result<(), String> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
+        .map_err(|e| format!("signal handler: {e}"))?;
+    std::thread::Builder::new()
+        .name("lab-signals".into())
+        .spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                INTERRUPTED.store(true, Ordering::Relaxed);
+                eprintln!("\nflowpath lab: signal {sig}: tearing down the topology...");
+                cleanup_all();
+                eprintln!("flowpath lab: cleaned up");
+                std::process::exit(130);
+            }
+        })
+        .map_err(|e| format!("signal thread: {e}"))?;
+    Ok(())
+}
+
+/// The three namespaces and the interfaces between them. Dropping it tears everything
+/// the run registered down.
+pub struct Topology {
+    pub id: String,
+    pub gen: String,
+    pub sw: String,
+    pub sink: String,
+    /// Where this run keeps its files (configs, OVS run directory, logs).
+    pub dir: PathBuf,
+    /// Why the sinks have no XDP program, when they have none.
+    pub sink_xdp_note: Option<String>,
+}
+
+/// The id of this run's namespaces: the prefix and our pid.
+pub fn run_id() -> String {
+    format!("{PREFIX}{}", std::process::id())
+}
+
+impl Topology {
+    /// Build the topology with namespace names `<id>-gen`, `<id>-sw`, `<id>-sink`.
+    /// `xdp_obj` is a compiled XDP program attached natively to `sink0` and `sdir0`.
+    pub fn create(id: &str, xdp_obj: Option<&Path>) -> Result<Topology, String> {
+        let dir = std::env::temp_dir().join(format!("{id}-lab"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        register_dir(&dir);
+        let mut t = Topology {
+            id: id.to_string(),
+            gen: format!("{id}-gen"),
+            sw: format!("{id}-sw"),
+            sink: format!("{id}-sink"),
+            dir,
+            sink_xdp_note: None,
+        };
+        t.sink_xdp_note = t.build(xdp_obj)?;
+        Ok(t)
+    }
+
+    fn build(&self, xdp_obj: Option<&Path>) -> Result<Option<String>, String> {
+        for ns in [&self.gen, &self.sw, &self.sink] {
+            sh::ip(&["netns", "add", ns])?;
+            with_registry(|r| r.namespaces.push(ns.clone()));
+            // No IPv6: no neighbour discovery or MLD frames to count at the sink.
+            let _ = sh::run(
+                Some(ns),
+                "sysctl",
+                &["-qw", "net.ipv6.conf.all.disable_ipv6=1"],
+            );
+            let _ = sh::run(
+                Some(ns),
+                "sysctl",
+                &["-qw", "net.ipv6.conf.default.disable_ipv6=1"],
+            );
+            sh::ip(&["-n", ns, "link", "set", "lo", "up"])?;
+        }
+        let pair = |ns: &str, a: &str, amac: &str, peer_ns: &str, b: &str, bmac: &str| {
+            sh::ip(&[
+                "-n", ns, "link", "add", a, "address", amac, "type", "veth", "peer", "name", b,
+                "address", bmac, "netns", peer_ns,
+            ])
+        };
+        pair(&self.gen, GEN_IF, GEN_MAC, &self.sw, SWIN_IF, SWIN_MAC)?;
+        pair(&self.sw, SWOUT_IF, SWOUT_MAC, &self.sink, SINK_IF, SINK_MAC)?;
+        pair(&self.gen, GDIR_IF, GDIR_MAC, &self.sink, SDIR_IF, SDIR_MAC)?;
+        for (ns, ifname, addr) in [
+            (&self.gen, GEN_IF, format!("{GEN_IP}/24")),
+            (&self.sink, SINK_IF, format!("{SINK_IP}/24")),
+            (&self.gen, GDIR_IF, format!("{GDIR_IP}/24")),
+            (&self.sink, SDIR_IF, format!("{SDIR_IP}/24")),
+        ] {
+            sh::ip(&["-n", ns, "addr", "add", &addr, "dev", ifname])?;
+        }
+        let mut note = None;
+        match xdp_obj {
+            Some(obj) => {
+                let obj = obj.to_string_lossy();
+                for (ns, ifname) in [(&self.sink, SINK_IF), (&self.sink, SDIR_IF)] {
+                    if let Err(e) = sh::ip(&[
+                        "-n", ns, "link", "set", "dev", ifname, "xdpdrv", "obj", &obj, "sec", "xdp",
+                    ]) {
+                        note = Some(format!("no XDP program on the sinks: {e}"));
+                    }
+                }
+            }
+            None => note = Some("no XDP program on the sinks (built without clang)".into()),
+        }
+        for (ns, ifname) in [
+            (&self.gen, GEN_IF),
+            (&self.gen, GDIR_IF),
+            (&self.sw, SWIN_IF),
+            (&self.sw, SWOUT_IF),
+            (&self.sink, SINK_IF),
+            (&self.sink, SDIR_IF),
+        ] {
+            sh::ip(&["-n", ns, "link", "set", ifname, "up"])?;
+        }
+        // The hosts' routes through the switch, with static neighbours (no ARP needed).
+        sh::ip(&[
+            "-n",
+            &self.gen,
+            "route",
+            "add",
+            "10.10.2.0/24",
+            "via",
+            SWIN_IP,
+        ])?;
+        sh::ip(&[
+            "-n",
+            &self.gen,
+            "neigh",
+            "replace",
+            SWIN_IP,
+            "lladdr",
+            SWIN_MAC,
+            "dev",
+            GEN_IF,
+            "nud",
+            "permanent",
+        ])?;
+        sh::ip(&[
+            "-n",
+            &self.sink,
+            "route",
+            "add",
+            "10.10.1.0/24",
+            "via",
+            SWOUT_IP,
+        ])?;
+        sh::ip(&[
+            "-n",
+            &self.sink,
+            "neigh",
+            "replace",
+            SWOUT_IP,
+            "lladdr",
+            SWOUT_MAC,
+            "dev",
+            SINK_IF,
+            "nud",
+            "permanent",
+        ])?;
+        Ok(note)
+    }
+
+    /// Does `ifname` in `ns` have an XDP program attached in driver (native) mode? Only
+    /// that makes a veth accept frames its peer transmits from XDP.
+    pub fn has_native_xdp(&self, ns: &str, ifname: &str) -> bool {
+        sh::ip(&["-n", ns, "-j", "link", "show", "dev", ifname])
+            .ok()
+            .map(|j| json_has_native_xdp(&j))
+            .unwrap_or(false)
+    }
+
+    /// The `stats64` counters of an interface: (rx packets, tx packets).
+    pub fn counters(&self, ns: &str, ifname: &str) -> Result<(u64, u64), String> {
+        let out = sh::ip(&["-n", ns, "-s", "-j", "link", "show", "dev", ifname])?;
+        parse_link_counters(&out).ok_or_else(|| format!("no counters for {ifname} in {ns}"))
+    }
+}
+
+impl Drop for Topology {
+    fn drop(&mut self) {
+        cleanup_all();
+    }
+}
+
+/// Does `ip -j link show` output list a driver-mode (mode 1) XDP program?
+pub fn json_has_native_xdp(json: &str) -> bool {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(json) else {
+        return false;
+    };
+    let xdp = &v[0]["xdp"];
+    xdp["mode"] == 1
+        || xdp["attached"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|p| p["mode"] == 1))
+}
+
+/// (rx packets, tx packets) from `ip -s -j link show dev X`.
+pub fn parse_link_counters(json: &str) -> Option<(u64, u64)> {
+    let v: serde_json::Value = serde_json::from_str(json).ok()?;
+    let s = v.get(0)?.get("stats64")?;
+    Some((
+        s.get("rx")?.get("packets")?.as_u64()?,
+        s.get("tx")?.get("packets")?.as_u64()?,
+    ))
+}
+
+/// The pid in a lab namespace name `fpl<pid>-<role>`.
+pub fn pid_of_namespace(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix(PREFIX)?;
+    let (pid, role) = rest.split_once('-')?;
+    if !["gen", "sw", "sink"].contains(&role) {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// Remove what dead lab runs left behind: namespaces named `fpl<pid>-*` whose pid is
+/// gone (with any process still in them), their temp directories and huge-page mounts.
+/// Returns one line per thing removed or kept.
+pub fn cleanup_leftovers() -> Vec<String> {
+    let mut report = Vec::new();
+    let list = sh::ip(&["netns", "list"]).unwrap_or_default();
+    let me = std::process::id();
+    let mut dead_ids = std::collections::BTreeSet::new();
+    for name in list.lines().filter_map(|l| l.split_whitespace().next()) {
+        let Some(pid) = pid_of_namespace(name) else {
+            continue;
+        };
+        if pid != me && Path::new(&format!("/proc/{pid}")).exists() {
+            report.push(format!("kept {name}: run {pid} is still alive"));
+            continue;
+        }
+        delete_namespace(name);
+        report.push(format!("removed namespace {name}"));
+        dead_ids.insert(pid);
+    }
+    if let Ok(rd) = std::fs::read_dir(std::env::temp_dir()) {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(pid) = name
+                .strip_prefix(PREFIX)
+                .and_then(|r| r.strip_suffix("-lab").or_else(|| r.strip_suffix("-xdp")))
+                .and_then(|p| p.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if pid != me && Path::new(&format!("/proc/{pid}")).exists() {
+                continue;
+            }
+            let huge = e.path().join("huge");
+            if huge.exists() {
+                let _ = sh::run(None, "umount", &[&huge.to_string_lossy()]);
+            }
+            if std::fs::remove_dir_all(e.path()).is_ok() {
+                report.push(format!("removed {}", e.path().display()));
+            }
+        }
+    }
+    if report.is_empty() {
+        report.push("nothing to clean up".into());
+    }
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespace_names_carry_the_pid() {
+        assert_eq!(pid_of_namespace("fpl1234-gen"), Some(1234));
+        assert_eq!(pid_of_namespace("fpl1234-sink"), Some(1234));
+        assert_eq!(pid_of_namespace("fpl1234-other"), None);
+        assert_eq!(pid_of_namespace("fplx-gen"), None);
+        assert_eq!(pid_of_namespace("other-gen"), None);
+    }
+
+    #[test]
+    fn native_xdp_is_told_from_generic() {
+        let drv = r#"[{"ifname":"swin","xdp":{"mode":1,"prog":{"id":1}}}]"#;
+        let skb = r#"[{"ifname":"swin","xdp":{"mode":2,"prog":{"id":1}}}]"#;
+        let both = r#"[{"ifname":"swin","xdp":{"mode":4,"attached":[{"mode":2},{"mode":1}]}}]"#;
+        assert!(json_has_native_xdp(drv));
+        assert!(!json_has_native_xdp(skb));
+        assert!(json_has_native_xdp(both));
+        assert!(!json_has_native_xdp(r#"[{"ifname":"swin"}]"#));
+    }
+
+    #[test]
+    fn link_counters_from_ip_json() {
+        let j = r#"[{"ifindex":6,"ifname":"t1","stats64":{"rx":{"bytes":65286730,"packets":1419272,"errors":0},"tx":{"bytes":836,"packets":10}}}]"#;
+        assert_eq!(parse_link_counters(j), Some((1419272, 10)));
+        assert_eq!(parse_link_counters("[]"), None);
+        assert_eq!(parse_link_counters("not json"), None);
+    }
+}
