@@ -30,7 +30,10 @@ fn skip_reason() -> Option<String> {
         return Some("needs root (network namespaces, AF_PACKET, XDP)".into());
     }
     // Being root is not enough in some containers: try the real thing.
-    let probe = format!("fpt-probe-{}", std::process::id());
+    // One name per call: the tests of this file run in parallel.
+    static PROBES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let probe = format!("fpt-probe-{}-{n}", std::process::id());
     match Command::new("ip").args(["netns", "add", &probe]).output() {
         Ok(o) if o.status.success() => {
             let _ = Command::new("ip").args(["netns", "del", &probe]).output();
