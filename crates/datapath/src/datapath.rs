@@ -162,6 +162,10 @@ pub struct Datapath {
     emc_seed: u64,
     batches_since_rerank: u32,
     batches_since_push: u32,
+    /// Megaflows the slow path installed since the last [`Datapath::clear_installs`], as
+    /// (slot, generation), when [`Datapath::log_installs`] is on (a further cache tier
+    /// below this one, such as the XDP tier, is offered them).
+    install_log: Option<Vec<(u32, u32)>>,
 }
 
 impl Datapath {
@@ -181,6 +185,7 @@ impl Datapath {
             emc_seed: seed,
             batches_since_rerank: 0,
             batches_since_push: 0,
+            install_log: None,
             stats: DatapathStats::default(),
             cfg,
             store,
@@ -222,6 +227,33 @@ impl Datapath {
         self.megaflows
             .iter()
             .map(|(s, e)| (self.megaflows.mask_of(s), e))
+    }
+
+    /// Record the megaflows the slow path installs (see [`Datapath::installs`]).
+    pub fn log_installs(&mut self, on: bool) {
+        self.install_log = on.then(|| Vec::with_capacity(4 * BATCH));
+    }
+
+    /// Megaflows installed since the last [`Datapath::clear_installs`], as (slot,
+    /// generation): the slot may have been reused since, so check the generation.
+    pub fn installs(&self) -> &[(u32, u32)] {
+        self.install_log.as_deref().unwrap_or(&[])
+    }
+
+    pub fn clear_installs(&mut self) {
+        if let Some(l) = &mut self.install_log {
+            l.clear();
+        }
+    }
+
+    /// The version of the rules this worker classifies with (its snapshot's).
+    pub fn rule_version(&self) -> u64 {
+        self.pipeline.version()
+    }
+
+    /// The megaflow cache, mutable: a tier below it credits its own hits to entries.
+    pub fn megaflows_mut(&mut self) -> &mut MegaflowCache {
+        &mut self.megaflows
     }
 
     /// Catch up with the rule store now (also happens at the start of every batch).
@@ -343,7 +375,11 @@ impl Datapath {
                     None => {
                         let tr = self.pipeline.translate(&sc.keys[i]);
                         self.stats.upcalls += 1;
-                        self.megaflows.install(&sc.keys[i], tr, &self.pipeline)
+                        let s = self.megaflows.install(&sc.keys[i], tr, &self.pipeline);
+                        if let Some(l) = &mut self.install_log {
+                            l.push((s, self.megaflows.entry(s).gen));
+                        }
+                        s
                     }
                 };
                 sc.slots[i] = slot;

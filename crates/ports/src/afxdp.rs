@@ -5,7 +5,7 @@
 //! fill ring → rx ring → fill ring, the second half is the transmit free-list (tx ring →
 //! completion ring → free-list), so the two directions never compete for frames.
 
-use crate::xdp::XskProgram;
+use crate::xdp::{XskProgram, XskRegistrar};
 use crate::{Port, PortInfo, PortStats, RxBatch};
 use std::ffi::CString;
 use std::io;
@@ -187,8 +187,10 @@ pub struct AfXdpPort {
     rx: RingRx,
     tx: RingTx,
     dq: DeviceQueue,
-    /// The shared redirect program (detached when the last queue of the interface goes).
-    prog: Arc<XskProgram>,
+    /// Where the socket is registered: the interface's shared redirect program (detached
+    /// when the last queue of the interface goes), or an external one (the XDP tier).
+    prog: Arc<dyn XskRegistrar>,
+    ifindex: u32,
     /// Dropped last: the rings and sockets above point into it.
     area: Area,
     /// Rx chunks to hand back to the kernel (fill ring was full); capacity RX_FRAMES.
@@ -212,7 +214,21 @@ impl AfXdpPort {
         queue: u32,
         opts: &AfXdpOptions,
     ) -> io::Result<AfXdpPort> {
-        let prog = XskProgram::get(interface, opts.mode)?;
+        let prog: Arc<dyn XskRegistrar> = XskProgram::get(interface, opts.mode)?;
+        Self::open_with(name, interface, queue, opts, prog)
+    }
+
+    /// As [`AfXdpPort::open`], but the socket is registered with `prog`, which already has
+    /// an XDP program on `interface` that redirects to it (e.g. the XDP tier's), instead of
+    /// attaching this crate's `xsk_redirect`; `opts.mode` is then not used.
+    pub fn open_with(
+        name: &str,
+        interface: &str,
+        queue: u32,
+        opts: &AfXdpOptions,
+        prog: Arc<dyn XskRegistrar>,
+    ) -> io::Result<AfXdpPort> {
+        let ifindex = crate::xdp::ifindex(interface)?;
         let area = Area::new((UMEM_FRAMES * CHUNK) as usize, opts.hugepages)?;
         let mut info = IfInfo::invalid();
         let cname = CString::new(interface).map_err(|_| io::ErrorKind::InvalidInput)?;
@@ -245,7 +261,7 @@ impl AfXdpPort {
             debug_assert_eq!(n, RX_FRAMES);
         }
         let fd = b.rx.as_raw_fd();
-        prog.register(queue, fd)?;
+        prog.register(ifindex, queue, fd)?;
 
         let mut tx_free = Vec::with_capacity((UMEM_FRAMES - RX_FRAMES) as usize);
         tx_free.extend((RX_FRAMES..UMEM_FRAMES).rev().map(|i| u64::from(i * CHUNK)));
@@ -256,7 +272,7 @@ impl AfXdpPort {
             } else {
                 "copy mode"
             },
-            prog.mode().as_str(),
+            prog.describe(ifindex),
             if area.huge {
                 "huge pages"
             } else if opts.hugepages {
@@ -273,6 +289,7 @@ impl AfXdpPort {
             tx: b.tx,
             dq: b.dq,
             prog,
+            ifindex,
             area,
             fill_backlog: Vec::with_capacity(RX_FRAMES as usize),
             tx_free,
@@ -475,6 +492,6 @@ impl Port for AfXdpPort {
 impl Drop for AfXdpPort {
     fn drop(&mut self) {
         // Stop steering to this socket before it closes (closing would remove it anyway).
-        self.prog.unregister(self.queue);
+        self.prog.unregister(self.ifindex, self.queue);
     }
 }

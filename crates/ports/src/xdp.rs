@@ -29,8 +29,46 @@ static XSK_OBJ: &[u8] =
 pub(crate) static GEN_OBJ: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/gen_tx.bpf.o"));
 
-/// Names of the programs this crate attaches (and may therefore remove when stale).
-const OUR_PROGRAMS: [&str; 4] = ["xsk_redirect", "xdp_pass", "xdp_drop", "gen_tx"];
+/// Names of the programs flowpath attaches (and may therefore remove when stale): this
+/// crate's, and the XDP tier's `flow_tier` (crates/xdptier).
+const OUR_PROGRAMS: [&str; 5] = [
+    "xsk_redirect",
+    "xdp_pass",
+    "xdp_drop",
+    "gen_tx",
+    "flow_tier",
+];
+
+/// Whoever owns the XDP program and XSKMAP an AF_XDP socket is steered through. By default
+/// each interface gets its own [`XskProgram`]; the XDP tier (one program and one XSKMAP for
+/// every interface) supplies its own, see [`crate::afxdp::AfXdpPort::open_with`].
+pub trait XskRegistrar: Send + Sync {
+    /// Steer frames arriving on rx queue `queue` of `ifindex` to the XDP socket `fd`.
+    fn register(&self, ifindex: u32, queue: u32, fd: RawFd) -> io::Result<()>;
+    /// Stop steering them (the socket is about to close).
+    fn unregister(&self, ifindex: u32, queue: u32);
+    /// How the program is attached to `ifindex`, and by whom, for port info
+    /// (e.g. "native XDP").
+    fn describe(&self, ifindex: u32) -> String;
+}
+
+impl XskRegistrar for XskProgram {
+    fn register(&self, _ifindex: u32, queue: u32, fd: RawFd) -> io::Result<()> {
+        XskProgram::register(self, queue, fd)
+    }
+    fn unregister(&self, _ifindex: u32, queue: u32) {
+        XskProgram::unregister(self, queue)
+    }
+    fn describe(&self, _ifindex: u32) -> String {
+        self.mode.as_str().to_string()
+    }
+}
+
+/// Before attaching a program of ours to `ifname`: remove a stale legacy-attached one of
+/// ours (a dead flowpath's), refuse anyone else's (see the module documentation).
+pub fn clear_stale_xdp(ifname: &str) -> io::Result<()> {
+    clear_stale(ifname, ifindex(ifname)?)
+}
 
 /// Whether the XDP objects were compiled in (clang was present at build time).
 pub fn bpf_available() -> bool {

@@ -7,10 +7,11 @@
 //! are workers (the config check says so, naming the field).
 
 use crate::control::{ControlSocket, Op, Request, Response};
-use crate::pmd::{spawn_worker, WorkerConfig, WorkerHandle, WorkerPort, WorkerSnapshot};
+use crate::pmd::{spawn_worker_with_tier, WorkerConfig, WorkerHandle, WorkerPort, WorkerSnapshot};
 use crate::switch::{spawn_control_with, Switch, SwitchConfig};
+use crate::tier::{TierPort, XdpTier};
 use flowpath_datapath::DatapathConfig;
-use flowpath_ports::PortConfig;
+use flowpath_ports::{PortConfig, PortKind};
 use serde::Deserialize;
 use std::fmt::Write as _;
 use std::io::{Read, Write};
@@ -62,6 +63,9 @@ fn default_megaflows() -> usize {
 fn default_idle_sleep() -> u64 {
     500
 }
+fn default_xdp_tier_max() -> u32 {
+    65536
+}
 
 /// `[datapath]`
 #[derive(Clone, Debug, Deserialize)]
@@ -77,6 +81,14 @@ pub struct DatapathSection {
     /// Longest idle nap of a worker in microseconds; 0 = never sleep (pure busy poll).
     #[serde(default = "default_idle_sleep")]
     pub idle_sleep_max_us: u64,
+    /// Run the XDP tier: one `flow_tier` program on every afxdp port's interface answers
+    /// cached flows in the kernel (docs/xdp-tier.md). Other port types do not take part.
+    #[serde(default)]
+    pub xdp_tier: bool,
+    /// Entries the XDP tier holds (all workers together; new megaflows are not offered
+    /// while it is full).
+    #[serde(default = "default_xdp_tier_max")]
+    pub xdp_tier_max: u32,
 }
 
 impl Default for DatapathSection {
@@ -86,6 +98,8 @@ impl Default for DatapathSection {
             emc_insert_inv_prob: default_emc_prob(),
             megaflow_max: default_megaflows(),
             idle_sleep_max_us: default_idle_sleep(),
+            xdp_tier: false,
+            xdp_tier_max: default_xdp_tier_max(),
         }
     }
 }
@@ -164,6 +178,30 @@ impl DaemonConfig {
                 ));
             }
         }
+        if self.datapath.xdp_tier {
+            let max = flowpath_xdptier::MAX_FLOWS;
+            if self.datapath.xdp_tier_max == 0 || self.datapath.xdp_tier_max > max {
+                return Err(format!("datapath.xdp_tier_max: must be 1..={max}"));
+            }
+            if !self.ports.iter().any(|p| p.kind == PortKind::Afxdp) {
+                return Err(
+                    "datapath.xdp_tier: no port of type afxdp (only those take part)".into(),
+                );
+            }
+            let queues: u32 = self
+                .ports
+                .iter()
+                .filter(|p| p.kind == PortKind::Afxdp)
+                .map(|p| p.queues)
+                .sum();
+            if queues > flowpath_xdptier::MAX_XSKS {
+                return Err(format!(
+                    "datapath.xdp_tier: the afxdp ports have {queues} queues together; the XDP \
+                     tier serves at most {}",
+                    flowpath_xdptier::MAX_XSKS
+                ));
+            }
+        }
         if self.datapath.emc_insert_inv_prob == 0 {
             return Err("datapath.emc_insert_inv_prob: must be at least 1".into());
         }
@@ -201,6 +239,8 @@ pub struct Daemon {
     workers: Vec<WorkerHandle>,
     snapshots: Vec<Arc<Mutex<WorkerSnapshot>>>,
     stop: Arc<AtomicBool>,
+    /// The XDP tier, dropped (programs detached, maps freed) after the workers and ports.
+    tier: Option<Arc<XdpTier>>,
     control: Option<(Arc<ControlSocket>, JoinHandle<()>)>,
     expiry: Option<JoinHandle<()>>,
     metrics: Option<(SocketAddr, JoinHandle<()>)>,
@@ -241,10 +281,20 @@ impl Daemon {
         // Open every queue of every port before starting anything, so a bad port stops
         // the start with its name and nothing half-running.
         let n_workers = cfg.workers.len().max(1);
+        let tier = if cfg.datapath.xdp_tier {
+            let t = Arc::new(start_tier(cfg, &sw)?);
+            sw.set_rule_change_hook(t.clone());
+            Some(t)
+        } else {
+            None
+        };
         let mut per_worker: Vec<Vec<WorkerPort>> = (0..n_workers).map(|_| Vec::new()).collect();
         for p in &cfg.ports {
             for q in 0..p.queues {
-                let port = p.open(q)?;
+                let port = match &tier {
+                    Some(t) if p.kind == PortKind::Afxdp => open_tier_port(p, q, t)?,
+                    _ => p.open(q)?,
+                };
                 per_worker[q as usize % n_workers].push(WorkerPort {
                     number: p.number,
                     queue: q,
@@ -274,7 +324,7 @@ impl Daemon {
                 datapath: cfg.datapath_config(),
                 idle_sleep_max: Duration::from_micros(cfg.datapath.idle_sleep_max_us),
             };
-            let h = spawn_worker(&sw, wcfg, ports, stop.clone())
+            let h = spawn_worker_with_tier(&sw, wcfg, ports, stop.clone(), tier.clone())
                 .map_err(|e| format!("worker[{id}]: cannot start its thread: {e}"))?;
             workers.push(h);
         }
@@ -282,8 +332,15 @@ impl Daemon {
 
         let handler_sw = sw.clone();
         let handler_snaps = snapshots.clone();
+        let handler_tier = tier.clone();
         let control = spawn_control_with(sock.clone(), stop.clone(), move |req| match req.op {
-            Op::Stats => stats_response(&collect(&handler_snaps)),
+            Op::Stats => {
+                let mut r = stats_response(&collect(&handler_snaps));
+                if let Some(t) = &handler_tier {
+                    r.lines.push(t.stats_line());
+                }
+                r
+            }
             _ => handler_sw.handle(req),
         });
         let expiry = sw.spawn_expiry(stop.clone());
@@ -300,6 +357,7 @@ impl Daemon {
             workers,
             snapshots,
             stop,
+            tier,
             control: Some((sock, control)),
             expiry: Some(expiry),
             metrics,
@@ -335,8 +393,77 @@ impl Daemon {
             let _ = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200));
             let _ = h.join();
         }
+        // The workers (and with them the AF_XDP sockets) are gone; the switch's hook holds
+        // the last other reference, so the tier itself goes with the process.
+        self.tier = None;
         finals
     }
+
+    /// The XDP tier's `flowpath stats` line, when it runs.
+    pub fn tier_stats(&self) -> Option<String> {
+        self.tier.as_ref().map(|t| t.stats_line())
+    }
+}
+
+/// Load the XDP tier, attach it to every afxdp port's interface and hook it to rule
+/// changes (before any port opens, so the AF_XDP sockets can register in its xsks_map).
+fn start_tier(cfg: &DaemonConfig, sw: &Arc<Switch>) -> Result<XdpTier, String> {
+    let ports: Vec<TierPort<'_>> = cfg
+        .ports
+        .iter()
+        .filter(|p| p.kind == PortKind::Afxdp)
+        .map(|p| TierPort {
+            name: &p.name,
+            number: p.number,
+            interface: p.interface.as_deref().unwrap_or_default(),
+            queues: p.queues,
+            mode: p.xdp_mode,
+        })
+        .collect();
+    // The configuration lock is not needed yet: nothing else changes rules before start
+    // returns; the version is read here and the hook set right after.
+    let tier = XdpTier::setup(&ports, cfg.datapath.xdp_tier_max, sw.store().version())
+        .map_err(|e| format!("datapath.xdp_tier: {e}"))?;
+    Ok(tier)
+}
+
+/// Open queue `q` of an afxdp port against the XDP tier's program and xsks_map, wrapped
+/// like [`PortConfig::open`] does (fault injector, pcap tracer: they see only the frames
+/// that reach user space).
+fn open_tier_port(
+    p: &PortConfig,
+    q: u32,
+    tier: &Arc<XdpTier>,
+) -> Result<Box<dyn flowpath_ports::Port>, String> {
+    p.validate()?;
+    let ctx = |e: std::io::Error| format!("port '{}' queue {q}: {e}", p.name);
+    let reg: Arc<dyn flowpath_ports::xdp::XskRegistrar> = tier.clone();
+    let mut port: Box<dyn flowpath_ports::Port> = Box::new(
+        flowpath_ports::afxdp::AfXdpPort::open_with(
+            &p.name,
+            p.interface.as_deref().unwrap_or_default(),
+            q,
+            &flowpath_ports::afxdp::AfXdpOptions {
+                mode: p.xdp_mode,
+                zero_copy: p.zero_copy,
+                hugepages: p.hugepages,
+            },
+            reg,
+        )
+        .map_err(ctx)?,
+    );
+    if let Some(f) = &p.fault {
+        port = Box::new(flowpath_ports::FaultInjector::new(port, f.clone()));
+    }
+    if let Some(path) = &p.trace {
+        let path = if p.queues > 1 {
+            path.with_extension(format!("q{q}.pcap"))
+        } else {
+            path.clone()
+        };
+        port = Box::new(flowpath_ports::PcapTracer::new(port, &path).map_err(ctx)?);
+    }
+    Ok(port)
 }
 
 fn collect(snaps: &[Arc<Mutex<WorkerSnapshot>>]) -> Vec<WorkerSnapshot> {
@@ -413,6 +540,13 @@ pub fn format_stats(snaps: &[WorkerSnapshot]) -> String {
         );
         let _ = writeln!(o, "  upcalls:           {:>14}", w.upcalls);
         let _ = writeln!(o, "  drops:             {:>14}", w.drops);
+        if w.xdp_hits + w.xdp_entries + w.xdp_not_offered > 0 {
+            let _ = writeln!(
+                o,
+                "  xdp tier hits:     {:>14}  (in the kernel, not in rx packets; {} entries, {} megaflows not offered)",
+                w.xdp_hits, w.xdp_entries, w.xdp_not_offered
+            );
+        }
         let _ = writeln!(o, "  tx packets:        {:>14}", w.tx_packets);
         if w.no_such_port > 0 {
             let _ = writeln!(o, "  to unknown ports:  {:>14}", w.no_such_port);

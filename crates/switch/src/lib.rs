@@ -6,12 +6,13 @@ pub mod daemon;
 pub mod pmd;
 pub mod state;
 pub mod switch;
+pub mod tier;
 
 pub use control::{call, ControlSocket, Op, Request, Response};
 pub use daemon::{format_stats, prometheus_text, Daemon, DaemonConfig};
-pub use pmd::{spawn_worker, WorkerConfig, WorkerPort, WorkerSnapshot};
+pub use pmd::{spawn_worker, spawn_worker_with_tier, WorkerConfig, WorkerPort, WorkerSnapshot};
 pub use state::{StateError, StateFile};
 pub use switch::{
-    spawn_control_with, spawn_generated_worker, time_replace, ReplaceTiming, StatsSync,
-    StatsTicket, Switch, SwitchConfig,
+    spawn_control_with, spawn_generated_worker, time_replace, ReplaceTiming, RuleChangeHook,
+    StatsSync, StatsTicket, Switch, SwitchConfig,
 };

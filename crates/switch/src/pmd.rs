@@ -8,6 +8,7 @@
 //! idle switch does not burn its core; the first packet brings it back to busy polling.
 
 use crate::switch::{StatsTicket, Switch};
+use crate::tier::{TierAgent, XdpTier};
 use flowpath_datapath::tsc::{rdtsc, tsc_hz};
 use flowpath_datapath::{Datapath, DatapathConfig, DatapathStats, OutputSink};
 use flowpath_ports::{Port, PortInfo, PortStats, RxBatch};
@@ -67,6 +68,14 @@ pub struct WorkerSnapshot {
     /// Outputs to a port number this worker has no queue of.
     pub no_such_port: u64,
     pub tx_packets: u64,
+    /// Packets the XDP tier answered in the kernel for this worker's entries (read from
+    /// the kernel counters in slices every 100 ms, all of them before `flows dump`).
+    pub xdp_hits: u64,
+    /// Kernel entries this worker installed and holds.
+    pub xdp_entries: u64,
+    /// Megaflows not offered to the XDP tier: tier full, no mask slot left, or actions it
+    /// cannot run.
+    pub xdp_not_offered: u64,
     pub tsc_hz: f64,
     pub ports: Vec<PortQueueSnapshot>,
 }
@@ -141,6 +150,17 @@ pub fn spawn_worker(
     ports: Vec<WorkerPort>,
     stop: Arc<AtomicBool>,
 ) -> std::io::Result<WorkerHandle> {
+    spawn_worker_with_tier(sw, cfg, ports, stop, None)
+}
+
+/// [`spawn_worker`], with the megaflows the worker installs offered to the XDP tier.
+pub fn spawn_worker_with_tier(
+    sw: &Arc<Switch>,
+    cfg: WorkerConfig,
+    ports: Vec<WorkerPort>,
+    stop: Arc<AtomicBool>,
+    tier: Option<Arc<XdpTier>>,
+) -> std::io::Result<WorkerHandle> {
     let ticket = sw.stats_sync().register();
     let store = sw.store().clone();
     let snapshot = Arc::new(Mutex::new(WorkerSnapshot {
@@ -157,8 +177,9 @@ pub fn spawn_worker(
                     eprintln!("flowpath: worker {}: cannot pin to CPU {core}: {e}", cfg.id);
                 }
             }
-            let dp = Datapath::new(store, cfg.datapath.clone());
-            run_loop(cfg, dp, ports, ticket, shared, stop)
+            let mut dp = Datapath::new(store, cfg.datapath.clone());
+            let agent = tier.map(|t| TierAgent::new(t, &mut dp));
+            run_loop(cfg, dp, agent, ports, ticket, shared, stop)
         })?;
     Ok(WorkerHandle { snapshot, thread })
 }
@@ -166,6 +187,7 @@ pub fn spawn_worker(
 fn run_loop(
     cfg: WorkerConfig,
     mut dp: Datapath,
+    mut agent: Option<TierAgent>,
     mut ports: Vec<WorkerPort>,
     mut ticket: StatsTicket,
     shared: Arc<Mutex<WorkerSnapshot>>,
@@ -199,8 +221,10 @@ fn run_loop(
     };
     let publish_every = (hz / 200.0) as u64; // 5 ms
     let push_every = (hz / 10.0) as u64; // rule counters every 100 ms
+    let collect_every = (hz / 10.0) as u64; // a slice of the kernel (XDP tier) counters
     let mut last_publish = rdtsc();
     let mut last_push = last_publish;
+    let mut last_collect = last_publish;
     let mut idle_polls = 0u32;
     let mut nap = Duration::ZERO;
     let mut t0 = rdtsc();
@@ -228,6 +252,20 @@ fn run_loop(
                 tx: &mut snap.tx_packets,
             };
             batch.with_packets(|pkts| dp.process(in_port, pkts, &mut sink));
+            if let Some(a) = &mut agent {
+                a.after_batch(&mut dp);
+            }
+        }
+        if let Some(a) = &mut agent {
+            // Catch up with a rule change at once (not at the next upcall), so the kernel
+            // entries that survive it are re-stamped soon: one atomic load.
+            if dp.store().version() != dp.rule_version() {
+                dp.sync_rules();
+                a.after_batch(&mut dp);
+            }
+            if ticket.pending() {
+                a.collect(&mut dp);
+            }
         }
         for i in 0..ports.len() {
             if dirty[i] && down[i].is_none() {
@@ -268,12 +306,19 @@ fn run_loop(
         // Sleeping and bookkeeping count as idle.
         snap.idle_cycles += t2 - t1;
         t0 = t2;
+        if let Some(a) = &mut agent {
+            if t2 - last_collect > collect_every {
+                a.collect_some(&mut dp, 512);
+                last_collect = t2;
+            }
+        }
         if t2 - last_push > push_every {
             dp.push_rule_stats();
             last_push = t2;
         }
         if t2 - last_publish > publish_every {
             last_publish = t2;
+            tier_counters(&mut snap, agent.as_ref());
             publish(&mut snap, &dp, &ports, &down, &shared, false);
         }
     }
@@ -283,9 +328,24 @@ fn run_loop(
             let _ = p.port.flush();
         }
     }
+    if let Some(a) = &mut agent {
+        a.collect(&mut dp);
+    }
     dp.push_rule_stats();
+    tier_counters(&mut snap, agent.as_ref());
+    if let Some(a) = &mut agent {
+        a.clear();
+    }
     publish(&mut snap, &dp, &ports, &down, &shared, true);
     snap
+}
+
+fn tier_counters(snap: &mut WorkerSnapshot, agent: Option<&TierAgent>) {
+    if let Some(a) = agent {
+        snap.xdp_hits = a.hits;
+        snap.xdp_entries = a.entries() as u64;
+        snap.xdp_not_offered = a.refused + a.unsupported;
+    }
 }
 
 fn port_failed(cfg: &WorkerConfig, p: &WorkerPort, e: &std::io::Error, down: &mut Option<String>) {

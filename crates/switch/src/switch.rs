@@ -12,7 +12,7 @@ use flowpath_gen::InMemorySource;
 use flowpath_pipeline::{now_ns, Backend, Change, Pipeline, RuleSpec, RuleStore, Selector};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -87,6 +87,12 @@ impl StatsSync {
 }
 
 impl StatsTicket {
+    /// Has a push been asked for that this worker has not done yet? (One atomic load.)
+    #[inline]
+    pub fn pending(&self) -> bool {
+        self.sync.requested.load(Ordering::Acquire) != self.seen
+    }
+
     /// Called by the worker between batches: one atomic load when nothing is asked.
     #[inline]
     pub fn poll(&mut self, dp: &mut Datapath) {
@@ -95,6 +101,30 @@ impl StatsTicket {
             dp.push_rule_stats();
             self.seen = req;
             self.done.store(req, Ordering::Release);
+        }
+    }
+}
+
+/// Told about every rule change, around it: a cache outside the workers' own (the XDP
+/// tier) stops answering in `before_apply` and resumes, for the new version, in
+/// `after_apply`, which runs before the change is acknowledged. Both run with the switch's
+/// configuration lock held, so changes do not interleave.
+pub trait RuleChangeHook: Send + Sync {
+    fn before_apply(&self);
+    /// `version`: the rule store's version after the change (unchanged if it was refused).
+    fn after_apply(&self, version: u64);
+}
+
+/// Calls `after_apply` with the store's version when dropped (on every way out).
+struct RuleChange<'a> {
+    hook: Option<&'a dyn RuleChangeHook>,
+    store: &'a RuleStore,
+}
+
+impl Drop for RuleChange<'_> {
+    fn drop(&mut self) {
+        if let Some(h) = self.hook {
+            h.after_apply(self.store.version());
         }
     }
 }
@@ -108,6 +138,7 @@ pub struct Switch {
     config: Mutex<()>,
     stats: Arc<StatsSync>,
     cfg: SwitchConfig,
+    hook: OnceLock<Arc<dyn RuleChangeHook>>,
 }
 
 impl Switch {
@@ -129,6 +160,7 @@ impl Switch {
             config: Mutex::new(()),
             stats: Arc::new(StatsSync::default()),
             cfg,
+            hook: OnceLock::new(),
         }))
     }
 
@@ -138,6 +170,26 @@ impl Switch {
 
     pub fn stats_sync(&self) -> &Arc<StatsSync> {
         &self.stats
+    }
+
+    /// Have `hook` called around every rule change from now on (once; false if a hook was
+    /// already set).
+    pub fn set_rule_change_hook(&self, hook: Arc<dyn RuleChangeHook>) -> bool {
+        let _cfg = self.config.lock().unwrap_or_else(|e| e.into_inner());
+        self.hook.set(hook).is_ok()
+    }
+
+    /// Start a rule change (call with the config lock held): `before_apply` now,
+    /// `after_apply` when the returned guard is dropped.
+    fn rule_change(&self) -> RuleChange<'_> {
+        let hook = self.hook.get().map(|h| &**h);
+        if let Some(h) = hook {
+            h.before_apply();
+        }
+        RuleChange {
+            hook,
+            store: &self.store,
+        }
     }
 
     /// Carry out one control request.
@@ -196,6 +248,7 @@ impl Switch {
             Op::Dump | Op::Stats => unreachable!(),
         };
         let _cfg = self.config.lock().unwrap_or_else(|e| e.into_inner());
+        let _change = self.rule_change();
         let before = self.store.snapshot();
         let done = match self.store.apply(changes) {
             Ok(d) => d,
@@ -275,6 +328,12 @@ impl Switch {
             self.stats.request_and_wait(Duration::from_millis(200));
         }
         let _cfg = self.config.lock().unwrap_or_else(|e| e.into_inner());
+        // Only a pass that will remove something is a rule change (the XDP tier stops
+        // answering for its duration).
+        if !self.store.snapshot().rules().any(|r| r.expired_at(now)) {
+            return 0;
+        }
+        let _change = self.rule_change();
         match self.store.expire(now) {
             Ok(gone) if !gone.is_empty() => {
                 if let Err(e) = self.save() {

@@ -54,12 +54,12 @@ struct {
 	__type(value, struct fp_config);
 } fp_config SEC(".maps");
 
-/* ingress ifindex -> flowpath port number (the key's in_port). */
+/* ingress ifindex -> flowpath port number (the key's in_port) and xsks_map base. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 256);
 	__type(key, __u32);
-	__type(value, __u32);
+	__type(value, struct fp_inport);
 } fp_inport SEC(".maps");
 
 struct {
@@ -278,9 +278,10 @@ static __always_inline void l4_update(__u16 *ck, const __u16 *old, const __u16 *
 	*ck = r;
 }
 
-static __always_inline int upcall(struct xdp_md *ctx)
+/* To the AF_XDP socket of this interface's rx queue: xsks_map[xsk_base + queue]. */
+static __always_inline int upcall(struct xdp_md *ctx, __u32 xsk_base)
 {
-	return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
+	return bpf_redirect_map(&xsks_map, xsk_base + ctx->rx_queue_index, XDP_PASS);
 }
 
 static __always_inline void count_reason(__u32 r)
@@ -328,16 +329,17 @@ int flow_tier(struct xdp_md *ctx)
 	__u32 frame_len = ctx->data_end - ctx->data;
 
 	__u32 ifindex = ctx->ingress_ifindex;
-	__u32 *in_port = bpf_map_lookup_elem(&fp_inport, &ifindex);
-	if (!in_port) {
+	struct fp_inport *ip_ent = bpf_map_lookup_elem(&fp_inport, &ifindex);
+	if (!ip_ent) {
 		record(cfg, &kw, FP_R_UP_NO_INPORT, ~0u);
-		return upcall(ctx);
+		return upcall(ctx, 0);
 	}
-	kw.k.in_port = bpf_htonl(*in_port);
+	__u32 in_port = ip_ent->port, xsk_base = ip_ent->xsk_base;
+	kw.k.in_port = bpf_htonl(in_port);
 	int r = parse(ctx, &kw.k, &m, cfg->vxlan_port);
 	if (r) {
 		record(cfg, &kw, r, ~0u);
-		return upcall(ctx);
+		return upcall(ctx, xsk_base);
 	}
 
 	/* Lookup: masks in order, first hit wins. */
@@ -364,11 +366,11 @@ int flow_tier(struct xdp_md *ctx)
 	}
 	if (!v) {
 		record(cfg, &kw, FP_R_MISS, ~0u);
-		return upcall(ctx);
+		return upcall(ctx, xsk_base);
 	}
 	if (v->act.version != cfg->version) {
 		record(cfg, &kw, FP_R_STALE, ~0u);
-		return upcall(ctx);
+		return upcall(ctx, xsk_base);
 	}
 	struct fp_actions *a = &v->act;
 	__u32 fl = a->flags, slot = v->slot;
@@ -376,7 +378,7 @@ int flow_tier(struct xdp_md *ctx)
 	/* Everything that can send the packet to user space is decided before the first
 	 * byte changes: it must arrive there as received. */
 	if (fl & FP_ACT_OUTPUT) {
-		if (a->out_port == *in_port) /* flowpath skips output to the ingress port */
+		if (a->out_port == in_port) /* flowpath skips output to the ingress port */
 			goto up_action;
 		__u32 dev = a->out_dev;
 		if (!bpf_map_lookup_elem(&fp_ports, &dev))
@@ -386,7 +388,7 @@ int flow_tier(struct xdp_md *ctx)
 	int is6 = kw.k.eth_type == bpf_htons(ETH_P_IPV6) && m.l3;
 	if ((fl & FP_ACT_DEC_TTL) && (is4 || is6) && kw.k.nw_ttl <= 1) {
 		record(cfg, &kw, FP_R_UP_TTL, slot);
-		return upcall(ctx);
+		return upcall(ctx, xsk_base);
 	}
 	__u32 vl = m.vlans, pops = a->pop_vlans;
 	if (pops > vl)
@@ -560,7 +562,7 @@ int flow_tier(struct xdp_md *ctx)
 
 up_action:
 	record(cfg, &kw, FP_R_UP_ACTION, slot);
-	return upcall(ctx);
+	return upcall(ctx, xsk_base);
 }
 
 char _license[] SEC("license") = "Dual BSD/GPL";

@@ -138,6 +138,15 @@ struct fp_stat {
 	__u64 bytes;
 };
 
+/* fp_inport value: which flowpath port an ingress interface is, and where its AF_XDP
+ * sockets start in xsks_map (one XSKMAP serves every interface: upcalls of rx queue q of
+ * this interface go to xsks_map[xsk_base + q]). */
+struct fp_inport {
+	__u32 port;              /* flowpath port number (the key's in_port) */
+	__u32 xsk_base;          /* first xsks_map index of this interface */
+};
+_Static_assert(sizeof(struct fp_inport) == 8, "fp_inport size");
+
 /* fp_config[0]. */
 #define FP_CFG_DEBUG 1u          /* record every packet's key and verdict in fp_debug[0] */
 struct fp_config {

@@ -28,6 +28,8 @@ pub const MAX_MASKS: usize = 8;
 pub const MAX_FLOWS: u32 = 65536;
 /// Entries of `fp_ports` (devmap indices are `0..MAX_DEVS`).
 pub const MAX_DEVS: u32 = 256;
+/// Entries of `xsks_map`: AF_XDP sockets of all interfaces together (`xsk_base + queue`).
+pub const MAX_XSKS: u32 = 64;
 
 /// XDP return codes (`enum xdp_action`).
 pub mod xdp_action {
@@ -54,6 +56,9 @@ pub mod act {
     pub const PUSH_VLAN: u32 = 1 << 11;
     pub const SET_VLAN_TCI: u32 = 1 << 12;
 }
+
+/// A `fp_config.version` no entry is stamped with: while it is set, every lookup is a miss.
+pub const INVALID_VERSION: u32 = u32::MAX;
 
 /// `fp_config.flags`: record every packet's key and verdict in `fp_debug[0]`.
 pub const CFG_DEBUG: u32 = 1;
@@ -224,6 +229,17 @@ pub struct FpStat {
     pub bytes: u64,
 }
 
+/// `struct fp_inport`: the `fp_inport` value of an ingress ifindex.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+#[repr(C)]
+pub struct FpInPort {
+    /// flowpath port number (the key's `in_port`).
+    pub port: u32,
+    /// Upcalls of rx queue `q` go to `xsks_map[xsk_base + q]`.
+    pub xsk_base: u32,
+}
+const _: () = assert!(size_of::<FpInPort>() == 8 && offset_of!(FpInPort, xsk_base) == 4);
+
 /// `struct fp_config`: `fp_config[0]`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 #[repr(C)]
@@ -256,6 +272,7 @@ unsafe impl aya::Pod for FpActions {}
 unsafe impl aya::Pod for FpFlowValue {}
 unsafe impl aya::Pod for FpStat {}
 unsafe impl aya::Pod for FpConfig {}
+unsafe impl aya::Pod for FpInPort {}
 unsafe impl aya::Pod for FpDebug {}
 
 /// The kernel key of a flowpath key: the same bytes.
@@ -509,6 +526,13 @@ impl FlowTier {
         Ok(self.cfg.version)
     }
 
+    /// Make `version` the one entries must carry (one map write). [`INVALID_VERSION`] turns
+    /// every entry into a miss.
+    pub fn set_version(&mut self, version: u32) -> io::Result<()> {
+        self.cfg.version = version;
+        self.write_config()
+    }
+
     /// UDP destination port handed to user space as VXLAN (`None`: none), to match the
     /// datapath's `ParseOptions::vxlan_port`.
     pub fn set_vxlan_port(&mut self, port: Option<u16>) -> io::Result<()> {
@@ -587,6 +611,35 @@ impl FlowTier {
             .map_err(|e| err(format!("fp_flows insert: {e}")))
     }
 
+    /// As [`FlowTier::insert`], but stamped with `version` (the rule version the flow was
+    /// classified under) instead of the current one: it is a hit only while
+    /// `fp_config.version == version`.
+    pub fn insert_versioned(
+        &mut self,
+        mask_id: u32,
+        mask: &FlowKey,
+        key: &FlowKey,
+        actions: FpActions,
+        slot: u32,
+        version: u32,
+    ) -> io::Result<()> {
+        if slot >= MAX_FLOWS {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("slot {slot} >= {MAX_FLOWS}"),
+            ));
+        }
+        let k = flow_key(mask_id, mask, key);
+        let v = FpFlowValue {
+            act: FpActions { version, ..actions },
+            slot,
+            pad: 0,
+        };
+        let mut m: HashMap<&mut MapData, FpFlowKey, FpFlowValue> = self.map("fp_flows")?;
+        m.insert(k, v, 0)
+            .map_err(|e| err(format!("fp_flows insert: {e}")))
+    }
+
     /// Remove a cached flow (as inserted).
     pub fn remove(&mut self, mask_id: u32, mask: &FlowKey, key: &FlowKey) -> io::Result<()> {
         let k = flow_key(mask_id, mask, key);
@@ -595,10 +648,11 @@ impl FlowTier {
             .map_err(|e| err(format!("fp_flows remove: {e}")))
     }
 
-    /// Packets arriving on `ifindex` get `in_port = port` in their key.
-    pub fn set_in_port(&mut self, ifindex: u32, port: u32) -> io::Result<()> {
-        let mut m: HashMap<&mut MapData, u32, u32> = self.map("fp_inport")?;
-        m.insert(ifindex, port, 0)
+    /// Packets arriving on `ifindex` get `in_port = port` in their key; their upcalls go
+    /// to `xsks_map[xsk_base + rx queue]`.
+    pub fn set_in_port(&mut self, ifindex: u32, port: u32, xsk_base: u32) -> io::Result<()> {
+        let mut m: HashMap<&mut MapData, u32, FpInPort> = self.map("fp_inport")?;
+        m.insert(ifindex, FpInPort { port, xsk_base }, 0)
             .map_err(|e| err(format!("fp_inport: {e}")))
     }
 
@@ -609,11 +663,26 @@ impl FlowTier {
             .map_err(|e| err(format!("fp_ports[{dev}]: {e}")))
     }
 
-    /// Upcalls arriving on rx queue `queue` go to the AF_XDP socket `fd`.
-    pub fn register_xsk(&mut self, queue: u32, fd: RawFd) -> io::Result<()> {
+    /// Upcalls for `xsks_map[index]` (`xsk_base + rx queue`) go to the AF_XDP socket `fd`.
+    pub fn register_xsk(&mut self, index: u32, fd: RawFd) -> io::Result<()> {
         let mut m: XskMap<&mut MapData> = self.map("xsks_map")?;
-        m.set(queue, fd, 0)
-            .map_err(|e| err(format!("xsks_map[{queue}]: {e}")))
+        m.set(index, fd, 0)
+            .map_err(|e| err(format!("xsks_map[{index}]: {e}")))
+    }
+
+    /// Empty `xsks_map[index]` (upcalls there go to the kernel stack).
+    pub fn unregister_xsk(&mut self, index: u32) -> io::Result<()> {
+        let mut m: XskMap<&mut MapData> = self.map("xsks_map")?;
+        m.unset(index)
+            .map_err(|e| err(format!("xsks_map[{index}]: {e}")))
+    }
+
+    /// How the program is attached to `ifindex`, if it is.
+    pub fn attached(&self, ifindex: u32) -> Option<Attached> {
+        self.links
+            .iter()
+            .find(|(i, _, _)| *i == ifindex)
+            .map(|(_, _, a)| *a)
     }
 
     /// A slot's counters summed over CPUs.

@@ -32,7 +32,8 @@ pub fn tier() -> Option<FlowTier> {
     // Root, a kernel with BPF and a compiled object: a load failure is a real failure
     // (the verifier rejected the program), not a reason to skip.
     let mut t = FlowTier::load().expect("load flow_tier");
-    t.set_in_port(LO, IN_PORT).unwrap();
+    // A non-zero xsk base: the in_port half of the fp_inport value must still be read right.
+    t.set_in_port(LO, IN_PORT, 5).unwrap();
     t.set_debug(true).unwrap();
     Some(t)
 }

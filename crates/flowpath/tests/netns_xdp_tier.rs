@@ -1,0 +1,650 @@
+//! `flowpath switch` with `[datapath] xdp_tier = true` on veths in a namespace (needs root,
+//! `ip netns` and the XDP objects; skipped otherwise, saying why):
+//!
+//! - the sinks get byte-for-byte the same frames with the tier on as with it off (and as
+//!   the datapath itself computes), the kernel answered most of them, and `flows dump`
+//!   counts every packet, kernel hits included;
+//! - while a flow's output changes under a paced stream of numbered packets, none is
+//!   lost and none sent after the change was acknowledged arrives at the old port;
+//! - SIGTERM, and SIGKILL, leave no XDP program on the switch's interfaces.
+//!
+//! Native redirect into a veth only delivers when the veth's PEER has an XDP program, so
+//! the capture ends b0 and c0 get `xdp_pass` (see docs/xdp-tier.md).
+
+use flowpath_datapath::{CaptureSink, Datapath, DatapathConfig};
+use flowpath_gen::{build, FrameSpec};
+use flowpath_ports::afpacket::AfPacketPort;
+use flowpath_ports::{Port, RxBatch};
+use flowpath_switch::{call, Op, Request, Response, Switch, SwitchConfig};
+use std::io::{BufRead, BufReader};
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_flowpath");
+
+const FLOWS: &str = "\
+priority=10,in_port=1,udp,tp_dst=53 actions=drop
+priority=5,in_port=1,ip,nw_dst=192.168.0.0/24 actions=mod_dl_dst:02:00:00:00:00:02,mod_nw_src:10.9.9.9,dec_ttl,output:2
+priority=5,in_port=1,ip,nw_dst=192.168.1.0/24 actions=mod_vlan_vid:7,output:3
+priority=5,in_port=1,ip,nw_dst=192.168.2.0/24 actions=push_vlan:0x88a8,mod_vlan_vid:9,output:3
+priority=4,in_port=1,dl_vlan=5 actions=strip_vlan,output:2
+";
+
+fn skip_reason() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("needs root (network namespaces, AF_PACKET, XDP)".into());
+    }
+    if !flowpath_ports::xdp::bpf_available() || !flowpath_switch::tier::tier_available() {
+        return Some("built without clang (no XDP programs)".into());
+    }
+    if !std::path::Path::new("/sys/fs/bpf").exists() {
+        return Some("no BPF support (/sys/fs/bpf missing)".into());
+    }
+    // Tests run in parallel in one process: one probe name each.
+    static PROBES: AtomicU64 = AtomicU64::new(0);
+    let probe = format!(
+        "fpx-probe-{}-{}",
+        std::process::id(),
+        PROBES.fetch_add(1, Ordering::Relaxed)
+    );
+    match Command::new("ip").args(["netns", "add", &probe]).output() {
+        Ok(o) if o.status.success() => {
+            let _ = Command::new("ip").args(["netns", "del", &probe]).output();
+            None
+        }
+        Ok(o) => Some(format!(
+            "cannot create a network namespace: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Err(e) => Some(format!("needs `ip` from iproute2: {e}")),
+    }
+}
+
+macro_rules! need_root_netns_bpf {
+    () => {
+        if let Some(why) = skip_reason() {
+            eprintln!("skipping: {why}");
+            return;
+        }
+    };
+}
+
+fn sh(args: &[&str]) {
+    let out = Command::new(args[0]).args(&args[1..]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A namespace with three veth pairs a0-a1, b0-b1, c0-c1; the switch gets a1, b1, c1.
+struct Lab {
+    ns: String,
+    dir: PathBuf,
+}
+
+impl Lab {
+    fn new(tag: &str) -> Lab {
+        let ns = format!("fpx-{tag}-{}", std::process::id());
+        let _ = Command::new("ip").args(["netns", "del", &ns]).output();
+        sh(&["ip", "netns", "add", &ns]);
+        let lab = Lab {
+            dir: std::env::temp_dir().join(&ns),
+            ns,
+        };
+        let _ = std::fs::remove_dir_all(&lab.dir);
+        std::fs::create_dir_all(&lab.dir).unwrap();
+        lab.exec(&["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"]);
+        lab.exec(&["sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"]);
+        for p in ["a", "b", "c"] {
+            let (x, y) = (format!("{p}0"), format!("{p}1"));
+            sh(&[
+                "ip", "-n", &lab.ns, "link", "add", &x, "type", "veth", "peer", "name", &y,
+            ]);
+            sh(&["ip", "-n", &lab.ns, "link", "set", &x, "up"]);
+            sh(&["ip", "-n", &lab.ns, "link", "set", &y, "up"]);
+        }
+        lab
+    }
+
+    fn exec(&self, args: &[&str]) {
+        let mut a = vec!["ip", "netns", "exec", &self.ns];
+        a.extend_from_slice(args);
+        sh(&a);
+    }
+
+    fn control(&self) -> PathBuf {
+        self.dir.join("ctl.sock")
+    }
+
+    /// Start `flowpath switch` (afxdp ports, the XDP tier on or off) and wait for `ready`.
+    fn start_switch(&self, flows: &str, tier: bool) -> SwitchProc {
+        let d = self.dir.display();
+        let _ = std::fs::remove_file(self.dir.join("state"));
+        std::fs::write(self.dir.join("flows.txt"), flows).unwrap();
+        let mut c = format!(
+            "[switch]\nstate = \"{d}/state\"\ncontrol = \"{d}/ctl.sock\"\nflows = \"{d}/flows.txt\"\n\
+             [datapath]\nidle_sleep_max_us = 200\nxdp_tier = {tier}\nxdp_tier_max = 65536\n"
+        );
+        for (i, p) in ["a1", "b1", "c1"].iter().enumerate() {
+            c.push_str(&format!(
+                "[[port]]\nname = \"{p}\"\nnumber = {}\ntype = \"afxdp\"\ninterface = \"{p}\"\n",
+                i + 1
+            ));
+        }
+        let cfg = self.dir.join("switch.toml");
+        std::fs::write(&cfg, c).unwrap();
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &self.ns, BIN, "switch", "--config"])
+            .arg(&cfg)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        if line.trim() != "ready" {
+            let mut err = String::new();
+            let _ = std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err);
+            let _ = child.kill();
+            panic!("flowpath switch did not start: {err}");
+        }
+        SwitchProc(child)
+    }
+
+    fn ask(&self, op: Op, text: &str) -> Response {
+        let r = call(
+            &self.control(),
+            &Request {
+                op,
+                text: text.into(),
+            },
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        assert!(r.error.is_none(), "{:?}", r.error);
+        r
+    }
+
+    /// What `ip -d link show` says about `dev`'s XDP program ("" when none).
+    fn xdp_of(&self, dev: &str) -> String {
+        let o = Command::new("ip")
+            .args(["-n", &self.ns, "-d", "link", "show", "dev", dev])
+            .output()
+            .unwrap();
+        let s = String::from_utf8_lossy(&o.stdout).to_string();
+        s.lines()
+            .filter(|l| l.contains("prog/xdp"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Run `f` in a thread that has entered the namespace.
+    fn inside<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let path = format!("/var/run/netns/{}", self.ns);
+        std::thread::spawn(move || {
+            let fd = std::fs::File::open(&path).unwrap();
+            // SAFETY: setns on a namespace file we hold open; it only affects this thread.
+            let r =
+                unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&fd), libc::CLONE_NEWNET) };
+            assert_eq!(r, 0, "setns: {}", std::io::Error::last_os_error());
+            f()
+        })
+        .join()
+        .unwrap()
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.ns]).output();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+struct SwitchProc(Child);
+
+impl SwitchProc {
+    /// Send `sig`, wait, and return (exit success, stderr).
+    fn signal(mut self, sig: i32) -> (bool, String) {
+        // SAFETY: kill on our own child's pid.
+        unsafe { libc::kill(self.0.id() as i32, sig) };
+        let t = Instant::now();
+        loop {
+            if let Some(st) = self.0.try_wait().unwrap() {
+                let mut err = String::new();
+                let _ = std::io::Read::read_to_string(self.0.stderr.as_mut().unwrap(), &mut err);
+                return (st.success(), err);
+            }
+            assert!(t.elapsed() < Duration::from_secs(20), "switch did not stop");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn stop(self) -> (bool, String) {
+        self.signal(libc::SIGTERM)
+    }
+}
+
+impl Drop for SwitchProc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn frames(n: u32) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| {
+            let src = Ipv4Addr::from(0x0a00_0001 + i);
+            let dst = match i % 6 {
+                0 | 1 => Ipv4Addr::new(192, 168, 0, (i % 200) as u8 + 1),
+                2 => Ipv4Addr::new(192, 168, 1, 9),
+                3 => Ipv4Addr::new(172, 16, 0, 1), // no rule: dropped
+                4 => Ipv4Addr::new(192, 168, 2, (i % 7) as u8 + 1),
+                _ => Ipv4Addr::new(192, 168, 0, 1),
+            };
+            let dport = if i % 13 == 0 { 53 } else { 5001 };
+            let mut spec = FrameSpec::udp4(
+                src,
+                dst,
+                1024 + (i % 60000) as u16,
+                dport,
+                64 + (i as usize % 4) * 200,
+            );
+            if i % 6 == 5 {
+                spec.vlans = vec![(0x8100, 5)];
+            }
+            build(&spec)
+        })
+        .collect()
+}
+
+/// n_packets and n_bytes of each dump line, in dump order.
+fn counts(lines: &[String]) -> Vec<(u64, u64)> {
+    let num = |l: &str, k: &str| -> u64 {
+        let at = l.find(k).unwrap_or_else(|| panic!("no {k} in {l}")) + k.len();
+        l[at..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    lines
+        .iter()
+        .map(|l| (num(l, "n_packets="), num(l, "n_bytes=")))
+        .collect()
+}
+
+/// What the datapath itself does with the frames: (port, frame) in order, and the rule
+/// counters afterwards.
+type Frames = Vec<Vec<u8>>;
+/// n_packets, n_bytes per rule.
+type Counts = Vec<(u64, u64)>;
+
+fn reference(flows: &str, fr: &[Vec<u8>]) -> (Vec<(u32, Vec<u8>)>, Counts) {
+    let sw = Switch::open(SwitchConfig::default()).unwrap();
+    let r = sw.handle(&Request {
+        op: Op::Add,
+        text: flows.into(),
+    });
+    assert!(r.error.is_none(), "{:?}", r.error);
+    let mut cap = CaptureSink::default();
+    let mut dp = Datapath::new(sw.store().clone(), DatapathConfig::default());
+    for f in fr {
+        let mut buf = vec![0u8; 256 + f.len()];
+        buf[128..128 + f.len()].copy_from_slice(f);
+        let mut p = [flowpath_packet::Packet::new(&mut buf, 128, f.len())];
+        dp.process(1, &mut p, &mut cap);
+    }
+    dp.push_rule_stats();
+    let dump = sw.handle(&Request {
+        op: Op::Dump,
+        text: String::new(),
+    });
+    (cap.packets, counts(&dump.lines))
+}
+
+fn is_our_udp(f: &[u8]) -> bool {
+    let mut at = 12;
+    while at + 4 <= f.len()
+        && (f[at] == 0x81 || f[at] == 0x88)
+        && (f[at + 1] == 0x00 || f[at + 1] == 0xa8)
+    {
+        at += 4;
+    }
+    f.len() >= at + 2 + 20 && f[at] == 0x08 && f[at + 1] == 0x00 && f[at + 2 + 9] == 17
+}
+
+/// Capture ends: b0 and c0 as AF_PACKET ports, each with `xdp_pass` so that native
+/// redirects into b1/c1 are delivered.
+struct Sinks {
+    b: AfPacketPort,
+    c: AfPacketPort,
+    _pass: Vec<flowpath_ports::xdp::XdpGuard>,
+    batch: RxBatch,
+}
+
+impl Sinks {
+    fn open() -> Sinks {
+        let pass = vec![
+            flowpath_ports::xdp::attach_xdp_pass("b0").unwrap(),
+            flowpath_ports::xdp::attach_xdp_pass("c0").unwrap(),
+        ];
+        Sinks {
+            b: AfPacketPort::open("b0", "b0", false).unwrap(),
+            c: AfPacketPort::open("c0", "c0", false).unwrap(),
+            _pass: pass,
+            batch: RxBatch::new(),
+        }
+    }
+
+    fn drain(&mut self, b: &mut Vec<Vec<u8>>, c: &mut Vec<Vec<u8>>) {
+        for (p, out) in [(&mut self.b, b), (&mut self.c, c)] {
+            loop {
+                self.batch.clear();
+                let n = p.recv(&mut self.batch).unwrap();
+                for i in 0..n {
+                    let f = self.batch.frame(i);
+                    if is_our_udp(f) {
+                        out.push(f.to_vec());
+                    }
+                }
+                if n == 0 {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Drain until `want` frames in all, or a quiet second; then a little longer.
+    fn settle(&mut self, b: &mut Vec<Vec<u8>>, c: &mut Vec<Vec<u8>>, want: usize) {
+        let mut quiet = Instant::now();
+        let mut last = 0;
+        while quiet.elapsed() < Duration::from_secs(1) && b.len() + c.len() < want {
+            self.drain(b, c);
+            if b.len() + c.len() != last {
+                last = b.len() + c.len();
+                quiet = Instant::now();
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        self.drain(b, c);
+    }
+}
+
+/// Send `fr` from a0 at about `pps` (numbering them through `sent`: frame k is sent after
+/// `sent` became k+1), capturing at b0 and c0.
+fn send_and_capture(
+    lab: &Lab,
+    fr: Vec<Vec<u8>>,
+    pps: u64,
+    want: usize,
+    sent: Arc<AtomicU64>,
+) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    lab.inside(move || {
+        let mut tx = AfPacketPort::open("a0", "a0", false).unwrap();
+        let mut sinks = Sinks::open();
+        let (mut b, mut c) = (Vec::new(), Vec::new());
+        let per_ms = (pps / 1000).max(1) as usize;
+        let t0 = Instant::now();
+        for (k, chunk) in fr.chunks(per_ms).enumerate() {
+            for f in chunk {
+                sent.fetch_add(1, Ordering::SeqCst);
+                assert!(tx.send(f), "a0 tx ring full at a paced rate");
+            }
+            tx.flush().unwrap();
+            sinks.drain(&mut b, &mut c);
+            let due = t0 + Duration::from_millis(k as u64 + 1);
+            if let Some(d) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(d);
+            }
+        }
+        sinks.settle(&mut b, &mut c, want);
+        (b, c)
+    })
+}
+
+fn sorted(mut v: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    v.sort();
+    v
+}
+
+/// The value of `key=` in the switch's "xdp tier:" stats line.
+fn tier_stat(r: &Response, key: &str) -> u64 {
+    let line = r
+        .lines
+        .iter()
+        .find(|l| l.starts_with("xdp tier:"))
+        .unwrap_or_else(|| panic!("no xdp tier line in stats: {:?}", r.lines));
+    let at = line.find(&format!(" {key}=")).unwrap() + key.len() + 2;
+    line[at..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// One run: (frames at b0, frames at c0, rule counters, stats response).
+fn run(tier: bool, fr: &[Vec<u8>], want: usize) -> (Frames, Frames, Counts, Response) {
+    let lab = Lab::new(if tier { "on" } else { "off" });
+    let sw = lab.start_switch(FLOWS, tier);
+    if tier {
+        for dev in ["a1", "b1", "c1"] {
+            let x = lab.xdp_of(dev);
+            assert!(x.contains("flow_tier"), "{dev}: flow_tier attached: {x}");
+        }
+    }
+    // Twice: the first pass teaches the caches, the second is mostly kernel hits.
+    let mut all = fr.to_vec();
+    all.extend_from_slice(fr);
+    let (b, c) = send_and_capture(&lab, all, 20_000, want, Arc::new(AtomicU64::new(0)));
+    let stats = lab.ask(Op::Stats, "");
+    let dump = lab.ask(Op::Dump, "");
+    let (ok, err) = sw.stop();
+    assert!(ok, "switch exit: {err}");
+    if tier {
+        for dev in ["a1", "b1", "c1"] {
+            assert_eq!(lab.xdp_of(dev), "", "{dev}: no XDP program after SIGTERM");
+        }
+    }
+    (b, c, counts(&dump.lines), stats)
+}
+
+#[test]
+fn xdp_tier_forwards_exactly_as_user_space() {
+    need_root_netns_bpf!();
+    let fr = frames(3000);
+    let mut twice = fr.clone();
+    twice.extend_from_slice(&fr);
+    let (want, want_counts) = reference(FLOWS, &twice);
+    let want_b = sorted(
+        want.iter()
+            .filter(|(p, _)| *p == 2)
+            .map(|(_, f)| f.clone())
+            .collect(),
+    );
+    let want_c = sorted(
+        want.iter()
+            .filter(|(p, _)| *p == 3)
+            .map(|(_, f)| f.clone())
+            .collect(),
+    );
+    assert!(want_b.len() > 2000 && want_c.len() > 1000);
+
+    let (off_b, off_c, off_counts, _) = run(false, &fr, want.len());
+    let (on_b, on_c, on_counts, stats) = run(true, &fr, want.len());
+    for (name, b, c) in [("off", off_b, off_c), ("on", on_b, on_c)] {
+        let (b, c) = (sorted(b), sorted(c));
+        assert_eq!(b.len(), want_b.len(), "tier {name}: frames at b0");
+        assert_eq!(c.len(), want_c.len(), "tier {name}: frames at c0");
+        for (i, (g, w)) in b.iter().zip(&want_b).enumerate() {
+            assert_eq!(g, w, "tier {name}: b0 frame {i} differs");
+        }
+        for (i, (g, w)) in c.iter().zip(&want_c).enumerate() {
+            assert_eq!(g, w, "tier {name}: c0 frame {i} differs");
+        }
+    }
+    assert_eq!(off_counts, want_counts, "rule counters, tier off");
+    assert_eq!(
+        on_counts, want_counts,
+        "rule counters with the tier on (kernel hits credited)"
+    );
+    let hits = tier_stat(&stats, "hit_output") + tier_stat(&stats, "hit_drop");
+    let ups = tier_stat(&stats, "miss") + tier_stat(&stats, "stale");
+    eprintln!(
+        "kernel: {hits} hits, {ups} misses of {} frames; {:?}",
+        twice.len(),
+        stats.lines.last()
+    );
+    assert!(
+        hits as usize > twice.len() * 3 / 4,
+        "the kernel tier answered most packets: {hits} of {}",
+        twice.len()
+    );
+}
+
+/// Frame `seq` of the stream: one flow (UDP to 192.168.5.1), numbered in the source IP.
+fn numbered(seq: u32) -> Vec<u8> {
+    build(&FrameSpec::udp4(
+        Ipv4Addr::from(0x0a00_0000 + seq),
+        Ipv4Addr::new(192, 168, 5, 1),
+        4000,
+        5001,
+        64,
+    ))
+}
+
+fn seq_of(f: &[u8]) -> u32 {
+    u32::from_be_bytes([f[26], f[27], f[28], f[29]]) - 0x0a00_0000
+}
+
+#[test]
+fn no_stale_forwarding_while_rules_change_under_traffic() {
+    need_root_netns_bpf!();
+    const N: u32 = 30_000;
+    const PPS: u64 = 20_000;
+    let lab = Lab::new("chg");
+    let sw = lab.start_switch(
+        "priority=5,in_port=1,udp,nw_dst=192.168.5.1 actions=output:2\n",
+        true,
+    );
+    let sent = Arc::new(AtomicU64::new(0));
+    let fr: Vec<Vec<u8>> = (0..N).map(numbered).collect();
+    let ctl = lab.control();
+    let s2 = sent.clone();
+    // Change the output mid-stream; note how many frames had been sent when the switch
+    // acknowledged: every later one was sent after the acknowledgement.
+    let changer = std::thread::spawn(move || {
+        while s2.load(Ordering::SeqCst) < u64::from(N) / 2 {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        let before = call(
+            &ctl,
+            &Request {
+                op: Op::Stats,
+                text: String::new(),
+            },
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        let r = call(
+            &ctl,
+            &Request {
+                op: Op::Mod,
+                text: "in_port=1,udp,nw_dst=192.168.5.1 actions=output:3".into(),
+            },
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        let acked = s2.load(Ordering::SeqCst);
+        assert!(r.error.is_none(), "{:?}", r.error);
+        (acked, before)
+    });
+    let (b, c) = send_and_capture(&lab, fr, PPS, N as usize, sent);
+    let (acked, before) = changer.join().unwrap();
+    let after = lab.ask(Op::Stats, "");
+    let (ok, err) = sw.stop();
+    assert!(ok, "switch exit: {err}");
+
+    let mut seen = vec![0u8; N as usize];
+    for f in b.iter().chain(&c) {
+        seen[seq_of(f) as usize] += 1;
+    }
+    let lost: Vec<usize> = (0..N as usize).filter(|&i| seen[i] == 0).collect();
+    let dup: Vec<usize> = (0..N as usize).filter(|&i| seen[i] > 1).collect();
+    let stale: Vec<u32> = b
+        .iter()
+        .map(|f| seq_of(f))
+        .filter(|&s| u64::from(s) >= acked)
+        .collect();
+    let early_new = c.iter().filter(|f| u64::from(seq_of(f)) < acked).count();
+    eprintln!(
+        "acknowledged after {acked} sent; b0 {} c0 {} ({early_new} sent before the ack went \
+         the new way); kernel hits before {} after {}",
+        b.len(),
+        c.len(),
+        tier_stat(&before, "hit_output"),
+        tier_stat(&after, "hit_output")
+    );
+    assert!(
+        lost.is_empty(),
+        "{} lost, first {:?}",
+        lost.len(),
+        &lost[..lost.len().min(10)]
+    );
+    assert!(
+        dup.is_empty(),
+        "duplicates: {:?}",
+        &dup[..dup.len().min(10)]
+    );
+    assert!(
+        stale.is_empty(),
+        "{} frames sent after the acknowledgement went to the old port: {:?}",
+        stale.len(),
+        &stale[..stale.len().min(10)]
+    );
+    // The kernel answered before the change and, re-stamped, after it.
+    assert!(tier_stat(&before, "hit_output") > u64::from(N) / 4);
+    assert!(
+        tier_stat(&after, "hit_output") - tier_stat(&before, "hit_output") > u64::from(N) / 4,
+        "the kernel tier answered after the change too"
+    );
+}
+
+#[test]
+fn no_xdp_program_remains_after_sigterm_or_sigkill() {
+    need_root_netns_bpf!();
+    let lab = Lab::new("life");
+    for sig in [libc::SIGTERM, libc::SIGKILL] {
+        let sw = lab.start_switch(FLOWS, true);
+        for dev in ["a1", "b1", "c1"] {
+            assert!(lab.xdp_of(dev).contains("flow_tier"), "{dev} has the tier");
+        }
+        let _ = sw.signal(sig);
+        // A killed process's BPF links go when its last fd closes.
+        let t = Instant::now();
+        while ["a1", "b1", "c1"].iter().any(|d| !lab.xdp_of(d).is_empty())
+            && t.elapsed() < Duration::from_secs(5)
+        {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        for dev in ["a1", "b1", "c1"] {
+            assert_eq!(
+                lab.xdp_of(dev),
+                "",
+                "{dev}: XDP program left after signal {sig}"
+            );
+        }
+    }
+}

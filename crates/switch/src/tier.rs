@@ -1,0 +1,496 @@
+//! The XDP tier as the lowest cache of `flowpath switch` (`[datapath] xdp_tier = true`):
+//! one `flow_tier` program and one set of maps ([`FlowTier`]) attached to every AF_XDP
+//! port's interface, fed with the megaflows the workers' slow paths install, kept
+//! consistent with the rules by versions.
+//!
+//! - **Attach.** [`XdpTier::setup`] loads the program once and attaches it to each afxdp
+//!   port's interface (native, else generic; a stale `flow_tier` of a dead flowpath attached
+//!   the legacy way is removed first). `fp_inport[ifindex] = {port number, xsk_base}`,
+//!   `fp_ports[port number] = ifindex`; the AF_XDP sockets register in the tier's
+//!   `xsks_map` at `xsk_base + queue` through [`XskRegistrar`].
+//! - **Install.** A worker's [`TierAgent`] looks, after each batch, at the megaflows the
+//!   slow path installed ([`Datapath::installs`]) and offers each one whose actions
+//!   [`actions_from`] accepts and whose mask has one of the 8 mask slots (masks are
+//!   registered on first use and never retired) to `fp_flows`, stamped with the rule
+//!   version the worker classified it under. The per-packet path takes no lock: the shared
+//!   [`FlowTier`] is behind a mutex only installs, re-stamps, counter reads and rule changes
+//!   take. When `xdp_tier_max` entries are in use, new ones are refused (counted); an entry
+//!   goes when its megaflow goes.
+//! - **Consistency.** The switch calls [`RuleChangeHook::before_apply`] before every rule
+//!   change (`fp_config.version = INVALID`: every kernel lookup misses, packets go to the
+//!   workers, which answer with the rules they have) and
+//!   [`RuleChangeHook::after_apply`] with the new version before it acknowledges
+//!   (`fp_config.version = low 32 bits`). An entry stamped with an older version is a miss
+//!   forever after. When a worker catches up with the rules, its megaflows are revalidated;
+//!   the agent then re-stamps the kernel entries of those that survived with the new
+//!   version, and deletes those of the removed ones.
+//! - **Counters.** Every 100 ms (a slice of at most 512 entries, so a full table is swept in
+//!   about 13 s without stalling the worker) and for all entries before `flows dump`, the
+//!   agent reads the per-CPU `fp_stats` of its entries and adds the deltas to the megaflows' own counters, which
+//!   the datapath then credits to the rules on their paths as usual.
+
+use crate::switch::RuleChangeHook;
+use flowpath_datapath::Datapath;
+use flowpath_packet::FlowKey;
+use flowpath_ports::xdp::XskRegistrar;
+use flowpath_xdptier::{
+    actions_from, Attached, FlowTier, FpActions, FpStat, Reason, XdpMode, INVALID_VERSION,
+    MAX_DEVS, MAX_FLOWS, MAX_MASKS, MAX_XSKS,
+};
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The kernel version stamp of a rule-store version: its low 32 bits, never
+/// [`INVALID_VERSION`] (that version is not offered: its entries would never hit).
+pub fn stamp(version: u64) -> u32 {
+    version as u32
+}
+
+/// One interface the tier is attached to.
+#[derive(Clone, Debug)]
+pub struct TierIface {
+    pub port_name: String,
+    pub port: u32,
+    pub interface: String,
+    pub ifindex: u32,
+    pub xsk_base: u32,
+    pub queues: u32,
+    pub attached: Attached,
+}
+
+/// What [`XdpTier::setup`] needs of one afxdp port.
+pub struct TierPort<'a> {
+    pub name: &'a str,
+    pub number: u32,
+    pub interface: &'a str,
+    pub queues: u32,
+    pub mode: flowpath_ports::XdpMode,
+}
+
+struct Inner {
+    tier: FlowTier,
+    masks: Vec<(u32, FlowKey)>,
+    free_slots: Vec<u32>,
+    max: u32,
+}
+
+impl Inner {
+    fn mask_id(&mut self, mask: &FlowKey) -> Option<u32> {
+        if let Some((id, _)) = self.masks.iter().find(|(_, m)| m == mask) {
+            return Some(*id);
+        }
+        if self.masks.len() >= MAX_MASKS {
+            return None;
+        }
+        let id = self.masks.len() as u32;
+        self.masks.push((id, *mask));
+        if let Err(e) = self.tier.set_masks(&self.masks) {
+            eprintln!("flowpath: xdp tier: fp_masks: {e}");
+            self.masks.pop();
+            return None;
+        }
+        Some(id)
+    }
+
+    fn forget(&mut self, t: &Tracked) {
+        let _ = self.tier.remove(t.mask_id, &t.mask, &t.key);
+        self.free_slots.push(t.kslot);
+    }
+}
+
+/// The shared tier: the loaded program and maps, and what is attached where.
+pub struct XdpTier {
+    inner: Mutex<Inner>,
+    ifaces: Vec<TierIface>,
+    /// `in_tier[n]`: port number n is an afxdp port with a `fp_ports` entry.
+    in_tier: Vec<bool>,
+}
+
+impl XdpTier {
+    /// Load the program, attach it to every port's interface and fill `fp_inport` and
+    /// `fp_ports`. Entries must carry `version` (the rule store's now) to hit.
+    pub fn setup(ports: &[TierPort<'_>], max_entries: u32, version: u64) -> io::Result<XdpTier> {
+        let mut tier = FlowTier::load()?;
+        tier.set_version(stamp(version))?;
+        let mut ifaces = Vec::new();
+        let mut in_tier = vec![false; MAX_DEVS as usize];
+        let mut base = 0u32;
+        for p in ports {
+            if base + p.queues > MAX_XSKS {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "port '{}': the XDP tier's xsks_map holds {MAX_XSKS} AF_XDP sockets \
+                         for all ports together",
+                        p.name
+                    ),
+                ));
+            }
+            flowpath_ports::xdp::clear_stale_xdp(p.interface)
+                .map_err(|e| io::Error::new(e.kind(), format!("port '{}': {e}", p.name)))?;
+            let mode = match p.mode {
+                flowpath_ports::XdpMode::Auto => XdpMode::Auto,
+                flowpath_ports::XdpMode::Native => XdpMode::Native,
+                flowpath_ports::XdpMode::Generic => XdpMode::Generic,
+            };
+            let attached = tier
+                .attach(p.interface, mode)
+                .map_err(|e| io::Error::new(e.kind(), format!("port '{}': {e}", p.name)))?;
+            let ifindex = flowpath_xdptier::ifindex(p.interface)?;
+            tier.set_in_port(ifindex, p.number, base)?;
+            if p.number < MAX_DEVS {
+                tier.set_output_dev(p.number, ifindex)?;
+                in_tier[p.number as usize] = true;
+            }
+            ifaces.push(TierIface {
+                port_name: p.name.to_string(),
+                port: p.number,
+                interface: p.interface.to_string(),
+                ifindex,
+                xsk_base: base,
+                queues: p.queues,
+                attached,
+            });
+            base += p.queues;
+        }
+        let max = max_entries.clamp(1, MAX_FLOWS);
+        Ok(XdpTier {
+            inner: Mutex::new(Inner {
+                tier,
+                masks: Vec::new(),
+                free_slots: (0..max).rev().collect(),
+                max,
+            }),
+            ifaces,
+            in_tier,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn interfaces(&self) -> &[TierIface] {
+        &self.ifaces
+    }
+
+    /// The devmap index of port `p` (its number), if it is in the tier.
+    fn dev_of(&self, p: u32) -> Option<u32> {
+        self.in_tier
+            .get(p as usize)
+            .copied()
+            .unwrap_or(false)
+            .then_some(p)
+    }
+
+    /// Verdict counts of the program (summed over CPUs).
+    pub fn reason_counts(&self) -> io::Result<[u64; Reason::COUNT]> {
+        self.lock().tier.reason_counts()
+    }
+
+    /// Masks registered, entries in use.
+    pub fn usage(&self) -> (usize, usize) {
+        let g = self.lock();
+        (g.masks.len(), g.max as usize - g.free_slots.len())
+    }
+
+    /// One line for `flowpath stats`.
+    pub fn stats_line(&self) -> String {
+        let (masks, entries) = self.usage();
+        let mut s = format!("xdp tier: {entries} entries, {masks} masks;");
+        if let Ok(c) = self.reason_counts() {
+            for r in Reason::ALL {
+                s.push_str(&format!(" {}={}", reason_name(r), c[r as usize]));
+            }
+        }
+        for i in &self.ifaces {
+            s.push_str(&format!(
+                "; {} ({}): {}",
+                i.interface,
+                i.port_name,
+                attached_str(i.attached)
+            ));
+        }
+        s
+    }
+}
+
+fn attached_str(a: Attached) -> &'static str {
+    match a {
+        Attached::Native => "native XDP",
+        Attached::Generic => "generic XDP",
+    }
+}
+
+/// The name `flowpath stats` uses for a verdict.
+pub fn reason_name(r: Reason) -> &'static str {
+    match r {
+        Reason::HitOutput => "hit_output",
+        Reason::HitDrop => "hit_drop",
+        Reason::Miss => "miss",
+        Reason::Stale => "stale",
+        Reason::UpParse => "up_parse",
+        Reason::UpUnsupported => "up_unsupported",
+        Reason::UpNoInPort => "up_no_inport",
+        Reason::UpTtl => "up_ttl",
+        Reason::UpAction => "up_action",
+    }
+}
+
+impl XskRegistrar for XdpTier {
+    fn register(&self, ifindex: u32, queue: u32, fd: RawFd) -> io::Result<()> {
+        let i = self
+            .ifaces
+            .iter()
+            .find(|i| i.ifindex == ifindex)
+            .ok_or_else(|| io::Error::other(format!("ifindex {ifindex} is not in the XDP tier")))?;
+        if queue >= i.queues {
+            return Err(io::Error::other(format!(
+                "queue {queue} of {}: the XDP tier reserved {} queue(s)",
+                i.interface, i.queues
+            )));
+        }
+        self.lock().tier.register_xsk(i.xsk_base + queue, fd)
+    }
+
+    fn unregister(&self, ifindex: u32, queue: u32) {
+        if let Some(i) = self.ifaces.iter().find(|i| i.ifindex == ifindex) {
+            let _ = self.lock().tier.unregister_xsk(i.xsk_base + queue);
+        }
+    }
+
+    fn describe(&self, ifindex: u32) -> String {
+        match self.ifaces.iter().find(|i| i.ifindex == ifindex) {
+            Some(i) => format!("{} (XDP tier)", attached_str(i.attached)),
+            None => "XDP tier".into(),
+        }
+    }
+}
+
+impl RuleChangeHook for XdpTier {
+    fn before_apply(&self) {
+        if let Err(e) = self.lock().tier.set_version(INVALID_VERSION) {
+            eprintln!("flowpath: xdp tier: invalidating the kernel cache: {e}");
+        }
+    }
+
+    fn after_apply(&self, version: u64) {
+        if let Err(e) = self.lock().tier.set_version(stamp(version)) {
+            eprintln!("flowpath: xdp tier: setting the kernel cache version: {e}");
+        }
+    }
+}
+
+/// A kernel entry a worker installed for one of its megaflows.
+struct Tracked {
+    gen: u32,
+    mask_id: u32,
+    mask: FlowKey,
+    key: FlowKey,
+    act: FpActions,
+    kslot: u32,
+    last: FpStat,
+}
+
+/// A worker's side of the tier: offers its new megaflows, re-stamps or removes them after
+/// rule changes and credits the kernel's counts to them.
+pub struct TierAgent {
+    tier: Arc<XdpTier>,
+    /// Megaflow slot → its kernel entry.
+    tracked: HashMap<u32, Tracked>,
+    syncs: u64,
+    /// Where the next [`TierAgent::collect_some`] starts.
+    cursor: usize,
+    /// Packets and bytes the kernel forwarded (or dropped) for this worker's entries.
+    pub hits: u64,
+    pub bytes: u64,
+    /// Megaflows not offered: full (`xdp_tier_max`), no mask slot, or a failed insert.
+    pub refused: u64,
+    /// Megaflows whose actions the program cannot run (or that output to a port outside
+    /// the tier).
+    pub unsupported: u64,
+}
+
+impl TierAgent {
+    pub fn new(tier: Arc<XdpTier>, dp: &mut Datapath) -> TierAgent {
+        dp.log_installs(true);
+        TierAgent {
+            tier,
+            tracked: HashMap::new(),
+            syncs: dp.stats().rule_syncs,
+            cursor: 0,
+            hits: 0,
+            bytes: 0,
+            refused: 0,
+            unsupported: 0,
+        }
+    }
+
+    /// Kernel entries this worker holds.
+    pub fn entries(&self) -> usize {
+        self.tracked.len()
+    }
+
+    /// After every `process` (and after a `sync_rules`): re-stamp after a rule change, then
+    /// offer what the slow path installed. Two loads and a branch when there is nothing.
+    #[inline]
+    pub fn after_batch(&mut self, dp: &mut Datapath) {
+        if dp.stats().rule_syncs != self.syncs {
+            self.syncs = dp.stats().rule_syncs;
+            self.resync(dp);
+        }
+        if !dp.installs().is_empty() {
+            self.offer(dp);
+            dp.clear_installs();
+        }
+    }
+
+    fn offer(&mut self, dp: &Datapath) {
+        let version = stamp(dp.rule_version());
+        if version == INVALID_VERSION {
+            return;
+        }
+        let tier = self.tier.clone();
+        let mut g = tier.lock();
+        for &(slot, gen) in dp.installs() {
+            let mf = dp.megaflows();
+            let e = mf.entry(slot);
+            if !e.live || e.gen != gen {
+                continue;
+            }
+            // A reused megaflow slot: its old kernel entry goes first.
+            if let Some(old) = self.tracked.remove(&slot) {
+                g.forget(&old);
+            }
+            let Some(act) = actions_from(&e.actions, |p| tier.dev_of(p)) else {
+                self.unsupported += 1;
+                continue;
+            };
+            let mask = *mf.mask_of(slot);
+            let Some(mask_id) = g.mask_id(&mask) else {
+                self.refused += 1;
+                continue;
+            };
+            let Some(kslot) = g.free_slots.pop() else {
+                self.refused += 1;
+                continue;
+            };
+            // The slot's counters may hold a former owner's counts: start from them.
+            let last = g.tier.stats(kslot).unwrap_or_default();
+            if let Err(err) = g
+                .tier
+                .insert_versioned(mask_id, &mask, &e.key, act, kslot, version)
+            {
+                eprintln!("flowpath: xdp tier: {err}");
+                g.free_slots.push(kslot);
+                self.refused += 1;
+                continue;
+            }
+            self.tracked.insert(
+                slot,
+                Tracked {
+                    gen,
+                    mask_id,
+                    mask,
+                    key: e.key,
+                    act,
+                    kslot,
+                    last,
+                },
+            );
+        }
+    }
+
+    /// The rules changed and the megaflows were revalidated: the survivors' kernel entries
+    /// get the new version (their decisions are unchanged), the others are deleted.
+    fn resync(&mut self, dp: &mut Datapath) {
+        let version = stamp(dp.rule_version());
+        let tier = self.tier.clone();
+        let mut g = tier.lock();
+        let mf = dp.megaflows();
+        let mut dead = Vec::new();
+        for (&slot, t) in &self.tracked {
+            let e = mf.entry(slot);
+            let alive = e.live && e.gen == t.gen && version != INVALID_VERSION;
+            if !alive
+                || g.tier
+                    .insert_versioned(t.mask_id, &t.mask, &t.key, t.act, t.kslot, version)
+                    .is_err()
+            {
+                dead.push(slot);
+            }
+        }
+        for slot in dead {
+            if let Some(t) = self.tracked.remove(&slot) {
+                g.forget(&t);
+            }
+        }
+    }
+
+    /// Credit the kernel's counts since the last read to the megaflows (the datapath's
+    /// next stats push credits them to the rules); entries of megaflows that are gone
+    /// (evicted) are deleted. All entries: one map read each.
+    pub fn collect(&mut self, dp: &mut Datapath) {
+        self.collect_range(dp, 0, usize::MAX);
+    }
+
+    /// [`TierAgent::collect`] for at most `max` entries, continuing where the last call
+    /// stopped, so a large table is swept in slices instead of stalling the worker.
+    pub fn collect_some(&mut self, dp: &mut Datapath, max: usize) {
+        let seen = self.collect_range(dp, self.cursor, max);
+        self.cursor = if seen < max { 0 } else { self.cursor + seen };
+    }
+
+    fn collect_range(&mut self, dp: &mut Datapath, skip: usize, max: usize) -> usize {
+        if self.tracked.is_empty() {
+            return 0;
+        }
+        let tier = self.tier.clone();
+        let mut g = tier.lock();
+        let mut dead = Vec::new();
+        let mut seen = 0;
+        for (&slot, t) in self.tracked.iter_mut().skip(skip).take(max) {
+            seen += 1;
+            let now = g.tier.stats(t.kslot).unwrap_or(t.last);
+            let (dpk, dby) = (
+                now.packets.saturating_sub(t.last.packets),
+                now.bytes.saturating_sub(t.last.bytes),
+            );
+            t.last = now;
+            let e = dp.megaflows_mut().entry_mut(slot);
+            if e.live && e.gen == t.gen {
+                if dpk > 0 {
+                    e.packets += dpk;
+                    e.bytes += dby;
+                    e.referenced = true;
+                    self.hits += dpk;
+                    self.bytes += dby;
+                }
+            } else {
+                dead.push(slot);
+            }
+        }
+        for slot in dead {
+            if let Some(t) = self.tracked.remove(&slot) {
+                g.forget(&t);
+            }
+        }
+        seen
+    }
+
+    /// Delete every kernel entry of this worker (it is stopping).
+    pub fn clear(&mut self) {
+        let tier = self.tier.clone();
+        let mut g = tier.lock();
+        for (_, t) in self.tracked.drain() {
+            g.forget(&t);
+        }
+    }
+}
+
+/// Whether the XDP tier's program was compiled in (clang was present at build time).
+pub fn tier_available() -> bool {
+    flowpath_xdptier::bpf_available()
+}
