@@ -9,13 +9,11 @@ use flowpath_gen::{build, FrameSpec};
 use flowpath_ports::afpacket::AfPacketPort;
 use flowpath_ports::{Port, RxBatch};
 use flowpath_switch::{Op, Request, Switch, SwitchConfig};
-use std::io::{BufRead, BufReader};
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_flowpath");
+mod common;
+use common::{is_our_udp, sh, Lab};
 
 const FLOWS: &str = "\
 priority=10,in_port=1,udp,tp_dst=53 actions=drop
@@ -24,176 +22,13 @@ priority=5,in_port=1,ip,nw_dst=192.168.1.0/24 actions=mod_vlan_vid:7,output:3
 priority=4,in_port=1,dl_vlan=5 actions=strip_vlan,output:2
 ";
 
-fn skip_reason() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("needs root (network namespaces, AF_PACKET, XDP)".into());
-    }
-    // Being root is not enough in some containers: try the real thing.
-    // One name per call: the tests of this file run in parallel.
-    static PROBES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let probe = format!("fpt-probe-{}-{n}", std::process::id());
-    match Command::new("ip").args(["netns", "add", &probe]).output() {
-        Ok(o) if o.status.success() => {
-            let _ = Command::new("ip").args(["netns", "del", &probe]).output();
-            None
-        }
-        Ok(o) => Some(format!(
-            "cannot create a network namespace: {}",
-            String::from_utf8_lossy(&o.stderr).trim()
-        )),
-        Err(e) => Some(format!("needs `ip` from iproute2: {e}")),
-    }
-}
-
 macro_rules! need_root_netns {
     () => {
-        if let Some(why) = skip_reason() {
+        if let Some(why) = common::netns_skip_reason() {
             eprintln!("skipping: {why}");
             return;
         }
     };
-}
-
-/// A namespace with three veth pairs a0-a1, b0-b1, c0-c1; the switch gets a1, b1, c1.
-struct Lab {
-    ns: String,
-    dir: PathBuf,
-}
-
-fn sh(args: &[&str]) {
-    let out = Command::new(args[0]).args(&args[1..]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-impl Lab {
-    fn new(tag: &str) -> Lab {
-        let ns = format!("fpt-{tag}-{}", std::process::id());
-        let _ = Command::new("ip").args(["netns", "del", &ns]).output();
-        sh(&["ip", "netns", "add", &ns]);
-        let lab = Lab {
-            dir: std::env::temp_dir().join(&ns),
-            ns,
-        };
-        let _ = std::fs::remove_dir_all(&lab.dir);
-        std::fs::create_dir_all(&lab.dir).unwrap();
-        // No IPv6 autoconfiguration chatter on the test links.
-        lab.exec(&["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"]);
-        lab.exec(&["sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"]);
-        for p in ["a", "b", "c"] {
-            let (x, y) = (format!("{p}0"), format!("{p}1"));
-            sh(&[
-                "ip", "-n", &lab.ns, "link", "add", &x, "type", "veth", "peer", "name", &y,
-            ]);
-            sh(&["ip", "-n", &lab.ns, "link", "set", &x, "up"]);
-            sh(&["ip", "-n", &lab.ns, "link", "set", &y, "up"]);
-        }
-        lab
-    }
-
-    fn exec(&self, args: &[&str]) {
-        let mut a = vec!["ip", "netns", "exec", &self.ns];
-        a.extend_from_slice(args);
-        sh(&a);
-    }
-
-    fn config(&self, kind: &str) -> PathBuf {
-        let d = self.dir.display();
-        let flows = self.dir.join("flows.txt");
-        std::fs::write(&flows, FLOWS).unwrap();
-        let mut c = format!(
-            "[switch]\nstate = \"{d}/state\"\ncontrol = \"{d}/ctl.sock\"\nflows = \"{d}/flows.txt\"\n\
-             [datapath]\nidle_sleep_max_us = 200\n"
-        );
-        for (i, p) in ["a1", "b1", "c1"].iter().enumerate() {
-            c.push_str(&format!(
-                "[[port]]\nname = \"{p}\"\nnumber = {}\ntype = \"{kind}\"\ninterface = \"{p}\"\n",
-                i + 1
-            ));
-        }
-        let path = self.dir.join("switch.toml");
-        std::fs::write(&path, c).unwrap();
-        path
-    }
-
-    /// Start `flowpath switch` inside the namespace and wait for its `ready`.
-    fn start_switch(&self, kind: &str) -> SwitchProc {
-        let cfg = self.config(kind);
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", &self.ns, BIN, "switch", "--config"])
-            .arg(&cfg)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).unwrap();
-        if line.trim() != "ready" {
-            let mut err = String::new();
-            let _ = std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err);
-            let _ = child.kill();
-            panic!("flowpath switch did not start: {err}");
-        }
-        SwitchProc(child)
-    }
-
-    /// Run `f` in a thread that has entered the namespace.
-    fn inside<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
-        let path = format!("/var/run/netns/{}", self.ns);
-        std::thread::spawn(move || {
-            let fd = std::fs::File::open(&path).unwrap();
-            // SAFETY: setns on a namespace file we hold open; it only affects this thread.
-            let r =
-                unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&fd), libc::CLONE_NEWNET) };
-            assert_eq!(r, 0, "setns: {}", std::io::Error::last_os_error());
-            f()
-        })
-        .join()
-        .unwrap()
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.ns]).output();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-struct SwitchProc(Child);
-
-impl SwitchProc {
-    /// SIGTERM, wait, and return (exit success, stderr).
-    fn stop(mut self) -> (bool, String) {
-        // SAFETY: kill on our own child's pid.
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-        let t = Instant::now();
-        loop {
-            if let Some(st) = self.0.try_wait().unwrap() {
-                let mut err = String::new();
-                let _ = std::io::Read::read_to_string(self.0.stderr.as_mut().unwrap(), &mut err);
-                return (st.success(), err);
-            }
-            assert!(
-                t.elapsed() < Duration::from_secs(20),
-                "switch did not stop on SIGTERM"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for SwitchProc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 fn frames(n: u32) -> Vec<Vec<u8>> {
@@ -311,17 +146,9 @@ fn send_and_capture(
     })
 }
 
-fn is_our_udp(f: &[u8]) -> bool {
-    let mut at = 12;
-    while at + 4 <= f.len() && f[at] == 0x81 && f[at + 1] == 0x00 {
-        at += 4;
-    }
-    f.len() >= at + 2 + 20 && f[at] == 0x08 && f[at + 1] == 0x00 && f[at + 2 + 9] == 17
-}
-
 fn forwards_as_the_flows_say(kind: &str) {
-    let lab = Lab::new(&format!("sw{}", &kind[..3]));
-    let sw = lab.start_switch(kind);
+    let lab = Lab::new(&format!("fpt-sw{}", &kind[..3]));
+    let sw = lab.start_switch(FLOWS, kind, "");
     let fr = frames(3000);
     let want = reference(&fr);
     let want_b: Vec<Vec<u8>> = want
@@ -389,15 +216,9 @@ fn afxdp_ports_forward_as_the_flows_say() {
 fn survives_a_deleted_veth_and_removes_xdp_on_sigterm() {
     need_root_netns!();
     need_xdp!();
-    let lab = Lab::new("swdel");
-    let sw = lab.start_switch("afxdp");
-    let has_xdp = |dev: &str| {
-        let o = Command::new("ip")
-            .args(["-n", &lab.ns, "-d", "link", "show", "dev", dev])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&o.stdout).contains("prog/xdp")
-    };
+    let lab = Lab::new("fpt-swdel");
+    let sw = lab.start_switch(FLOWS, "afxdp", "");
+    let has_xdp = |dev: &str| !lab.xdp_of(dev).is_empty();
     assert!(has_xdp("a1"), "the AF_XDP port attached its XDP program");
     // Port 3's veth disappears under the running switch.
     sh(&["ip", "-n", &lab.ns, "link", "del", "c0"]);

@@ -16,15 +16,14 @@ use flowpath_gen::{build, FrameSpec};
 use flowpath_ports::afpacket::AfPacketPort;
 use flowpath_ports::{Port, RxBatch};
 use flowpath_switch::{call, Op, Request, Response, Switch, SwitchConfig};
-use std::io::{BufRead, BufReader};
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_flowpath");
+mod common;
+use common::{is_our_udp, Lab};
 
 const FLOWS: &str = "\
 priority=10,in_port=1,udp,tp_dst=53 actions=drop
@@ -45,24 +44,12 @@ fn skip_reason() -> Option<String> {
     if !std::path::Path::new("/sys/fs/bpf").exists() {
         return Some("no BPF support (/sys/fs/bpf missing)".into());
     }
-    // Tests run in parallel in one process: one probe name each.
-    static PROBES: AtomicU64 = AtomicU64::new(0);
-    let probe = format!(
-        "fpx-probe-{}-{}",
-        std::process::id(),
-        PROBES.fetch_add(1, Ordering::Relaxed)
-    );
-    match Command::new("ip").args(["netns", "add", &probe]).output() {
-        Ok(o) if o.status.success() => {
-            let _ = Command::new("ip").args(["netns", "del", &probe]).output();
-            None
-        }
-        Ok(o) => Some(format!(
-            "cannot create a network namespace: {}",
-            String::from_utf8_lossy(&o.stderr).trim()
-        )),
-        Err(e) => Some(format!("needs `ip` from iproute2: {e}")),
-    }
+    common::netns_skip_reason()
+}
+
+/// The `[datapath]` lines that turn the XDP tier on or off.
+fn tier_config(tier: bool) -> String {
+    format!("xdp_tier = {tier}\nxdp_tier_max = 65536\n")
 }
 
 macro_rules! need_root_netns_bpf {
@@ -72,172 +59,6 @@ macro_rules! need_root_netns_bpf {
             return;
         }
     };
-}
-
-fn sh(args: &[&str]) {
-    let out = Command::new(args[0]).args(&args[1..]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A namespace with three veth pairs a0-a1, b0-b1, c0-c1; the switch gets a1, b1, c1.
-struct Lab {
-    ns: String,
-    dir: PathBuf,
-}
-
-impl Lab {
-    fn new(tag: &str) -> Lab {
-        let ns = format!("fpx-{tag}-{}", std::process::id());
-        let _ = Command::new("ip").args(["netns", "del", &ns]).output();
-        sh(&["ip", "netns", "add", &ns]);
-        let lab = Lab {
-            dir: std::env::temp_dir().join(&ns),
-            ns,
-        };
-        let _ = std::fs::remove_dir_all(&lab.dir);
-        std::fs::create_dir_all(&lab.dir).unwrap();
-        lab.exec(&["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"]);
-        lab.exec(&["sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"]);
-        for p in ["a", "b", "c"] {
-            let (x, y) = (format!("{p}0"), format!("{p}1"));
-            sh(&[
-                "ip", "-n", &lab.ns, "link", "add", &x, "type", "veth", "peer", "name", &y,
-            ]);
-            sh(&["ip", "-n", &lab.ns, "link", "set", &x, "up"]);
-            sh(&["ip", "-n", &lab.ns, "link", "set", &y, "up"]);
-        }
-        lab
-    }
-
-    fn exec(&self, args: &[&str]) {
-        let mut a = vec!["ip", "netns", "exec", &self.ns];
-        a.extend_from_slice(args);
-        sh(&a);
-    }
-
-    fn control(&self) -> PathBuf {
-        self.dir.join("ctl.sock")
-    }
-
-    /// Start `flowpath switch` (afxdp ports, the XDP tier on or off) and wait for `ready`.
-    fn start_switch(&self, flows: &str, tier: bool) -> SwitchProc {
-        let d = self.dir.display();
-        let _ = std::fs::remove_file(self.dir.join("state"));
-        std::fs::write(self.dir.join("flows.txt"), flows).unwrap();
-        let mut c = format!(
-            "[switch]\nstate = \"{d}/state\"\ncontrol = \"{d}/ctl.sock\"\nflows = \"{d}/flows.txt\"\n\
-             [datapath]\nidle_sleep_max_us = 200\nxdp_tier = {tier}\nxdp_tier_max = 65536\n"
-        );
-        for (i, p) in ["a1", "b1", "c1"].iter().enumerate() {
-            c.push_str(&format!(
-                "[[port]]\nname = \"{p}\"\nnumber = {}\ntype = \"afxdp\"\ninterface = \"{p}\"\n",
-                i + 1
-            ));
-        }
-        let cfg = self.dir.join("switch.toml");
-        std::fs::write(&cfg, c).unwrap();
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", &self.ns, BIN, "switch", "--config"])
-            .arg(&cfg)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).unwrap();
-        if line.trim() != "ready" {
-            let mut err = String::new();
-            let _ = std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err);
-            let _ = child.kill();
-            panic!("flowpath switch did not start: {err}");
-        }
-        SwitchProc(child)
-    }
-
-    fn ask(&self, op: Op, text: &str) -> Response {
-        let r = call(
-            &self.control(),
-            &Request {
-                op,
-                text: text.into(),
-            },
-            Duration::from_secs(10),
-        )
-        .unwrap();
-        assert!(r.error.is_none(), "{:?}", r.error);
-        r
-    }
-
-    /// What `ip -d link show` says about `dev`'s XDP program ("" when none).
-    fn xdp_of(&self, dev: &str) -> String {
-        let o = Command::new("ip")
-            .args(["-n", &self.ns, "-d", "link", "show", "dev", dev])
-            .output()
-            .unwrap();
-        let s = String::from_utf8_lossy(&o.stdout).to_string();
-        s.lines()
-            .filter(|l| l.contains("prog/xdp"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-
-    /// Run `f` in a thread that has entered the namespace.
-    fn inside<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
-        let path = format!("/var/run/netns/{}", self.ns);
-        std::thread::spawn(move || {
-            let fd = std::fs::File::open(&path).unwrap();
-            // SAFETY: setns on a namespace file we hold open; it only affects this thread.
-            let r =
-                unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&fd), libc::CLONE_NEWNET) };
-            assert_eq!(r, 0, "setns: {}", std::io::Error::last_os_error());
-            f()
-        })
-        .join()
-        .unwrap()
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.ns]).output();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-struct SwitchProc(Child);
-
-impl SwitchProc {
-    /// Send `sig`, wait, and return (exit success, stderr).
-    fn signal(mut self, sig: i32) -> (bool, String) {
-        // SAFETY: kill on our own child's pid.
-        unsafe { libc::kill(self.0.id() as i32, sig) };
-        let t = Instant::now();
-        loop {
-            if let Some(st) = self.0.try_wait().unwrap() {
-                let mut err = String::new();
-                let _ = std::io::Read::read_to_string(self.0.stderr.as_mut().unwrap(), &mut err);
-                return (st.success(), err);
-            }
-            assert!(t.elapsed() < Duration::from_secs(20), "switch did not stop");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn stop(self) -> (bool, String) {
-        self.signal(libc::SIGTERM)
-    }
-}
-
-impl Drop for SwitchProc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 fn frames(n: u32) -> Vec<Vec<u8>> {
@@ -311,17 +132,6 @@ fn reference(flows: &str, fr: &[Vec<u8>]) -> (Vec<(u32, Vec<u8>)>, Counts) {
         text: String::new(),
     });
     (cap.packets, counts(&dump.lines))
-}
-
-fn is_our_udp(f: &[u8]) -> bool {
-    let mut at = 12;
-    while at + 4 <= f.len()
-        && (f[at] == 0x81 || f[at] == 0x88)
-        && (f[at + 1] == 0x00 || f[at + 1] == 0xa8)
-    {
-        at += 4;
-    }
-    f.len() >= at + 2 + 20 && f[at] == 0x08 && f[at + 1] == 0x00 && f[at + 2 + 9] == 17
 }
 
 /// Capture ends: b0 and c0 as AF_PACKET ports, each with `xdp_pass` so that native
@@ -437,8 +247,8 @@ fn tier_stat(r: &Response, key: &str) -> u64 {
 
 /// One run: (frames at b0, frames at c0, rule counters, stats response).
 fn run(tier: bool, fr: &[Vec<u8>], want: usize) -> (Frames, Frames, Counts, Response) {
-    let lab = Lab::new(if tier { "on" } else { "off" });
-    let sw = lab.start_switch(FLOWS, tier);
+    let lab = Lab::new(if tier { "fpx-on" } else { "fpx-off" });
+    let sw = lab.start_switch(FLOWS, "afxdp", &tier_config(tier));
     if tier {
         for dev in ["a1", "b1", "c1"] {
             let x = lab.xdp_of(dev);
@@ -534,10 +344,11 @@ fn no_stale_forwarding_while_rules_change_under_traffic() {
     need_root_netns_bpf!();
     const N: u32 = 30_000;
     const PPS: u64 = 20_000;
-    let lab = Lab::new("chg");
+    let lab = Lab::new("fpx-chg");
     let sw = lab.start_switch(
         "priority=5,in_port=1,udp,nw_dst=192.168.5.1 actions=output:2\n",
-        true,
+        "afxdp",
+        &tier_config(true),
     );
     let sent = Arc::new(AtomicU64::new(0));
     let fr: Vec<Vec<u8>> = (0..N).map(numbered).collect();
@@ -625,9 +436,9 @@ fn no_stale_forwarding_while_rules_change_under_traffic() {
 #[test]
 fn no_xdp_program_remains_after_sigterm_or_sigkill() {
     need_root_netns_bpf!();
-    let lab = Lab::new("life");
+    let lab = Lab::new("fpx-life");
     for sig in [libc::SIGTERM, libc::SIGKILL] {
-        let sw = lab.start_switch(FLOWS, true);
+        let sw = lab.start_switch(FLOWS, "afxdp", &tier_config(true));
         for dev in ["a1", "b1", "c1"] {
             assert!(lab.xdp_of(dev).contains("flow_tier"), "{dev} has the tier");
         }
