@@ -1,56 +1,10 @@
-//! Compiles the XDP programs in `bpf/` with clang into OUT_DIR. Without clang (or without the
-//! libbpf headers) the build still succeeds with empty objects, and loading reports why.
-
-use std::env;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-const PROGRAMS: [&str; 2] = ["xsk_redirect", "gen_tx"];
+//! Compiles the XDP programs in `bpf/` with clang into OUT_DIR (see flowpath-bpfbuild).
 
 fn main() {
-    let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    println!("cargo:rerun-if-changed=bpf");
-    println!("cargo:rerun-if-env-changed=CLANG");
-    let clang = env::var("CLANG").unwrap_or_else(|_| "clang".to_string());
-    for name in PROGRAMS {
-        let src = format!("bpf/{name}.bpf.c");
-        println!("cargo:rerun-if-changed={src}");
-        let obj = out.join(format!("{name}.bpf.o"));
-        if let Err(why) = compile(&clang, Path::new(&src), &obj) {
-            println!(
-                "cargo:warning=XDP program {src} not built ({why}); AF_XDP ports and \
-                 `flowpath gen --tx` will fail at run time. Install clang and libbpf-dev and rebuild."
-            );
-            std::fs::write(&obj, b"").expect("write empty object");
-        }
-    }
-}
-
-fn compile(clang: &str, src: &Path, obj: &Path) -> Result<(), String> {
-    let mut cmd = Command::new(clang);
-    cmd.args([
-        "-g",
-        "-O2",
-        "-target",
-        "bpf",
-        "-D__TARGET_ARCH_x86",
-        "-Wall",
-    ]);
-    // Debian/Ubuntu keep <asm/types.h> in a multiarch directory that `-target bpf` does not
-    // search by itself.
-    let arch = env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
-    let multiarch = format!("/usr/include/{arch}-linux-gnu");
-    if Path::new(&multiarch).is_dir() {
-        cmd.arg(format!("-I{multiarch}"));
-    }
-    cmd.arg("-c").arg(src).arg("-o").arg(obj);
-    let output = cmd
-        .output()
-        .map_err(|e| format!("cannot run {clang}: {e}"))?;
-    if !output.status.success() {
-        let err = String::from_utf8_lossy(&output.stderr);
-        let first = err.lines().find(|l| l.contains("error")).unwrap_or("");
-        return Err(format!("{clang} failed: {first}"));
-    }
-    Ok(())
+    flowpath_bpfbuild::compile_xdp_programs(
+        &["bpf/xsk_redirect.bpf.c", "bpf/gen_tx.bpf.c"],
+        true,
+        "AF_XDP ports and `flowpath gen --tx` will fail at run time. Install clang and \
+         libbpf-dev and rebuild.",
+    );
 }
