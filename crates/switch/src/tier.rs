@@ -369,6 +369,11 @@ impl TierAgent {
                 continue;
             };
             let mask = *mf.mask_of(slot);
+            // Tunnel metadata (VXLAN) never reaches the kernel tier: no packet could hit.
+            if flowpath_xdptier::flow_key(0, &mask, &e.key).is_none() {
+                self.unsupported += 1;
+                continue;
+            }
             let Some(mask_id) = g.mask_id(&mask) else {
                 self.refused += 1;
                 continue;

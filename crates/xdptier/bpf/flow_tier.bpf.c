@@ -13,10 +13,11 @@
 #include "flowkey.h"
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__type(key, struct fp_flow_key);
-	__type(value, struct fp_flow_value);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FP_TABLE_ENTRIES);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct fp_entry);
 } fp_flows SEC(".maps");
 
 struct {
@@ -54,13 +55,29 @@ struct {
 	__type(value, struct fp_config);
 } fp_config SEC(".maps");
 
-/* ingress ifindex -> flowpath port number (the key's in_port) and xsks_map base. */
+/* Per-CPU room for the copy of a hit's value (too big for the 512-byte stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fp_flow_value);
+} fp_scratch SEC(".maps");
+
+/* ingress ifindex -> flowpath port number (the key's in_port) and xsks_map base: an array
+ * for ifindex < FP_INPORT_DIRECT (one inlined load per packet), a hash above. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FP_INPORT_DIRECT);
+	__type(key, __u32);
+	__type(value, struct fp_inport);
+} fp_inport SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 256);
 	__type(key, __u32);
 	__type(value, struct fp_inport);
-} fp_inport SEC(".maps");
+} fp_inport_hash SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -278,6 +295,39 @@ static __always_inline void l4_update(__u16 *ck, const __u16 *old, const __u16 *
 	*ck = r;
 }
 
+#define barrier() asm volatile("" ::: "memory")
+#define READ_ONCE_U32(x) (*(volatile __u32 *)&(x))
+
+/* Find `lk` in fp_flows and copy its value to `out` (1), or 0: not there, or being
+ * written by user space right now (seq odd or changed while we read). */
+static __always_inline int table_lookup(const struct fp_flow_key *lk, struct fp_flow_value *out)
+{
+	__u32 base = (fp_hash(lk) & (FP_TABLE_BUCKETS - 1)) * FP_TABLE_WAYS;
+	const __u64 *kw = (const __u64 *)lk;
+#pragma unroll
+	for (__u32 way = 0; way < FP_TABLE_WAYS; way++) {
+		__u32 i = base + way;
+		struct fp_entry *e = bpf_map_lookup_elem(&fp_flows, &i);
+		if (!e)
+			return 0;
+		__u32 s1 = READ_ONCE_U32(e->seq);
+		barrier();
+		if ((s1 & 1) || !e->used)
+			continue;
+		const __u64 *ew = (const __u64 *)&e->key;
+		__u64 diff = 0;
+#pragma unroll
+		for (int w = 0; w < 1 + FP_LOOKUP_WORDS; w++)
+			diff |= ew[w] ^ kw[w];
+		if (diff)
+			continue;
+		__builtin_memcpy(out, &e->val, sizeof(*out));
+		barrier();
+		return READ_ONCE_U32(e->seq) == s1;
+	}
+	return 0;
+}
+
 /* To the AF_XDP socket of this interface's rx queue: xsks_map[xsk_base + queue]. */
 static __always_inline int upcall(struct xdp_md *ctx, __u32 xsk_base)
 {
@@ -324,13 +374,24 @@ int flow_tier(struct xdp_md *ctx)
 	if (!cfg)
 		return XDP_ABORTED;
 	union key_words kw;
-	__builtin_memset(&kw, 0, sizeof(kw));
+	/* The tunnel words (8..12) are never set here: zeroed only for the debug record. */
+#pragma unroll
+	for (int w = 0; w < FP_LOOKUP_WORDS; w++)
+		kw.w[w] = 0;
+	if (cfg->flags & FP_CFG_DEBUG) {
+#pragma unroll
+		for (int w = FP_LOOKUP_WORDS; w < FP_KEY_WORDS; w++)
+			kw.w[w] = 0;
+	}
 	struct meta m = {};
 	__u32 frame_len = ctx->data_end - ctx->data;
 
 	__u32 ifindex = ctx->ingress_ifindex;
+	/* The array (inlined by the verifier) answers NULL from FP_INPORT_DIRECT on. */
 	struct fp_inport *ip_ent = bpf_map_lookup_elem(&fp_inport, &ifindex);
-	if (!ip_ent) {
+	if (!ip_ent)
+		ip_ent = bpf_map_lookup_elem(&fp_inport_hash, &ifindex);
+	if (!ip_ent || !(ip_ent->flags & FP_INPORT_PRESENT)) {
 		record(cfg, &kw, FP_R_UP_NO_INPORT, ~0u);
 		return upcall(ctx, 0);
 	}
@@ -345,6 +406,9 @@ int flow_tier(struct xdp_md *ctx)
 	/* Lookup: masks in order, first hit wins. */
 	struct fp_flow_key lk;
 	struct fp_flow_value *v = NULL;
+	struct fp_flow_value *val = bpf_map_lookup_elem(&fp_scratch, &zero);
+	if (!val)
+		return XDP_ABORTED;
 	__u32 n = cfg->n_masks;
 	for (__u32 i = 0; i < FP_MAX_MASKS; i++) {
 		if (i >= n)
@@ -354,15 +418,15 @@ int flow_tier(struct xdp_md *ctx)
 		if (!mk)
 			break;
 		union key_words *mw = (union key_words *)&mk->mask;
-		union key_words *lw = (union key_words *)&lk.key;
 		lk.mask_id = mk->id;
 		lk.pad = 0;
 #pragma unroll
-		for (int w = 0; w < FP_KEY_WORDS; w++)
-			lw->w[w] = kw.w[w] & mw->w[w];
-		v = bpf_map_lookup_elem(&fp_flows, &lk);
-		if (v)
+		for (int w = 0; w < FP_LOOKUP_WORDS; w++)
+			lk.w[w] = kw.w[w] & mw->w[w];
+		if (table_lookup(&lk, val)) {
+			v = val;
 			break;
+		}
 	}
 	if (!v) {
 		record(cfg, &kw, FP_R_MISS, ~0u);

@@ -13,6 +13,15 @@
 
 #define FP_KEY_BYTES 104
 #define FP_KEY_WORDS 13
+/* The part of the key that is looked up: everything before the tunnel fields (tun_id at
+ * 64 and on), which are always zero in the XDP tier (VXLAN goes to user space). A shorter
+ * hash key is a cheaper hash and compare on every packet. */
+#define FP_LOOKUP_BYTES 64
+#define FP_LOOKUP_WORDS 8
+/* fp_inport is an array indexed by ifindex below this; larger ifindexes use
+ * fp_inport_hash. */
+#define FP_INPORT_DIRECT 4096
+#define FP_INPORT_PRESENT 1
 /* Megaflow masks tried in order (fp_masks entries). */
 #define FP_MAX_MASKS 8
 
@@ -64,13 +73,14 @@ _Static_assert(__builtin_offsetof(struct fp_key, tun_flags) == 68, "tun_flags");
 _Static_assert(__builtin_offsetof(struct fp_key, tun_src) == 72, "tun_src");
 _Static_assert(__builtin_offsetof(struct fp_key, tun_dst) == 88, "tun_dst");
 
-/* fp_flows key: which mask (fp_mask.id) and the key ANDed with that mask. */
+/* fp_flows key: which mask (fp_mask.id) and the first FP_LOOKUP_BYTES of the key ANDed
+ * with that mask. */
 struct fp_flow_key {
 	__u32 mask_id;
 	__u32 pad;               /* zero */
-	struct fp_key key;
+	__u64 w[FP_LOOKUP_WORDS]; /* fp_key bytes 0..64, masked */
 };
-_Static_assert(sizeof(struct fp_flow_key) == 112, "fp_flow_key size");
+_Static_assert(sizeof(struct fp_flow_key) == 72, "fp_flow_key size");
 
 /* fp_masks entry: tried in index order 0..fp_config.n_masks. */
 struct fp_mask {
@@ -132,6 +142,42 @@ struct fp_flow_value {
 };
 _Static_assert(sizeof(struct fp_flow_value) == 80, "fp_flow_value size");
 
+/* fp_flows: an array used as a hash table of FP_TABLE_BUCKETS buckets of FP_TABLE_WAYS
+ * entries; a flow lives in one of the entries of bucket fp_hash(key) & (FP_TABLE_BUCKETS-1),
+ * at index bucket * FP_TABLE_WAYS + way. Hand-made rather than a BPF hash map: the
+ * kernel's hash map costs a helper call, jhash and memcmp per lookup (about 55 ns here,
+ * half the program), where an array lookup is inlined by the verifier.
+ * User space writes entries through an mmap of the array, seqlock style: seq odd while
+ * an entry is being written; the program reads seq, the entry, seq again, and treats a
+ * change (or an odd seq) as a miss, so a torn entry can never forward a packet. */
+#define FP_TABLE_BUCKETS 65536
+#define FP_TABLE_WAYS 2
+#define FP_TABLE_ENTRIES (FP_TABLE_BUCKETS * FP_TABLE_WAYS)
+
+struct fp_entry {
+	__u32 seq;               /*   0 odd while user space writes the entry */
+	__u32 used;              /*   4 1: holds a flow */
+	struct fp_flow_key key;  /*   8 */
+	struct fp_flow_value val;/*  80 */
+};
+_Static_assert(sizeof(struct fp_entry) == 160, "fp_entry size");
+
+/* The table's hash of a lookup key: its 9 64-bit words (little-endian loads), each
+ * multiplied by its own odd constant (independent multiplies, no serial chain), summed,
+ * then mixed. src/table.rs `table_hash` is the same. */
+#define FP_HASH_MUL 0xff51afd7ed558ccdULL
+static __always_inline __u64 fp_hash(const struct fp_flow_key *k)
+{
+	const __u64 *w = (const __u64 *)k;
+	__u64 h = 0;
+#pragma unroll
+	for (int i = 0; i < 1 + FP_LOOKUP_WORDS; i++)
+		h += (w[i] ^ (w[i] >> 29)) * (FP_HASH_MUL + 2 * (__u64)i * 0x9e3779b97f4a7c15ULL);
+	h ^= h >> 32;
+	h *= FP_HASH_MUL;
+	return h ^ (h >> 29);
+}
+
 /* fp_stats value (per CPU). bytes: frame length as received. */
 struct fp_stat {
 	__u64 packets;
@@ -143,7 +189,8 @@ struct fp_stat {
  * this interface go to xsks_map[xsk_base + q]). */
 struct fp_inport {
 	__u32 port;              /* flowpath port number (the key's in_port) */
-	__u32 xsk_base;          /* first xsks_map index of this interface */
+	__u16 xsk_base;          /* first xsks_map index of this interface */
+	__u16 flags;             /* FP_INPORT_PRESENT (array slots exist unset) */
 };
 _Static_assert(sizeof(struct fp_inport) == 8, "fp_inport size");
 

@@ -16,6 +16,10 @@ use std::io;
 use std::mem::{offset_of, size_of};
 use std::os::fd::RawFd;
 use std::path::Path;
+use std::time::Duration;
+
+pub mod table;
+pub use table::{FlowTable, TABLE_ENTRIES};
 
 /// The compiled program (empty when the crate was built without clang).
 static OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/flow_tier.bpf.o"));
@@ -154,15 +158,20 @@ assert_at!(FpKey, tun_flags, Field::TunFlags);
 assert_at!(FpKey, tun_src, Field::TunSrc);
 assert_at!(FpKey, tun_dst, Field::TunDst);
 
-/// `struct fp_flow_key`: the `fp_flows` key.
+/// Bytes of the key that are looked up (`FP_LOOKUP_BYTES`): all but the tunnel fields,
+/// which are always zero in the XDP tier.
+pub const LOOKUP_BYTES: usize = 64;
+const _: () = assert!(LOOKUP_BYTES == Field::TunId.range().0);
+
+/// `struct fp_flow_key`: the `fp_flows` key (the masked key's first [`LOOKUP_BYTES`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
 #[repr(C)]
 pub struct FpFlowKey {
     pub mask_id: u32,
     pub pad: u32,
-    pub key: FpKey,
+    pub key: [u8; LOOKUP_BYTES],
 }
-const _: () = assert!(size_of::<FpFlowKey>() == 112 && offset_of!(FpFlowKey, key) == 8);
+const _: () = assert!(size_of::<FpFlowKey>() == 72 && offset_of!(FpFlowKey, key) == 8);
 
 /// `struct fp_mask`: one `fp_masks` entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
@@ -229,16 +238,27 @@ pub struct FpStat {
     pub bytes: u64,
 }
 
-/// `struct fp_inport`: the `fp_inport` value of an ingress ifindex.
+/// `struct fp_inport`: the `fp_inport` (ifindex below [`INPORT_DIRECT`]) or
+/// `fp_inport_hash` value of an ingress ifindex.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 #[repr(C)]
 pub struct FpInPort {
     /// flowpath port number (the key's `in_port`).
     pub port: u32,
     /// Upcalls of rx queue `q` go to `xsks_map[xsk_base + q]`.
-    pub xsk_base: u32,
+    pub xsk_base: u16,
+    /// [`INPORT_PRESENT`] (array slots exist, set or not).
+    pub flags: u16,
 }
-const _: () = assert!(size_of::<FpInPort>() == 8 && offset_of!(FpInPort, xsk_base) == 4);
+const _: () = assert!(
+    size_of::<FpInPort>() == 8
+        && offset_of!(FpInPort, xsk_base) == 4
+        && offset_of!(FpInPort, flags) == 6
+);
+/// `FP_INPORT_DIRECT`: `fp_inport` is an array indexed by ifindex below this.
+pub const INPORT_DIRECT: u32 = 4096;
+/// `FP_INPORT_PRESENT`.
+pub const INPORT_PRESENT: u16 = 1;
 
 /// `struct fp_config`: `fp_config[0]`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
@@ -447,6 +467,8 @@ pub struct FlowTier {
     ebpf: Ebpf,
     links: Vec<(u32, XdpLinkId, Attached)>,
     cfg: FpConfig,
+    /// `fp_flows`, mapped into this process.
+    table: FlowTable,
 }
 
 impl FlowTier {
@@ -459,7 +481,15 @@ impl FlowTier {
                 "flowpath-xdptier was built without clang; install clang and libbpf-dev and rebuild",
             ));
         }
-        let mut ebpf = Ebpf::load(OBJ).map_err(|e| err(format!("loading XDP object: {e}")))?;
+        FlowTier::load_object(OBJ)
+    }
+
+    /// Load another object in place of the built-in one: a program of your own that keeps
+    /// the map contract (docs/xdp-tier.md): an XDP program named `flow_tier` and maps
+    /// with the same names, types and sizes. A map that is missing or of another shape is
+    /// reported by name when it is first used.
+    pub fn load_object(obj: &[u8]) -> io::Result<FlowTier> {
+        let mut ebpf = Ebpf::load(obj).map_err(|e| err(format!("loading XDP object: {e}")))?;
         let p: &mut Xdp = ebpf
             .program_mut(PROGRAM)
             .ok_or_else(|| err("object has no flow_tier program"))?
@@ -467,8 +497,14 @@ impl FlowTier {
             .map_err(|e| err(format!("{PROGRAM}: {e}")))?;
         p.load()
             .map_err(|e| err(format!("loading {PROGRAM} (verifier): {e}")))?;
+        let table = match ebpf.map("fp_flows") {
+            Some(aya::maps::Map::Array(md)) => FlowTable::map(md)?,
+            Some(_) => return Err(err("fp_flows is not an array (see docs/xdp-tier.md)")),
+            None => return Err(err("object has no map fp_flows")),
+        };
         let mut t = FlowTier {
             ebpf,
+            table,
             links: Vec::new(),
             cfg: FpConfig {
                 version: 1,
@@ -591,24 +627,8 @@ impl FlowTier {
         actions: FpActions,
         slot: u32,
     ) -> io::Result<()> {
-        if slot >= MAX_FLOWS {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("slot {slot} >= {MAX_FLOWS}"),
-            ));
-        }
-        let k = flow_key(mask_id, mask, key);
-        let v = FpFlowValue {
-            act: FpActions {
-                version: self.cfg.version,
-                ..actions
-            },
-            slot,
-            pad: 0,
-        };
-        let mut m: HashMap<&mut MapData, FpFlowKey, FpFlowValue> = self.map("fp_flows")?;
-        m.insert(k, v, 0)
-            .map_err(|e| err(format!("fp_flows insert: {e}")))
+        let version = self.cfg.version;
+        self.insert_versioned(mask_id, mask, key, actions, slot, version)
     }
 
     /// As [`FlowTier::insert`], but stamped with `version` (the rule version the flow was
@@ -629,31 +649,72 @@ impl FlowTier {
                 format!("slot {slot} >= {MAX_FLOWS}"),
             ));
         }
-        let k = flow_key(mask_id, mask, key);
+        let k = flow_key(mask_id, mask, key).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the megaflow matches non-zero tunnel fields: never a hit in the XDP tier",
+            )
+        })?;
         let v = FpFlowValue {
             act: FpActions { version, ..actions },
             slot,
             pad: 0,
         };
-        let mut m: HashMap<&mut MapData, FpFlowKey, FpFlowValue> = self.map("fp_flows")?;
-        m.insert(k, v, 0)
-            .map_err(|e| err(format!("fp_flows insert: {e}")))
+        self.table.insert(k, v).map(|_| ()).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::StorageFull,
+                "fp_flows: both entries of the flow's bucket hold other flows",
+            )
+        })
     }
 
     /// Remove a cached flow (as inserted).
     pub fn remove(&mut self, mask_id: u32, mask: &FlowKey, key: &FlowKey) -> io::Result<()> {
-        let k = flow_key(mask_id, mask, key);
-        let mut m: HashMap<&mut MapData, FpFlowKey, FpFlowValue> = self.map("fp_flows")?;
-        m.remove(&k)
-            .map_err(|e| err(format!("fp_flows remove: {e}")))
+        let Some(k) = flow_key(mask_id, mask, key) else {
+            return Ok(()); // never inserted
+        };
+        if self.table.remove(&k) {
+            Ok(())
+        } else {
+            Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                "fp_flows: no such flow",
+            ))
+        }
+    }
+
+    /// The kernel flow table, as mapped into this process.
+    pub fn table(&self) -> &FlowTable {
+        &self.table
+    }
+
+    /// The same, to write (what `insert`/`remove` use; mind the seqlock protocol).
+    pub fn table_mut(&mut self) -> &mut FlowTable {
+        &mut self.table
+    }
+
+    /// Cached flows in `fp_flows` (a scan of the whole table).
+    pub fn flow_count(&self) -> usize {
+        self.table.len()
     }
 
     /// Packets arriving on `ifindex` get `in_port = port` in their key; their upcalls go
     /// to `xsks_map[xsk_base + rx queue]`.
     pub fn set_in_port(&mut self, ifindex: u32, port: u32, xsk_base: u32) -> io::Result<()> {
-        let mut m: HashMap<&mut MapData, u32, FpInPort> = self.map("fp_inport")?;
-        m.insert(ifindex, FpInPort { port, xsk_base }, 0)
-            .map_err(|e| err(format!("fp_inport: {e}")))
+        let v = FpInPort {
+            port,
+            xsk_base: u16::try_from(xsk_base)
+                .map_err(|_| err(format!("xsk_base {xsk_base} > 65535")))?,
+            flags: INPORT_PRESENT,
+        };
+        if ifindex < INPORT_DIRECT {
+            let mut m: Array<&mut MapData, FpInPort> = self.map("fp_inport")?;
+            m.set(ifindex, v, 0)
+        } else {
+            let mut m: HashMap<&mut MapData, u32, FpInPort> = self.map("fp_inport_hash")?;
+            m.insert(ifindex, v, 0)
+        }
+        .map_err(|e| err(format!("fp_inport[{ifindex}]: {e}")))
     }
 
     /// Output through devmap index `dev` goes to interface `ifindex`.
@@ -747,6 +808,28 @@ impl FlowTier {
         })
     }
 
+    /// The program's mean time per run on `frame` over `repeat` runs of
+    /// `BPF_PROG_TEST_RUN` (the kernel times the loop; nothing is sent): what parsing,
+    /// the lookups and the actions cost, without the driver and the redirect.
+    pub fn time_run(&self, frame: &[u8], ifindex: u32, repeat: u32) -> io::Result<Duration> {
+        let prog: &Xdp = self
+            .ebpf
+            .program(PROGRAM)
+            .ok_or_else(|| err("flow_tier missing"))?
+            .try_into()
+            .map_err(|e| err(format!("{PROGRAM}: {e}")))?;
+        let md: [u32; 6] = [0, frame.len() as u32, 0, ifindex, 0, 0];
+        let r = prog
+            .test_run(TestRunOptions {
+                data_in: Some(frame),
+                ctx_in: Some(bytemuck::cast_slice(&md)),
+                repeat: repeat.max(1),
+                ..TestRunOptions::new()
+            })
+            .map_err(|e| err(format!("BPF_PROG_TEST_RUN: {e}")))?;
+        Ok(r.duration)
+    }
+
     /// Attach to `ifname` (Auto: native, then generic); says which mode it got.
     pub fn attach(&mut self, ifname: &str, mode: XdpMode) -> io::Result<Attached> {
         let idx = ifindex(ifname)?;
@@ -826,13 +909,18 @@ impl Drop for FlowTier {
     }
 }
 
-/// The `fp_flows` key of `key` under mask `mask_id`.
-pub fn flow_key(mask_id: u32, mask: &FlowKey, key: &FlowKey) -> FpFlowKey {
-    FpFlowKey {
-        mask_id,
-        pad: 0,
-        key: key_from_flowkey(&key.and(mask)),
+/// The `fp_flows` key of `key` under mask `mask_id`; None when the masked key has
+/// non-zero tunnel fields (no packet in the XDP tier has those: it would never hit).
+pub fn flow_key(mask_id: u32, mask: &FlowKey, key: &FlowKey) -> Option<FpFlowKey> {
+    let masked = key_from_flowkey(&key.and(mask));
+    let bytes: &[u8] = bytemuck::bytes_of(&masked);
+    if bytes[LOOKUP_BYTES..].iter().any(|&b| b != 0) {
+        return None;
     }
+    let mut k = FpFlowKey::zeroed();
+    k.mask_id = mask_id;
+    k.key.copy_from_slice(&bytes[..LOOKUP_BYTES]);
+    Some(k)
 }
 
 /// The interface index of `ifname`.

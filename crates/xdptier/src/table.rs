@@ -1,0 +1,233 @@
+//! `fp_flows`, the kernel's flow table, written from user space through an mmap of the
+//! BPF array: a hash table of 2-way buckets with a seqlock per entry (see flowkey.h).
+//!
+//! Written by hand because no BPF map type does this: the kernel's own hash map costs a
+//! helper call, jhash and a memcmp on every packet (about half the program's time on the
+//! hit path), while an array lookup is inlined into the program.
+
+use crate::{FpFlowKey, FpFlowValue};
+use bytemuck::{Pod, Zeroable};
+use std::io;
+use std::mem::size_of;
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::atomic::{fence, AtomicU32, Ordering};
+
+/// `FP_TABLE_BUCKETS`.
+pub const TABLE_BUCKETS: u32 = 65536;
+/// `FP_TABLE_WAYS`: entries per bucket.
+pub const TABLE_WAYS: u32 = 2;
+/// `FP_TABLE_ENTRIES`: `fp_flows` max_entries.
+pub const TABLE_ENTRIES: u32 = TABLE_BUCKETS * TABLE_WAYS;
+
+/// `struct fp_entry`: one `fp_flows` element.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+#[repr(C)]
+pub struct FpEntry {
+    /// Odd while user space writes the entry.
+    pub seq: u32,
+    /// 1: holds a flow.
+    pub used: u32,
+    pub key: FpFlowKey,
+    pub val: FpFlowValue,
+}
+const _: () = assert!(size_of::<FpEntry>() == 160);
+
+const HASH_MUL: u64 = 0xff51_afd7_ed55_8ccd;
+const HASH_STEP: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// `fp_hash` of flowkey.h: the table's hash of a lookup key (each word times its own odd
+/// constant, summed, then mixed).
+pub fn table_hash(k: &FpFlowKey) -> u64 {
+    let bytes: &[u8] = bytemuck::bytes_of(k);
+    let mut h = 0u64;
+    for (i, w) in bytes.chunks_exact(8).enumerate() {
+        let w = u64::from_le_bytes(w.try_into().expect("8 bytes"));
+        let m = HASH_MUL.wrapping_add((2 * i as u64).wrapping_mul(HASH_STEP));
+        h = h.wrapping_add((w ^ (w >> 29)).wrapping_mul(m));
+    }
+    h ^= h >> 32;
+    h = h.wrapping_mul(HASH_MUL);
+    h ^ (h >> 29)
+}
+
+/// The first entry index of `k`'s bucket.
+pub fn bucket_of(k: &FpFlowKey) -> u32 {
+    (table_hash(k) as u32 & (TABLE_BUCKETS - 1)) * TABLE_WAYS
+}
+
+/// The mmap of `fp_flows`. Writers are serialised by `&mut self`; the program reads
+/// concurrently and discards entries whose `seq` is odd or changes under it.
+pub struct FlowTable {
+    base: *mut FpEntry,
+    len: usize,
+}
+
+// SAFETY: the mapping is process-wide shared memory owned by this value; access goes
+// through &self/&mut self.
+unsafe impl Send for FlowTable {}
+unsafe impl Sync for FlowTable {}
+
+/// Why an insert did not happen.
+#[derive(Debug, PartialEq, Eq)]
+pub enum TableFull {
+    /// Both entries of the key's bucket hold other flows.
+    Bucket,
+}
+
+impl FlowTable {
+    /// Map `fp_flows` (an mmapable array of [`TABLE_ENTRIES`] [`FpEntry`]).
+    pub fn map(map: &aya::maps::MapData) -> io::Result<FlowTable> {
+        let len = TABLE_ENTRIES as usize * size_of::<FpEntry>();
+        let fd = map.fd().as_fd().as_raw_fd();
+        // SAFETY: a shared mapping of the map's fd with the array's exact size; the kernel
+        // checks the size and that the map is BPF_F_MMAPABLE.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            let e = io::Error::last_os_error();
+            return Err(io::Error::new(
+                e.kind(),
+                format!(
+                    "mmap of fp_flows (must be an mmapable array of {TABLE_ENTRIES} x 160 B): {e}"
+                ),
+            ));
+        }
+        Ok(FlowTable {
+            base: p.cast(),
+            len,
+        })
+    }
+
+    fn entry(&self, i: u32) -> *mut FpEntry {
+        assert!(i < TABLE_ENTRIES);
+        // SAFETY: i is in bounds of the mapping.
+        unsafe { self.base.add(i as usize) }
+    }
+
+    fn seq(&self, i: u32) -> &AtomicU32 {
+        // SAFETY: seq is the first, 4-byte aligned field of a live entry in the mapping.
+        unsafe { AtomicU32::from_ptr(std::ptr::addr_of_mut!((*self.entry(i)).seq)) }
+    }
+
+    fn read(&self, i: u32) -> FpEntry {
+        // SAFETY: in bounds; the only concurrent writer is the kernel never (it only
+        // reads), and we are the only user-space writer.
+        unsafe { std::ptr::read_volatile(self.entry(i)) }
+    }
+
+    /// Write entry `i` as (used, key, val), seqlock style.
+    fn write(&mut self, i: u32, used: bool, key: FpFlowKey, val: FpFlowValue) {
+        let seq = self.seq(i);
+        let s = seq.load(Ordering::Relaxed);
+        seq.store(s | 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        let e = self.entry(i);
+        // SAFETY: in bounds; fields after seq, written while seq is odd.
+        unsafe {
+            std::ptr::write_volatile(std::ptr::addr_of_mut!((*e).key), key);
+            std::ptr::write_volatile(std::ptr::addr_of_mut!((*e).val), val);
+            std::ptr::write_volatile(std::ptr::addr_of_mut!((*e).used), used as u32);
+        }
+        fence(Ordering::Release);
+        seq.store((s | 1).wrapping_add(1), Ordering::Release);
+    }
+
+    /// Where `k` is, if it is there.
+    pub fn find(&self, k: &FpFlowKey) -> Option<u32> {
+        let b = bucket_of(k);
+        (b..b + TABLE_WAYS).find(|&i| {
+            let e = self.read(i);
+            e.used == 1 && e.key == *k
+        })
+    }
+
+    /// Insert or replace `k`'s entry.
+    pub fn insert(&mut self, k: FpFlowKey, v: FpFlowValue) -> Result<u32, TableFull> {
+        let i = match self.find(&k) {
+            Some(i) => i,
+            None => {
+                let b = bucket_of(&k);
+                (b..b + TABLE_WAYS)
+                    .find(|&i| self.read(i).used == 0)
+                    .ok_or(TableFull::Bucket)?
+            }
+        };
+        self.write(i, true, k, v);
+        Ok(i)
+    }
+
+    /// Remove `k`'s entry; false when it was not there.
+    pub fn remove(&mut self, k: &FpFlowKey) -> bool {
+        match self.find(k) {
+            Some(i) => {
+                self.write(i, false, FpFlowKey::zeroed(), FpFlowValue::zeroed());
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Mark entry `i` as being written (`seq` odd) or done, without changing it: what
+    /// the program sees while a writer is in the middle of the entry. For tests.
+    pub fn hold(&mut self, i: u32, held: bool) {
+        let seq = self.seq(i);
+        let s = seq.load(Ordering::Relaxed);
+        let next = match (held, s & 1 == 1) {
+            (true, false) | (false, true) => s.wrapping_add(1),
+            _ => s,
+        };
+        seq.store(next, Ordering::Release);
+    }
+
+    /// Entries in use (a full scan: for tests and statistics).
+    pub fn len(&self) -> usize {
+        (0..TABLE_ENTRIES)
+            .filter(|&i| self.read(i).used == 1)
+            .count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Drop for FlowTable {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `map`, unmapped once.
+        unsafe {
+            libc::munmap(self.base.cast(), self.len);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_spreads_keys_that_differ_in_one_byte_over_buckets() {
+        let mut buckets = std::collections::HashSet::new();
+        for i in 0..4096u32 {
+            let mut k = FpFlowKey::zeroed();
+            k.key[32..36].copy_from_slice(&i.to_be_bytes()); // ip_src
+            buckets.insert(bucket_of(&k));
+        }
+        // 4,096 keys into 65,536 buckets: a good hash gives ~3,970 distinct ones.
+        assert!(buckets.len() > 3_800, "{} buckets", buckets.len());
+    }
+
+    #[test]
+    fn the_mask_id_is_part_of_the_hash() {
+        let a = FpFlowKey::zeroed();
+        let b = FpFlowKey { mask_id: 1, ..a };
+        assert_ne!(table_hash(&a), table_hash(&b));
+    }
+}
