@@ -13,6 +13,7 @@ mod cmd_lab;
 mod cmd_plan;
 mod cmd_suite;
 mod cmd_switch;
+mod cmd_xdp_forward;
 
 #[derive(Parser)]
 #[command(
@@ -48,6 +49,8 @@ enum Command {
     Switch(cmd_switch::SwitchArgs),
     /// Per-worker and per-port counters of a running switch (like pmd-perf-show).
     Stats(cmd_switch::StatsArgs),
+    /// Forward every frame from one interface to another in XDP, no lookup (a baseline).
+    XdpForward(cmd_xdp_forward::XdpForwardArgs),
     /// Build a netns topology and measure flowpath against Open vSwitch, DPDK and Linux.
     Lab(cmd_lab::LabArgs),
     /// How many cores a service needs at a rate, frame size and miss rate; what-if scenarios.
@@ -156,6 +159,7 @@ fn main() -> ExitCode {
         Command::Switch(args) => cmd_switch::run(args),
         Command::Stats(args) => cmd_switch::stats(args),
         Command::Lab(args) => cmd_lab::run(args),
+        Command::XdpForward(args) => cmd_xdp_forward::run(args),
         Command::Plan(args) => cmd_plan::run(args),
         Command::Calibrate(args) => cmd_plan::calibrate(args),
     }

@@ -31,10 +31,11 @@ pub(crate) static GEN_OBJ: &[u8] =
 
 /// Names of the programs flowpath attaches (and may therefore remove when stale): this
 /// crate's, and the XDP tier's `flow_tier` (crates/xdptier).
-const OUR_PROGRAMS: [&str; 5] = [
+const OUR_PROGRAMS: [&str; 6] = [
     "xsk_redirect",
     "xdp_pass",
     "xdp_drop",
+    "xdp_fwd_all",
     "gen_tx",
     "flow_tier",
 ];
@@ -203,6 +204,35 @@ pub fn attach_xdp_pass(ifname: &str) -> io::Result<XdpGuard> {
 /// Attach a program that drops every frame (a sink for measuring transmitters).
 pub fn attach_xdp_drop(ifname: &str) -> io::Result<XdpGuard> {
     attach_simple(ifname, "xdp_drop", crate::XdpMode::Auto)
+}
+
+/// Attach a program that redirects every frame arriving on `from` to `to` (a devmap, no
+/// parsing, no lookup), natively where possible: the cheapest XDP forwarding there is, the
+/// baseline `flowpath lab` measures the XDP tier against. On a veth `to`, the frames arrive
+/// only if `to`'s peer has an XDP program (see docs/xdp-tier.md).
+pub fn attach_xdp_forward(from: &str, to: &str) -> io::Result<XdpGuard> {
+    let idx = ifindex(from)?;
+    let out = ifindex(to)?;
+    let mut ebpf = load_object(XSK_OBJ)?;
+    {
+        let map = ebpf
+            .map_mut("fwd_to")
+            .ok_or_else(|| io::Error::other("XDP object has no map fwd_to"))?;
+        let mut devmap: aya::maps::DevMap<&mut MapData> = map
+            .try_into()
+            .map_err(|e| io::Error::other(format!("fwd_to: {e}")))?;
+        devmap
+            .set(0, out, None, 0)
+            .map_err(|e| io::Error::other(format!("fwd_to[0] = {to}: {e}")))?;
+    }
+    let (link, mode) = attach_prog(&mut ebpf, "xdp_fwd_all", from, idx, crate::XdpMode::Auto)?;
+    Ok(XdpGuard {
+        ebpf,
+        prog: "xdp_fwd_all",
+        link: Some(link),
+        ifname: from.to_string(),
+        mode,
+    })
 }
 
 struct XskInner {
