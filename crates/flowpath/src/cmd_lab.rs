@@ -34,6 +34,11 @@ Systems, one after the other, each started fresh per case and stopped after it:
                      lcore on CPU 1; huge pages reserved and given back afterwards)
   flowpath-afxdp     `flowpath switch` with AF_XDP ports, one worker on CPU 1
   flowpath-afpacket  the same with AF_PACKET ports
+  flowpath-xdp       AF_XDP ports with the XDP tier (`[datapath] xdp_tier = true`): cached
+                     flows are forwarded by the flow_tier XDP program on swin, misses go
+                     to the worker on CPU 1
+  xdp-forward        `flowpath xdp-forward`: an XDP program on swin that redirects every
+                     frame to swout, no parse and no lookup: the floor for the XDP tier
 
 Cases:
   hit   --flows established flows (source addresses 10.1.0.1 up): every packet a cache hit
@@ -52,10 +57,13 @@ What is measured, per window of --duration seconds, --runs windows after --warmu
               softirq+steal) x the TSC rate / packets delivered. The same for every system:
               a poll-mode switch keeps its core 100 % busy, so its figure is the whole core
               divided by what it delivered; Linux's is its softirq time. A veth receives on
-              the sender's CPU: the XDP program and the copy into an AF_XDP socket on swin
-              run on CPU 0, so they are not in the AF_XDP systems' figures (Linux's receive
-              up to the RPS hand-over is not in its figure either). What does run on CPU 1
-              for every system: the transmit on swout and the sink's XDP drop.
+              the sender's CPU by default; the lab makes swin's receive (its XDP program,
+              the copy into an AF_XDP socket, the kernel stack) a threaded NAPI pinned to
+              CPU 1 (--napi switch-cpu), so every figure is one core's whole work, as on a
+              NIC whose queue interrupts go to the switch's core; the transmit on swout and
+              the sink's XDP drop also run there, for every system. With --napi sender the
+              receive stays on CPU 0 and is in no system's figure (the AF_XDP systems then
+              get part of their work done for free).
               For the generator rows the cycles are CPU 0's, i.e. the generator's own.
   own cyc/pkt the switch's own figure: OVS's `ovs-appctl dpif-netdev/pmd-perf-show`
               (stats cleared before each window; JSON field ovs_pmd_cycles_per_packet) and
@@ -78,7 +86,8 @@ const EXAMPLES: &str = "Examples:
 #[command(long_about = ABOUT, after_help = EXAMPLES)]
 pub struct LabArgs {
     /// Systems to run, comma-separated, in this order: generator, trafgen, linux,
-    /// ovs-afxdp, testpmd-afxdp, flowpath-afxdp, flowpath-afpacket [default: all].
+    /// ovs-afxdp, testpmd-afxdp, flowpath-afxdp, flowpath-afpacket, flowpath-xdp,
+    /// xdp-forward [default: all].
     #[arg(long, value_delimiter = ',')]
     systems: Vec<String>,
     /// Cases, comma-separated: hit, miss [default: hit,miss].
@@ -109,6 +118,12 @@ pub struct LabArgs {
     /// CPU for the generator.
     #[arg(long, default_value_t = 0)]
     gen_cpu: usize,
+    /// Where swin's receive runs (the XDP program, the copy into AF_XDP sockets, the
+    /// kernel stack): switch-cpu (a threaded NAPI pinned to --switch-cpu, so each figure
+    /// is one core's work) or sender (the veth default: the generator CPU's softirq,
+    /// counted in no system's figure).
+    #[arg(long, default_value = "switch-cpu", value_parser = ["switch-cpu", "sender"])]
+    napi: String,
     /// Print one JSON object per row, one per line (JSON Lines), instead of the table.
     #[arg(long)]
     json: bool,
@@ -161,6 +176,7 @@ pub fn run(args: LabArgs) -> ExitCode {
         gen_cpu: args.gen_cpu,
         ovs_xdp_mode: args.ovs_xdp_mode.clone(),
         generator,
+        napi_on_switch_cpu: args.napi == "switch-cpu",
         ..LabConfig::default()
     };
     if let Err(e) = flowpath_lab::preflight(&cfg) {

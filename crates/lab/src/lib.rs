@@ -77,6 +77,11 @@ pub struct LabConfig {
     pub exe: PathBuf,
     pub ovs_xdp_mode: String,
     pub generator: GenChoice,
+    /// Run `swin`'s receive (NAPI: XDP programs, the copy into AF_XDP sockets, the
+    /// kernel stack) in a thread pinned to the switch CPU, so that every system's
+    /// figure is one core's work. False: it runs in the generator CPU's softirq, as a
+    /// veth does by default, and is in no system's figure.
+    pub napi_on_switch_cpu: bool,
 }
 
 impl Default for LabConfig {
@@ -93,6 +98,7 @@ impl Default for LabConfig {
             exe: std::env::current_exe().unwrap_or_else(|_| "flowpath".into()),
             ovs_xdp_mode: "native".into(),
             generator: GenChoice::Auto,
+            napi_on_switch_cpu: true,
         }
     }
 }
@@ -410,6 +416,22 @@ impl Lab {
             row.notes.extend(s.notes());
             if !self.topo.has_native_xdp(&self.topo.sw, topo::SWIN_IF) {
                 row.notes.push(self.let_swin_take_xdp_frames());
+            }
+            if self.cfg.napi_on_switch_cpu {
+                row.notes.push(
+                    match self
+                        .topo
+                        .napi_on_cpu(&self.topo.sw, topo::SWIN_IF, path.cpu)
+                    {
+                        Ok(_) => format!(
+                            "swin's receive (threaded NAPI, XDP included) pinned to cpu{}",
+                            path.cpu
+                        ),
+                        Err(e) => {
+                            format!("NOT per-core: swin's receive stays on the sender's CPU ({e})")
+                        }
+                    },
+                );
             }
         }
         let result = self.windows(case, g, path, &mut switch, &mut row);

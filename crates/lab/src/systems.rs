@@ -73,6 +73,8 @@ pub const SYSTEMS: &[&str] = &[
     "testpmd-afxdp",
     "flowpath-afxdp",
     "flowpath-afpacket",
+    "flowpath-xdp",
+    "xdp-forward",
 ];
 
 /// The switch for a name of `SYSTEMS` (not the two generator rows).
@@ -83,14 +85,17 @@ pub fn make(name: &str) -> Option<Box<dyn Switch>> {
         "testpmd-afxdp" => Box::<Testpmd>::default(),
         "flowpath-afxdp" => Box::new(Flowpath::new("afxdp")),
         "flowpath-afpacket" => Box::new(Flowpath::new("afpacket")),
+        "flowpath-xdp" => Box::new(Flowpath::with_xdp_tier()),
+        "xdp-forward" => Box::<XdpForward>::default(),
         _ => return None,
     })
 }
 
 /// Remove any XDP program (native or generic) a previous system left on the switch ports,
-/// and GRO the lab may have turned on.
+/// and GRO and threaded NAPI the lab may have turned on.
 pub fn reset_switch_ports(t: &Topology) {
     for ifname in [SWIN_IF, SWOUT_IF] {
+        t.napi_unthreaded(&t.sw, ifname);
         for mode in ["xdp", "xdpgeneric"] {
             let _ = sh::ip(&["-n", &t.sw, "link", "set", "dev", ifname, mode, "off"]);
         }
@@ -666,6 +671,8 @@ impl Switch for Testpmd {
 /// `flowpath switch --config <toml>` with two ports of one type, one worker on the switch CPU.
 pub struct Flowpath {
     port_type: &'static str,
+    /// `[datapath] xdp_tier = true`: cached flows are forwarded by the XDP program.
+    xdp_tier: bool,
     child: Option<Child>,
     lines: Lines,
     err_log: PathBuf,
@@ -681,6 +688,8 @@ pub struct FlowpathCounters {
     pub packets: u64,
     pub upcalls: u64,
     pub misses: u64,
+    /// Packets the XDP tier forwarded in the kernel (credited by the workers' sweeps).
+    pub xdp_hits: u64,
 }
 
 /// Sum the workers of `flowpath stats --json`.
@@ -693,6 +702,7 @@ pub fn parse_flowpath_stats(json: &str) -> Option<FlowpathCounters> {
         c.packets += f("packets");
         c.upcalls += f("upcalls");
         c.misses += f("misses");
+        c.xdp_hits += f("xdp_hits");
     }
     Some(c)
 }
@@ -718,6 +728,7 @@ impl Flowpath {
     pub fn new(port_type: &'static str) -> Flowpath {
         Flowpath {
             port_type,
+            xdp_tier: false,
             child: None,
             lines: Lines::default(),
             err_log: PathBuf::new(),
@@ -726,13 +737,27 @@ impl Flowpath {
             before: None,
         }
     }
+
+    /// AF_XDP ports with the XDP tier on.
+    pub fn with_xdp_tier() -> Flowpath {
+        Flowpath {
+            xdp_tier: true,
+            ..Flowpath::new("afxdp")
+        }
+    }
 }
 
-/// The daemon's TOML config for two ports of `port_type` and one worker on `core`.
-pub fn flowpath_config(dir: &Path, port_type: &str, core: usize) -> String {
+/// The daemon's TOML config for two ports of `port_type` and one worker on `core`, with
+/// the XDP tier when `xdp_tier`.
+pub fn flowpath_config(dir: &Path, port_type: &str, core: usize, xdp_tier: bool) -> String {
     let p = |f: &str| dir.join(f).to_string_lossy().replace('\\', "\\\\");
+    let datapath = if xdp_tier {
+        "[datapath]\nxdp_tier = true\nidle_sleep_max_us = 20000\n\n"
+    } else {
+        ""
+    };
     format!(
-        "[switch]\nstate = \"{}\"\ncontrol = \"{}\"\nflows = \"{}\"\n\n\
+        "[switch]\nstate = \"{}\"\ncontrol = \"{}\"\nflows = \"{}\"\n\n{datapath}\
          [[worker]]\ncore = {core}\n\n\
          [[port]]\nname = \"swin\"\nnumber = 1\ntype = \"{port_type}\"\ninterface = \"swin\"\n\n\
          [[port]]\nname = \"swout\"\nnumber = 2\ntype = \"{port_type}\"\ninterface = \"swout\"\n",
@@ -747,13 +772,16 @@ impl Switch for Flowpath {
         let dir = ctx
             .topo
             .dir
-            .join(format!("flowpath-{}-{}", self.port_type, case.name()));
+            .join(format!("flowpath-{}-{}", self.name(), case.name()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
         std::fs::write(dir.join("flows.txt"), FLOWS).map_err(|e| e.to_string())?;
         let cfg = dir.join("switch.toml");
-        std::fs::write(&cfg, flowpath_config(&dir, self.port_type, ctx.switch_cpu))
-            .map_err(|e| e.to_string())?;
+        std::fs::write(
+            &cfg,
+            flowpath_config(&dir, self.port_type, ctx.switch_cpu, self.xdp_tier),
+        )
+        .map_err(|e| e.to_string())?;
         self.err_log = dir.join("switch.err");
         self.control = dir.join("control.sock");
         self.exe = ctx.exe.to_path_buf();
@@ -817,9 +845,13 @@ impl Switch for Flowpath {
         let b = self.counters()?;
         let packets = b.packets.saturating_sub(a.packets);
         let cycles = b.busy_cycles.saturating_sub(a.busy_cycles);
+        let kernel = b.xdp_hits.saturating_sub(a.xdp_hits);
         Some(Own {
-            cycles_per_packet: (packets > 0).then(|| cycles as f64 / packets as f64),
-            packets,
+            // With the XDP tier the worker's busy cycles are only the user-space share
+            // (misses); the kernel's work on the hits is in the lab's CPU figure only.
+            cycles_per_packet: (packets > 0 && !self.xdp_tier)
+                .then(|| cycles as f64 / packets as f64),
+            packets: packets + kernel,
             upcalls: b.upcalls.saturating_sub(a.upcalls),
             // Every flowpath miss is classified (misses - upcalls were answered by a
             // megaflow an earlier packet of the same batch installed): none are lost.
@@ -835,7 +867,88 @@ impl Switch for Flowpath {
     }
 
     fn notes(&self) -> Vec<String> {
-        vec![format!("{} ports", self.port_type)]
+        if self.xdp_tier {
+            vec![
+                "afxdp ports, XDP tier on: cached flows forwarded by the flow_tier program, \
+                  misses to the worker"
+                    .into(),
+            ]
+        } else {
+            vec![format!("{} ports", self.port_type)]
+        }
+    }
+}
+
+impl Flowpath {
+    fn name(&self) -> &'static str {
+        if self.xdp_tier {
+            "xdp"
+        } else {
+            self.port_type
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// XDP forward-all (the floor for in-kernel forwarding)
+
+/// `flowpath xdp-forward --from swin --to swout`: every frame redirected through a devmap
+/// with no parsing and no lookup; what the XDP tier adds to the same redirect is its
+/// parse, lookup, actions and counters.
+#[derive(Default)]
+pub struct XdpForward {
+    child: Option<Child>,
+    lines: Lines,
+    err_log: PathBuf,
+}
+
+impl Switch for XdpForward {
+    fn start(&mut self, ctx: &Ctx, _case: Case) -> Result<(), String> {
+        let dir = ctx.topo.dir.join("xdp-forward");
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        self.err_log = dir.join("xdp-forward.err");
+        let err = std::fs::File::create(&self.err_log).map_err(|e| e.to_string())?;
+        let c = sh::cmd_in(
+            Some(&ctx.topo.sw),
+            &ctx.exe.to_string_lossy(),
+            &["xdp-forward", "--from", SWIN_IF, "--to", SWOUT_IF],
+        );
+        let mut child = sh::spawn(c, Stdio::piped(), Stdio::from(err))?;
+        self.lines = Lines::collect(&mut child);
+        self.child = Some(child);
+        let lines = self.lines.clone();
+        let err_log = self.err_log.clone();
+        sh::wait_for(Duration::from_secs(10), || {
+            if let Some(Ok(Some(st))) = self.child.as_mut().map(|c| c.try_wait()) {
+                return Some(Err(format!(
+                    "flowpath xdp-forward exited ({st}): {}",
+                    crate::generator::tail(&err_log, 3)
+                )));
+            }
+            lines.any(|l| l.starts_with("ready")).then_some(Ok(()))
+        })
+        .unwrap_or_else(|| Err("flowpath xdp-forward printed no \"ready\" in 10 s".into()))
+    }
+
+    fn check(&mut self) -> Result<(), String> {
+        match self.child.as_mut().map(|c| c.try_wait()) {
+            Some(Ok(Some(st))) => Err(format!(
+                "flowpath xdp-forward exited ({st}): {}",
+                crate::generator::tail(&self.err_log, 3)
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn stop(&mut self, ctx: &Ctx) {
+        if let Some(mut c) = self.child.take() {
+            sh::stop(&mut c, libc::SIGTERM, Duration::from_secs(5));
+        }
+        reset_switch_ports(ctx.topo);
+    }
+
+    fn notes(&self) -> Vec<String> {
+        vec!["XDP redirect of every frame, no parse or lookup (the floor)".into()]
     }
 }
 
@@ -861,7 +974,8 @@ mod tests {
                 busy_cycles: 150,
                 packets: 15,
                 upcalls: 3,
-                misses: 4
+                misses: 4,
+                xdp_hits: 0,
             })
         );
         assert_eq!(parse_flowpath_stats("{}"), None);
@@ -869,7 +983,10 @@ mod tests {
 
     #[test]
     fn flowpath_config_is_the_daemons_toml() {
-        let c = flowpath_config(Path::new("/tmp/x"), "afxdp", 1);
+        let c = flowpath_config(Path::new("/tmp/x"), "afxdp", 1, false);
+        assert!(!c.contains("xdp_tier"));
+        assert!(flowpath_config(Path::new("/tmp/x"), "afxdp", 1, true)
+            .contains("[datapath]\nxdp_tier = true"));
         assert!(c.contains("state = \"/tmp/x/state\""));
         assert!(c.contains("control = \"/tmp/x/control.sock\""));
         assert!(c.contains("[[worker]]\ncore = 1"));

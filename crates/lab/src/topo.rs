@@ -386,6 +386,70 @@ impl Drop for Topology {
     }
 }
 
+/// Kernel threads whose name is `napi/<ifname>-<id>` (threaded NAPI of that interface),
+/// from the `comm` of every task in `/proc`. Names are global: another namespace's
+/// interface of the same name would match too (the lab's names are its own).
+pub fn napi_threads(ifname: &str) -> Vec<u32> {
+    let prefix = format!("napi/{ifname}-");
+    let mut pids = Vec::new();
+    if let Ok(rd) = std::fs::read_dir("/proc") {
+        for e in rd.flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            if let Ok(comm) = std::fs::read_to_string(e.path().join("comm")) {
+                if is_napi_thread_of(comm.trim(), &prefix) {
+                    pids.push(pid);
+                }
+            }
+        }
+    }
+    pids
+}
+
+/// `comm` is `<prefix><napi id>` (comm is cut at 15 bytes, so the id may be partial).
+fn is_napi_thread_of(comm: &str, prefix: &str) -> bool {
+    comm.strip_prefix(prefix)
+        .is_some_and(|id| id.chars().all(|c| c.is_ascii_digit()))
+}
+
+impl Topology {
+    /// Run `ifname`'s receive (NAPI: for a veth, the XDP program and everything after it)
+    /// in a kernel thread pinned to `cpu`, instead of in the softirq of whichever CPU
+    /// sent the frame. Needs NAPI on the interface (an XDP program or GRO). Returns the
+    /// threads pinned.
+    pub fn napi_on_cpu(&self, ns: &str, ifname: &str, cpu: usize) -> Result<usize, String> {
+        let knob = format!("/sys/class/net/{ifname}/threaded");
+        sh::run(Some(ns), "sh", &["-c", &format!("echo 1 > {knob}")])
+            .map_err(|e| format!("threaded NAPI on {ifname}: {e}"))?;
+        let pids = sh::wait_for(Duration::from_secs(2), || {
+            let p = napi_threads(ifname);
+            (!p.is_empty()).then_some(p)
+        })
+        .ok_or_else(|| format!("no napi/{ifname}-* thread after setting {knob}"))?;
+        for pid in &pids {
+            sh::run(
+                None,
+                "taskset",
+                &["-pc", &cpu.to_string(), &pid.to_string()],
+            )?;
+        }
+        Ok(pids.len())
+    }
+
+    /// Back to receiving in the sender's softirq (what `napi_on_cpu` changed).
+    pub fn napi_unthreaded(&self, ns: &str, ifname: &str) {
+        let _ = sh::run(
+            Some(ns),
+            "sh",
+            &[
+                "-c",
+                &format!("echo 0 > /sys/class/net/{ifname}/threaded 2>/dev/null || true"),
+            ],
+        );
+    }
+}
+
 /// Does `ip -j link show` output list a driver-mode (mode 1) XDP program?
 pub fn json_has_native_xdp(json: &str) -> bool {
     let Ok(v) = serde_json::from_str::<serde_json::Value>(json) else {
@@ -477,6 +541,15 @@ mod tests {
         assert_eq!(pid_of_namespace("fpl1234-other"), None);
         assert_eq!(pid_of_namespace("fplx-gen"), None);
         assert_eq!(pid_of_namespace("other-gen"), None);
+    }
+
+    #[test]
+    fn napi_thread_names_are_told_apart() {
+        assert!(is_napi_thread_of("napi/swin-8193", "napi/swin-"));
+        assert!(is_napi_thread_of("napi/swin-81", "napi/swin-"));
+        assert!(!is_napi_thread_of("napi/swout-8193", "napi/swin-"));
+        assert!(!is_napi_thread_of("napi/swin-x", "napi/swin-"));
+        assert!(!is_napi_thread_of("ksoftirqd/1", "napi/swin-"));
     }
 
     #[test]
