@@ -183,8 +183,19 @@ impl Drop for XdpGuard {
 }
 
 fn attach_simple(ifname: &str, prog: &'static str, mode: crate::XdpMode) -> io::Result<XdpGuard> {
+    attach_with(ifname, prog, mode, |_| Ok(()))
+}
+
+/// Load our object, let `setup` fill its maps, attach `prog` to `ifname`.
+fn attach_with(
+    ifname: &str,
+    prog: &'static str,
+    mode: crate::XdpMode,
+    setup: impl FnOnce(&mut Ebpf) -> io::Result<()>,
+) -> io::Result<XdpGuard> {
     let idx = ifindex(ifname)?;
     let mut ebpf = load_object(XSK_OBJ)?;
+    setup(&mut ebpf)?;
     let (link, mode) = attach_prog(&mut ebpf, prog, ifname, idx, mode)?;
     Ok(XdpGuard {
         ebpf,
@@ -211,10 +222,8 @@ pub fn attach_xdp_drop(ifname: &str) -> io::Result<XdpGuard> {
 /// baseline `flowpath lab` measures the XDP tier against. On a veth `to`, the frames arrive
 /// only if `to`'s peer has an XDP program (see docs/xdp-tier.md).
 pub fn attach_xdp_forward(from: &str, to: &str) -> io::Result<XdpGuard> {
-    let idx = ifindex(from)?;
     let out = ifindex(to)?;
-    let mut ebpf = load_object(XSK_OBJ)?;
-    {
+    attach_with(from, "xdp_fwd_all", crate::XdpMode::Auto, |ebpf| {
         let map = ebpf
             .map_mut("fwd_to")
             .ok_or_else(|| io::Error::other("XDP object has no map fwd_to"))?;
@@ -223,15 +232,7 @@ pub fn attach_xdp_forward(from: &str, to: &str) -> io::Result<XdpGuard> {
             .map_err(|e| io::Error::other(format!("fwd_to: {e}")))?;
         devmap
             .set(0, out, None, 0)
-            .map_err(|e| io::Error::other(format!("fwd_to[0] = {to}: {e}")))?;
-    }
-    let (link, mode) = attach_prog(&mut ebpf, "xdp_fwd_all", from, idx, crate::XdpMode::Auto)?;
-    Ok(XdpGuard {
-        ebpf,
-        prog: "xdp_fwd_all",
-        link: Some(link),
-        ifname: from.to_string(),
-        mode,
+            .map_err(|e| io::Error::other(format!("fwd_to[0] = {to}: {e}")))
     })
 }
 

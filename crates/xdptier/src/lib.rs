@@ -781,26 +781,9 @@ impl FlowTier {
     /// `BPF_PROG_TEST_RUN` (not live: a redirect is only a return code, nothing is sent).
     /// `ifindex` must exist (the kernel checks); `lo` (1) will do.
     pub fn test_run(&self, frame: &[u8], ifindex: u32) -> io::Result<RunResult> {
-        let prog: &Xdp = self
-            .ebpf
-            .program(PROGRAM)
-            .ok_or_else(|| err("flow_tier missing"))?
-            .try_into()
-            .map_err(|e| err(format!("{PROGRAM}: {e}")))?;
-        // struct xdp_md { data, data_end, data_meta, ingress_ifindex, rx_queue_index,
-        // egress_ifindex }: data = metadata length (none), data_end = frame length.
-        let md: [u32; 6] = [0, frame.len() as u32, 0, ifindex, 0, 0];
-        let ctx: &[u8] = bytemuck::cast_slice(&md);
         // Room for the frame to grow by a pushed tag (and then some).
         let mut out = vec![0u8; frame.len() + 64];
-        let r = prog
-            .test_run(TestRunOptions {
-                data_in: Some(frame),
-                data_out: Some(&mut out),
-                ctx_in: Some(ctx),
-                ..TestRunOptions::new()
-            })
-            .map_err(|e| err(format!("BPF_PROG_TEST_RUN: {e}")))?;
+        let r = self.prog_test_run(frame, ifindex, 1, Some(&mut out))?;
         out.truncate(r.data_size_out as usize);
         Ok(RunResult {
             action: r.return_value,
@@ -812,22 +795,35 @@ impl FlowTier {
     /// `BPF_PROG_TEST_RUN` (the kernel times the loop; nothing is sent): what parsing,
     /// the lookups and the actions cost, without the driver and the redirect.
     pub fn time_run(&self, frame: &[u8], ifindex: u32, repeat: u32) -> io::Result<Duration> {
+        Ok(self
+            .prog_test_run(frame, ifindex, repeat.max(1), None)?
+            .duration)
+    }
+
+    fn prog_test_run(
+        &self,
+        frame: &[u8],
+        ifindex: u32,
+        repeat: u32,
+        data_out: Option<&mut [u8]>,
+    ) -> io::Result<aya::programs::TestRunResult> {
         let prog: &Xdp = self
             .ebpf
             .program(PROGRAM)
             .ok_or_else(|| err("flow_tier missing"))?
             .try_into()
             .map_err(|e| err(format!("{PROGRAM}: {e}")))?;
+        // struct xdp_md { data, data_end, data_meta, ingress_ifindex, rx_queue_index,
+        // egress_ifindex }: data = metadata length (none), data_end = frame length.
         let md: [u32; 6] = [0, frame.len() as u32, 0, ifindex, 0, 0];
-        let r = prog
-            .test_run(TestRunOptions {
-                data_in: Some(frame),
-                ctx_in: Some(bytemuck::cast_slice(&md)),
-                repeat: repeat.max(1),
-                ..TestRunOptions::new()
-            })
-            .map_err(|e| err(format!("BPF_PROG_TEST_RUN: {e}")))?;
-        Ok(r.duration)
+        prog.test_run(TestRunOptions {
+            data_in: Some(frame),
+            data_out,
+            ctx_in: Some(bytemuck::cast_slice(&md)),
+            repeat,
+            ..TestRunOptions::new()
+        })
+        .map_err(|e| err(format!("BPF_PROG_TEST_RUN: {e}")))
     }
 
     /// Attach to `ifname` (Auto: native, then generic); says which mode it got.
