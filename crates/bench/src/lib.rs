@@ -2,11 +2,14 @@
 //! cycles per packet (median, min, max over repeated runs); [`suite`] runs the "Core
 //! Cost" experiments (scaling, frame sizes, hit vs miss, miss-rate curve vs model).
 
+pub mod harness;
 pub mod machine;
+pub mod replace;
 pub mod report;
 pub mod runner;
 pub mod suite;
 pub mod workload;
 
+pub use harness::Harness;
 pub use machine::Machine;
 pub use runner::{measure_rule_change, run_case, BenchConfig, Case, CaseResult, RuleChangeResult};

@@ -1,8 +1,9 @@
 //! Running a case: warm up, then time repeated runs of the datapath loop with the TSC.
 
-use crate::workload::{self, IN_PORT};
-use flowpath_datapath::tsc::{rdtsc, tsc_hz};
-use flowpath_datapath::{CountingSink, Datapath, DatapathConfig, DatapathStats, BATCH};
+use crate::harness::Harness;
+use crate::workload;
+use flowpath_base::clock::{rdtsc, tsc_hz};
+use flowpath_datapath::{DatapathConfig, DatapathStats};
 use flowpath_gen::InMemorySource;
 use flowpath_pipeline::{Backend, RuleStore};
 use serde::Serialize;
@@ -149,12 +150,11 @@ pub fn run_case(
     cfg: &BenchConfig,
     mut progress: impl FnMut(usize, usize),
 ) -> CaseResult {
-    let (rules, mut source, dp_cfg, share, packets) = setup(case, cfg);
+    let (rules, source, dp_cfg, share, packets) = setup(case, cfg);
     let n_rules = rules.len();
     let store = Arc::new(RuleStore::new(cfg.backend));
     store.add(rules).expect("bench rules are valid");
-    let mut dp = Datapath::new(store, dp_cfg);
-    let mut sink = CountingSink::default();
+    let mut h = Harness::new(store, dp_cfg, source);
 
     // Warm-up: fill the caches (and, for misses, reach the steady state of a full
     // megaflow cache that evicts on every install).
@@ -164,16 +164,13 @@ pub fn run_case(
         }
         _ => (cfg.flows as u64 * 4 * cfg.emc_insert_inv_prob as u64).clamp(200_000, 4_000_000),
     };
-    source.set_new_flow_share(share);
-    pump(&mut dp, &mut source, &mut sink, warm);
+    h.set_new_flow_share(share);
+    h.pump(warm);
 
     let mut samples: Vec<(f64, DatapathStats)> = Vec::with_capacity(cfg.runs);
     for r in 0..cfg.runs {
-        dp.reset_stats();
-        let t0 = rdtsc();
-        pump(&mut dp, &mut source, &mut sink, packets);
-        let dt = rdtsc() - t0;
-        samples.push((dt as f64 / packets as f64, dp.stats().clone()));
+        let (dt, st) = h.timed(packets);
+        samples.push((dt as f64 / packets as f64, st));
         progress(r + 1, cfg.runs);
     }
     let mut sorted: Vec<f64> = samples.iter().map(|s| s.0).collect();
@@ -198,8 +195,8 @@ pub fn run_case(
         megaflow_hit_share: st.megaflow_hits as f64 / pk,
         upcall_share: st.upcalls as f64 / pk,
         stage_cycles: StageShare::per_packet(st),
-        megaflow_subtables: dp.megaflows().subtables(),
-        megaflows: dp.megaflows().len(),
+        megaflow_subtables: h.datapath().megaflows().subtables(),
+        megaflows: h.datapath().megaflows().len(),
         rules: n_rules,
         classifier: format!("{:?}", cfg.backend),
     }
@@ -252,20 +249,6 @@ fn setup(case: Case, cfg: &BenchConfig) -> Setup {
     (rules, source.with_seed(cfg.seed), dp, share, packets)
 }
 
-/// Push `packets` packets from `source` through `dp` in batches of 32.
-#[inline(never)]
-/// Feed `packets` packets from `source` through `dp` in full batches (the timed loop of
-/// every bench).
-pub fn pump(dp: &mut Datapath, source: &mut InMemorySource, sink: &mut CountingSink, packets: u64) {
-    let mut left = packets;
-    while left > 0 {
-        let n = (left as usize).min(BATCH);
-        let mut batch = source.rx_batch(n);
-        dp.process(IN_PORT, &mut batch, sink);
-        left -= n as u64;
-    }
-}
-
 /// Packets for a run (or warm-up) at miss rate `m`: `base` up to 10 %, then
 /// `base · 0.1 / m` (at least `floor`), so that runs cost about the same at any rate.
 pub fn packets_at(base: u64, m: f64, floor: u64) -> u64 {
@@ -305,13 +288,12 @@ pub fn measure_rule_change(cfg: &BenchConfig) -> RuleChangeResult {
         for policy in [OnRuleChange::Revalidate, OnRuleChange::Flush] {
             let (rules, source, mut dp_cfg, _, _) = setup(Case::Miss, cfg);
             dp_cfg.on_rule_change = policy;
-            let mut source = source;
             let store = Arc::new(RuleStore::new(cfg.backend));
             store.add(rules).expect("bench rules are valid");
-            let mut dp = Datapath::new(store.clone(), dp_cfg);
-            let mut sink = CountingSink::default();
-            source.set_new_flow_share(1.0);
-            pump(&mut dp, &mut source, &mut sink, cfg.megaflow_max as u64);
+            let mut h = Harness::new(store.clone(), dp_cfg, source);
+            h.set_new_flow_share(1.0);
+            h.pump(cfg.megaflow_max as u64);
+            let dp = h.datapath_mut();
             megaflows = dp.megaflows().len();
             store
                 .apply(vec![Change::Add(

@@ -8,7 +8,7 @@ use flowpath_bench::suite::{
 };
 use flowpath_bench::workload::{class_pipeline, FrameMix, TrafficClass, IN_PORT};
 use flowpath_bench::Machine;
-use flowpath_datapath::{CountingSink, Datapath, DatapathConfig};
+use flowpath_datapath::{CountingSink, Datapath, DatapathConfig, DatapathDrop};
 use flowpath_pipeline::{Backend, RuleStore};
 use std::sync::Arc;
 
@@ -248,14 +248,18 @@ fn class_workloads_forward_and_miss_as_designed() {
                         sink: &mut CountingSink,
                         k: usize| {
                 for _ in 0..k {
-                    let mut b = src.rx_batch(32);
+                    let mut b = src.lend(32);
                     dp.process(IN_PORT, &mut b, sink);
                 }
             };
             feed(&mut dp, &mut src, &mut sink, 64);
             let st = dp.stats();
             assert_eq!(st.parse_drops_total(), 0, "{class:?} {mix:?}");
-            assert_eq!(st.table_miss_drops + st.rule_drops, 0, "{class:?} {mix:?}");
+            assert_eq!(
+                st.dropped(DatapathDrop::TableMiss) + st.dropped(DatapathDrop::RuleDrop),
+                0,
+                "{class:?} {mix:?}"
+            );
             assert_eq!(st.upcalls as usize, n, "{class:?}: one megaflow per flow");
             assert_eq!(sink.packets, 64 * 32);
             dp.reset_stats();

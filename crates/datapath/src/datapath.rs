@@ -1,22 +1,23 @@
 //! `Datapath`: one worker's fast path. Batches of up to [`BATCH`] packets go through
-//! parse → exact-match cache → megaflow cache → slow path, stage by stage, then actions.
+//! parse → exact-match cache → megaflow cache → slow path (upcall), stage by stage, then
+//! execute; each stage is one named function over the whole batch.
 //!
 //! Nothing on the hit path allocates, locks or makes a system call: the only shared state
 //! read per batch is the rule store's version (one atomic load). When it has moved, the
 //! worker revalidates (or flushes) its caches before the batch, so every packet of that
 //! batch is handled as the new rules say.
 
+use crate::controller::ControllerQueue;
 use crate::emc::ExactMatchCache;
-use crate::megaflow::{MegaflowCache, MegaflowEntry};
-use crate::tsc::rdtsc;
-use crossbeam_queue::ArrayQueue;
+use crate::megaflow::MegaflowCache;
+use crate::stats::{DatapathDrop, DatapathStats};
+use crate::tier::{MegaflowEvent, MegaflowId, MegaflowView};
+use flowpath_base::clock::rdtsc;
+use flowpath_base::BATCH;
 use flowpath_packet::rewrite::{self, RewriteDrop};
-use flowpath_packet::{parse_into, Action, DropReason, FlowKey, Packet, PacketMeta, ParseOptions};
+use flowpath_packet::{parse_into, Action, FlowKey, Packet, PacketMeta, ParseOptions};
 use flowpath_pipeline::{Ending, Pipeline, RuleStore};
 use std::sync::Arc;
-
-/// Largest batch `process` takes.
-pub const BATCH: usize = 32;
 
 /// Where `Output` actions send packets. Implemented by port sets, counting sinks and test
 /// captures; generic (not `dyn`) so the call is inlined on the hot path.
@@ -69,78 +70,6 @@ impl Default for DatapathConfig {
     }
 }
 
-/// A packet handed to the controller application (`Controller` action).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ControllerPacket {
-    pub in_port: u32,
-    pub data: Vec<u8>,
-}
-
-/// TSC cycles spent per stage, summed over batches.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StageCycles {
-    pub parse: u64,
-    pub emc: u64,
-    pub megaflow: u64,
-    pub upcall: u64,
-    pub actions: u64,
-}
-
-impl StageCycles {
-    pub fn total(&self) -> u64 {
-        self.parse + self.emc + self.megaflow + self.upcall + self.actions
-    }
-}
-
-/// Per-worker counters (plain integers: only this worker writes them).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct DatapathStats {
-    pub batches: u64,
-    pub packets: u64,
-    pub bytes: u64,
-    pub emc_hits: u64,
-    pub megaflow_hits: u64,
-    /// Packets classified by the slow path (each installs a megaflow).
-    pub upcalls: u64,
-    /// Misses answered by a megaflow that an earlier packet of the same batch installed.
-    pub upcalls_avoided: u64,
-    pub parse_drops: [u64; DropReason::ALL.len()],
-    /// No rule matched in some table.
-    pub table_miss_drops: u64,
-    /// The rules chose no output (explicit drop).
-    pub rule_drops: u64,
-    pub ttl_expired: u64,
-    pub no_room: u64,
-    pub too_many_vlans: u64,
-    pub controller_sent: u64,
-    pub controller_queue_full: u64,
-    pub rule_syncs: u64,
-    pub cycles: StageCycles,
-}
-
-impl DatapathStats {
-    pub fn parse_drops_total(&self) -> u64 {
-        self.parse_drops.iter().sum()
-    }
-
-    /// Every way a packet can be dropped, by name, with its count (zeros included).
-    pub fn drops(&self) -> Vec<(&'static str, u64)> {
-        let mut v: Vec<(&'static str, u64)> = DropReason::ALL
-            .iter()
-            .map(|r| (r.name(), self.parse_drops[*r as usize]))
-            .collect();
-        v.extend([
-            ("table_miss", self.table_miss_drops),
-            ("rule_drop", self.rule_drops),
-            ("ttl_expired", self.ttl_expired),
-            ("no_room", self.no_room),
-            ("too_many_vlans_pushed", self.too_many_vlans),
-            ("controller_queue_full", self.controller_queue_full),
-        ]);
-        v
-    }
-}
-
 /// Per-batch scratch, allocated once.
 struct Scratch {
     keys: [FlowKey; BATCH],
@@ -157,15 +86,11 @@ pub struct Datapath {
     emc: ExactMatchCache,
     megaflows: MegaflowCache,
     stats: DatapathStats,
-    controller: Arc<ArrayQueue<ControllerPacket>>,
+    controller: Arc<ControllerQueue>,
     scratch: Box<Scratch>,
     emc_seed: u64,
     batches_since_rerank: u32,
     batches_since_push: u32,
-    /// Megaflows the slow path installed since the last [`Datapath::clear_installs`], as
-    /// (slot, generation), when [`Datapath::log_installs`] is on (a further cache tier
-    /// below this one, such as the XDP tier, is offered them).
-    install_log: Option<Vec<(u32, u32)>>,
 }
 
 impl Datapath {
@@ -175,7 +100,7 @@ impl Datapath {
         Datapath {
             emc: ExactMatchCache::new(cfg.emc_entries, cfg.emc_insert_inv_prob),
             megaflows: MegaflowCache::new(cfg.megaflow_max, seed.rotate_left(17)),
-            controller: Arc::new(ArrayQueue::new(cfg.controller_queue.max(1))),
+            controller: Arc::new(ControllerQueue::new(cfg.controller_queue)),
             scratch: Box::new(Scratch {
                 keys: [FlowKey::ZERO; BATCH],
                 metas: [PacketMeta::default(); BATCH],
@@ -185,7 +110,6 @@ impl Datapath {
             emc_seed: seed,
             batches_since_rerank: 0,
             batches_since_push: 0,
-            install_log: None,
             stats: DatapathStats::default(),
             cfg,
             store,
@@ -209,11 +133,13 @@ impl Datapath {
         &self.store
     }
 
-    /// The queue `Controller` actions fill; the application drains it from any thread.
-    pub fn controller_queue(&self) -> Arc<ArrayQueue<ControllerPacket>> {
+    /// The queue `Controller` actions fill; the application drains it from any thread
+    /// (and recycles the buffers).
+    pub fn controller_queue(&self) -> Arc<ControllerQueue> {
         self.controller.clone()
     }
 
+    /// The megaflow cache, read-only (sizes, counters, entries for dumps).
     pub fn megaflows(&self) -> &MegaflowCache {
         &self.megaflows
     }
@@ -222,28 +148,41 @@ impl Datapath {
         &self.emc
     }
 
-    /// Live megaflows as (mask, entry).
-    pub fn megaflow_entries(&self) -> impl Iterator<Item = (&FlowKey, &MegaflowEntry)> {
-        self.megaflows
-            .iter()
-            .map(|(s, e)| (self.megaflows.mask_of(s), e))
+    /// Live megaflows, as another tier names and sees them.
+    pub fn megaflow_entries(&self) -> impl Iterator<Item = (MegaflowId, MegaflowView<'_>)> {
+        let mf = &self.megaflows;
+        mf.iter().filter_map(move |(s, _)| {
+            let id = mf.id(s);
+            mf.get(id).map(|v| (id, v))
+        })
     }
 
-    /// Record the megaflows the slow path installs (see [`Datapath::installs`]).
-    pub fn log_installs(&mut self, on: bool) {
-        self.install_log = on.then(|| Vec::with_capacity(4 * BATCH));
+    // ---- the tier interface (see tier.rs) ----
+
+    /// Record megaflow events for another tier ([`Datapath::take_megaflow_events`]).
+    pub fn watch_megaflows(&mut self, on: bool) {
+        self.megaflows.watch(on);
     }
 
-    /// Megaflows installed since the last [`Datapath::clear_installs`], as (slot,
-    /// generation): the slot may have been reused since, so check the generation.
-    pub fn installs(&self) -> &[(u32, u32)] {
-        self.install_log.as_deref().unwrap_or(&[])
+    /// Whether megaflow events are waiting (one load and a branch: per batch).
+    #[inline(always)]
+    pub fn has_megaflow_events(&self) -> bool {
+        self.megaflows.has_events()
     }
 
-    pub fn clear_installs(&mut self) {
-        if let Some(l) = &mut self.install_log {
-            l.clear();
-        }
+    /// Move the events since the last call into `out`.
+    pub fn take_megaflow_events(&mut self, out: &mut Vec<MegaflowEvent>) {
+        self.megaflows.take_events(out);
+    }
+
+    /// The megaflow `id` names, if it is still that one.
+    pub fn megaflow(&self, id: MegaflowId) -> Option<MegaflowView<'_>> {
+        self.megaflows.get(id)
+    }
+
+    /// Credit packets another tier forwarded for `id`; false when `id` is gone.
+    pub fn credit_megaflow(&mut self, id: MegaflowId, packets: u64, bytes: u64) -> bool {
+        self.megaflows.credit(id, packets, bytes)
     }
 
     /// The version of the rules this worker classifies with (its snapshot's).
@@ -251,14 +190,15 @@ impl Datapath {
         self.pipeline.version()
     }
 
-    /// The megaflow cache, mutable: a tier below it credits its own hits to entries.
-    pub fn megaflows_mut(&mut self) -> &mut MegaflowCache {
-        &mut self.megaflows
+    /// Whether the rule store has moved past this worker's snapshot (one atomic load).
+    #[inline(always)]
+    pub fn rules_changed(&self) -> bool {
+        self.store.version() != self.pipeline.version()
     }
 
     /// Catch up with the rule store now (also happens at the start of every batch).
     pub fn sync_rules(&mut self) {
-        if self.store.version() == self.pipeline.version() {
+        if !self.rules_changed() {
             return;
         }
         let new = self.store.snapshot();
@@ -284,26 +224,60 @@ impl Datapath {
         self.emc.clear();
     }
 
-    /// Process one batch received on `in_port`: classify, count, run actions, and send
-    /// outputs to `sink`. At most [`BATCH`] packets are taken; extra ones are ignored.
+    /// Process packets received on `in_port`: classify, count, run actions, and send
+    /// outputs to `sink`. Any number of packets: they are taken [`BATCH`] at a time.
     pub fn process<S: OutputSink>(&mut self, in_port: u32, pkts: &mut [Packet<'_>], sink: &mut S) {
-        if self.store.version() != self.pipeline.version() {
+        for batch in pkts.chunks_mut(BATCH) {
+            self.process_batch(in_port, batch, sink);
+        }
+    }
+
+    /// One batch of at most [`BATCH`] packets through the five stages.
+    #[inline(always)]
+    fn process_batch<S: OutputSink>(
+        &mut self,
+        in_port: u32,
+        pkts: &mut [Packet<'_>],
+        sink: &mut S,
+    ) {
+        debug_assert!(pkts.len() <= BATCH);
+        if self.rules_changed() {
             self.sync_rules();
         }
-        let n = pkts.len().min(BATCH);
-        if n == 0 {
+        if pkts.is_empty() {
             return;
         }
         self.megaflows.begin_batch();
+        self.stats.batches += 1;
+        self.stats.packets += pkts.len() as u64;
+
+        let t0 = rdtsc();
+        let valid = self.stage_parse(in_port, pkts);
+        let t1 = rdtsc();
+        let pending = self.stage_emc(valid);
+        let t2 = rdtsc();
+        let pending = self.stage_megaflow(pkts.len(), pending);
+        let t3 = rdtsc();
+        self.stage_upcall(pending);
+        let t4 = rdtsc();
+        self.stage_execute(in_port, pkts, valid, sink);
+        let t5 = rdtsc();
+        let c = &mut self.stats.cycles;
+        c.parse += t1 - t0;
+        c.emc += t2 - t1;
+        c.megaflow += t3 - t2;
+        c.upcall += t4 - t3;
+        c.actions += t5 - t4;
+        self.housekeeping();
+    }
+
+    /// Stage 1: parse every packet once into its key; returns the bits of those that parsed.
+    #[inline(always)]
+    fn stage_parse(&mut self, in_port: u32, pkts: &[Packet<'_>]) -> u32 {
         let sc = &mut *self.scratch;
         let st = &mut self.stats;
-        st.batches += 1;
-        st.packets += n as u64;
-
-        // Stage 1: parse once.
-        let t0 = rdtsc();
         let mut valid = 0u32;
-        for (i, pkt) in pkts.iter().enumerate().take(n) {
+        for (i, pkt) in pkts.iter().enumerate() {
             st.bytes += pkt.len() as u64;
             match parse_into(
                 pkt.data(),
@@ -316,83 +290,88 @@ impl Datapath {
                 Err(r) => st.parse_drops[r as usize] += 1,
             }
         }
+        valid
+    }
 
-        // Stage 2: exact-match cache.
-        let t1 = rdtsc();
-        let mut pending = valid;
-        if self.cfg.emc {
-            let mut m = valid;
-            while m != 0 {
-                let i = m.trailing_zeros() as usize;
-                m &= m - 1;
-                let h = sc.keys[i].hash(self.emc_seed);
-                sc.hashes[i] = h;
-                self.emc.prefetch(h);
-            }
-            let mut m = valid;
-            while m != 0 {
-                let i = m.trailing_zeros() as usize;
-                m &= m - 1;
-                let h = sc.hashes[i];
-                if let Some((slot, gen)) = self.emc.lookup(&sc.keys[i], h) {
-                    if self.megaflows.claim(slot, gen) {
-                        sc.slots[i] = slot;
-                        pending &= !(1 << i);
-                    }
-                }
-            }
-            st.emc_hits += (valid & !pending).count_ones() as u64;
+    /// Stage 2: the exact-match cache; returns the bits still unresolved.
+    #[inline(always)]
+    fn stage_emc(&mut self, valid: u32) -> u32 {
+        if !self.cfg.emc {
+            return valid;
         }
-
-        // Stage 3: megaflow cache, the whole batch per subtable.
-        let t2 = rdtsc();
-        let before = pending;
-        if pending != 0 {
-            pending = self
-                .megaflows
-                .lookup_batch(&sc.keys[..n], pending, &mut sc.slots);
-            let found = before & !pending;
-            st.megaflow_hits += found.count_ones() as u64;
-            if self.cfg.emc {
-                self.emc_insert(found);
-            }
-        }
-
-        // Stage 4: the slow path for what is left.
-        let t3 = rdtsc();
-        if pending != 0 {
-            let sc = &mut *self.scratch;
-            let mut m = pending;
-            while m != 0 {
-                let i = m.trailing_zeros() as usize;
-                m &= m - 1;
-                // An earlier miss in this batch may have installed a covering megaflow.
-                let slot = match self.megaflows.lookup(&sc.keys[i]) {
-                    Some(s) => {
-                        self.stats.upcalls_avoided += 1;
-                        s
-                    }
-                    None => {
-                        let tr = self.pipeline.translate(&sc.keys[i]);
-                        self.stats.upcalls += 1;
-                        let s = self.megaflows.install(&sc.keys[i], tr, &self.pipeline);
-                        if let Some(l) = &mut self.install_log {
-                            l.push((s, self.megaflows.entry(s).gen));
-                        }
-                        s
-                    }
-                };
-                sc.slots[i] = slot;
-            }
-            if self.cfg.emc {
-                self.emc_insert(pending);
-            }
-        }
-
-        // Stage 5: actions, in packet order.
-        let t4 = rdtsc();
         let sc = &mut *self.scratch;
-        let st = &mut self.stats;
+        let pending = self.emc.lookup_batch(
+            &sc.keys,
+            valid,
+            self.emc_seed,
+            &mut sc.hashes,
+            &mut sc.slots,
+            &mut self.megaflows,
+        );
+        self.stats.emc_hits += (valid & !pending).count_ones() as u64;
+        pending
+    }
+
+    /// Stage 3: the megaflow cache, the whole batch per subtable; returns what is left.
+    #[inline(always)]
+    fn stage_megaflow(&mut self, n: usize, pending: u32) -> u32 {
+        if pending == 0 {
+            return 0;
+        }
+        let sc = &mut *self.scratch;
+        let left = self
+            .megaflows
+            .lookup_batch(&sc.keys[..n], pending, &mut sc.slots);
+        let found = pending & !left;
+        self.stats.megaflow_hits += found.count_ones() as u64;
+        if self.cfg.emc {
+            self.emc
+                .insert_batch(&sc.keys, &sc.hashes, &sc.slots, found, &self.megaflows);
+        }
+        left
+    }
+
+    /// Stage 4: the slow path for what is left: classify through the pipeline and install
+    /// a megaflow (unless an earlier miss of this batch already installed a covering one).
+    #[inline(always)]
+    fn stage_upcall(&mut self, pending: u32) {
+        if pending == 0 {
+            return;
+        }
+        let sc = &mut *self.scratch;
+        let mut m = pending;
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
+            sc.slots[i] = match self.megaflows.lookup(&sc.keys[i]) {
+                Some(s) => {
+                    self.stats.upcalls_avoided += 1;
+                    s
+                }
+                None => {
+                    let tr = self.pipeline.translate(&sc.keys[i]);
+                    self.stats.upcalls += 1;
+                    self.megaflows.install(&sc.keys[i], tr, &self.pipeline)
+                }
+            };
+        }
+        if self.cfg.emc {
+            self.emc
+                .insert_batch(&sc.keys, &sc.hashes, &sc.slots, pending, &self.megaflows);
+        }
+    }
+
+    /// Stage 5: count every parsed packet against its megaflow and run its actions, in
+    /// packet order.
+    #[inline(always)]
+    fn stage_execute<S: OutputSink>(
+        &mut self,
+        in_port: u32,
+        pkts: &mut [Packet<'_>],
+        valid: u32,
+        sink: &mut S,
+    ) {
+        let sc = &mut *self.scratch;
         let mut m = valid;
         while m != 0 {
             let i = m.trailing_zeros() as usize;
@@ -401,30 +380,27 @@ impl Datapath {
             let meta = &mut sc.metas[i];
             // VXLAN: from here on the packet is its inner frame.
             meta.strip_outer(pkt);
-            let e = self.megaflows.entry_mut(sc.slots[i]);
-            e.packets += 1;
-            e.bytes += pkt.len() as u64;
-            e.referenced = true;
-            let e = self.megaflows.entry(sc.slots[i]);
+            let e = self.megaflows.hit(sc.slots[i], pkt.len() as u64);
+            let ctx = Ctx {
+                in_port,
+                controller: &self.controller,
+            };
             execute(
-                &e.actions,
-                e.ending,
+                e.actions(),
+                e.ending(),
                 pkt,
                 meta,
-                in_port,
+                &ctx,
                 sink,
-                st,
-                &self.controller,
+                &mut self.stats,
             );
         }
-        let t5 = rdtsc();
-        let c = &mut st.cycles;
-        c.parse += t1 - t0;
-        c.emc += t2 - t1;
-        c.megaflow += t3 - t2;
-        c.upcall += t4 - t3;
-        c.actions += t5 - t4;
+    }
 
+    /// After a batch: trim an overfull cache, re-rank subtables and push rule counters
+    /// every so many batches.
+    #[inline(always)]
+    fn housekeeping(&mut self) {
         if self.megaflows.len() > self.cfg.megaflow_max {
             self.megaflows.trim(&self.pipeline);
         }
@@ -439,76 +415,64 @@ impl Datapath {
             self.megaflows.push_stats(&self.pipeline);
         }
     }
+}
 
-    fn emc_insert(&mut self, bits: u32) {
-        let sc = &*self.scratch;
-        let mut m = bits;
-        while m != 0 {
-            let i = m.trailing_zeros() as usize;
-            m &= m - 1;
-            let slot = sc.slots[i];
-            let gen = self.megaflows.entry(slot).gen;
-            self.emc.maybe_insert(&sc.keys[i], sc.hashes[i], slot, gen);
-        }
-    }
+/// What one packet's actions need besides the packet.
+struct Ctx<'a> {
+    in_port: u32,
+    controller: &'a ControllerQueue,
 }
 
 /// Run one packet's actions.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 fn execute<S: OutputSink>(
     actions: &[Action],
     ending: Ending,
     pkt: &mut Packet<'_>,
     meta: &mut PacketMeta,
-    in_port: u32,
+    ctx: &Ctx<'_>,
     sink: &mut S,
     st: &mut DatapathStats,
-    controller: &ArrayQueue<ControllerPacket>,
 ) {
     let mut sent = false;
     for a in actions {
         match *a {
             Action::Output(p) => {
-                if p != in_port {
+                if p != ctx.in_port {
                     sink.output(p, pkt.data());
                     sent = true;
                 }
             }
             Action::InPort => {
-                sink.output(in_port, pkt.data());
+                sink.output(ctx.in_port, pkt.data());
                 sent = true;
             }
             Action::Controller { max_len } => {
                 let n = pkt.len().min(max_len as usize);
-                let cp = ControllerPacket {
-                    in_port,
-                    data: pkt.data()[..n].to_vec(),
-                };
-                if controller.push(cp).is_ok() {
+                if ctx.controller.push(ctx.in_port, &pkt.data()[..n]) {
                     st.controller_sent += 1;
                 } else {
-                    st.controller_queue_full += 1;
+                    st.drop(DatapathDrop::ControllerQueueFull);
                 }
                 sent = true;
             }
             _ => {
                 if let Err(e) = rewrite::apply(a, pkt, meta) {
-                    match e {
-                        RewriteDrop::TtlExpired => st.ttl_expired += 1,
-                        RewriteDrop::NoRoom => st.no_room += 1,
-                        RewriteDrop::TooManyVlans => st.too_many_vlans += 1,
-                    }
+                    st.drop(match e {
+                        RewriteDrop::TtlExpired => DatapathDrop::TtlExpired,
+                        RewriteDrop::NoRoom => DatapathDrop::NoRoom,
+                        RewriteDrop::TooManyVlans => DatapathDrop::TooManyVlansPushed,
+                    });
                     return;
                 }
             }
         }
     }
     if !sent {
-        match ending {
-            Ending::TableMiss(_) => st.table_miss_drops += 1,
-            _ => st.rule_drops += 1,
-        }
+        st.drop(match ending {
+            Ending::TableMiss(_) => DatapathDrop::TableMiss,
+            _ => DatapathDrop::RuleDrop,
+        });
     }
 }
 

@@ -6,6 +6,7 @@
 //! a stale entry. Insertion happens with probability 1/`insert_inv_prob` (OVS found that
 //! inserting every flow makes a cache of many short flows thrash).
 
+use crate::megaflow::MegaflowCache;
 use flowpath_packet::FlowKey;
 
 /// One entry is two cache lines, aligned, so a lookup touches at most two lines.
@@ -113,6 +114,64 @@ impl ExactMatchCache {
             slot: slot + 1,
             gen,
         };
+    }
+
+    /// The EMC stage of a batch: hash every key whose bit is set in `valid` (prefetching
+    /// its candidate entries), then look each up. A hit counts only while its megaflow is
+    /// still the entry that was cached (then it is pinned for the batch); its slot goes to
+    /// `slots`. Returns the bits still unresolved.
+    #[inline(always)]
+    pub fn lookup_batch(
+        &self,
+        keys: &[FlowKey],
+        valid: u32,
+        seed: u64,
+        hashes: &mut [u32],
+        slots: &mut [u32],
+        megaflows: &mut MegaflowCache,
+    ) -> u32 {
+        let mut m = valid;
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
+            let h = keys[i].hash(seed);
+            hashes[i] = h;
+            self.prefetch(h);
+        }
+        let mut pending = valid;
+        let mut m = valid;
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
+            if let Some((slot, gen)) = self.lookup(&keys[i], hashes[i]) {
+                if megaflows.claim(slot, gen) {
+                    slots[i] = slot;
+                    pending &= !(1 << i);
+                }
+            }
+        }
+        pending
+    }
+
+    /// Offer the packets whose bit is set in `bits` (resolved to `slots` by a later tier)
+    /// for insertion.
+    #[inline(always)]
+    pub fn insert_batch(
+        &mut self,
+        keys: &[FlowKey],
+        hashes: &[u32],
+        slots: &[u32],
+        bits: u32,
+        megaflows: &MegaflowCache,
+    ) {
+        let mut m = bits;
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
+            let slot = slots[i];
+            let gen = megaflows.entry(slot).generation();
+            self.maybe_insert(&keys[i], hashes[i], slot, gen);
+        }
     }
 
     /// Forget everything.

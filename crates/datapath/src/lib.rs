@@ -1,16 +1,26 @@
 //! The fast path: per-worker exact-match cache and megaflow cache in front of the slow
-//! path, processing batches of up to 32 packets with per-tier counters and TSC cycles.
+//! path, processing batches with per-tier counters and TSC cycles, and the worker loop.
+//!
+//! Other cache tiers (XDP in the kernel, offloads, limiters) follow the caches through the
+//! tier interface in [`tier`]; ports come in through the foundation's `Port` trait.
 
+pub mod controller;
 pub mod datapath;
 pub mod emc;
 pub mod megaflow;
 pub mod sink;
-pub mod tsc;
+pub mod stats;
+pub mod tier;
+pub mod worker;
 
-pub use datapath::{
-    ControllerPacket, Datapath, DatapathConfig, DatapathStats, OnRuleChange, OutputSink,
-    StageCycles, BATCH,
-};
+pub use controller::{ControllerPacket, ControllerQueue};
+pub use datapath::{Datapath, DatapathConfig, OnRuleChange, OutputSink};
 pub use emc::ExactMatchCache;
+/// The TSC clock now lives in the foundation crate; this alias keeps old paths working.
+pub use flowpath_base::clock as tsc;
+pub use flowpath_base::BATCH;
 pub use megaflow::{MegaflowCache, MegaflowEntry};
 pub use sink::{CaptureSink, CountingSink};
+pub use stats::{DatapathDrop, DatapathStats, StageCycles};
+pub use tier::{MegaflowEvent, MegaflowId, MegaflowView, Tier};
+pub use worker::{PortOutputs, Worker, WorkerPort};

@@ -6,6 +6,7 @@
 //! the slow path builds megaflows so that no two can match one packet. The cache is bounded;
 //! when full, the CLOCK policy evicts an entry not hit since the hand last passed it.
 
+use crate::tier::{MegaflowEvent, MegaflowId, MegaflowView};
 use flowpath_packet::key::wide_hash;
 use flowpath_packet::{Action, FlowKey, WordSet};
 use flowpath_pipeline::{Ending, Pipeline, RuleRef, Translation};
@@ -13,29 +14,59 @@ use hashbrown::HashTable;
 use smallvec::SmallVec;
 use std::collections::HashMap;
 
-/// One cached megaflow.
+/// One cached megaflow. Its fields are the cache's own: other code reads them through the
+/// accessors, and another tier reaches entries only by [`MegaflowId`] (see `tier.rs`).
 #[derive(Debug)]
 pub struct MegaflowEntry {
     /// The masked key (every bit outside the subtable's mask is zero).
-    pub key: FlowKey,
-    pub hash: u32,
-    pub subtable: u16,
+    key: FlowKey,
+    hash: u32,
+    subtable: u16,
     /// Bumped whenever the slot is freed, so stale references can tell.
-    pub gen: u32,
-    pub live: bool,
+    gen: u32,
+    live: bool,
     /// Hit since the CLOCK hand last passed.
-    pub referenced: bool,
+    referenced: bool,
     /// The batch that last used this entry: entries the current batch resolved to are
     /// pinned (never evicted before the batch's actions have run).
     batch: u64,
-    pub actions: Box<[Action]>,
-    pub path: SmallVec<[RuleRef; 4]>,
-    pub ending: Ending,
-    pub packets: u64,
-    pub bytes: u64,
+    actions: Box<[Action]>,
+    path: SmallVec<[RuleRef; 4]>,
+    ending: Ending,
+    packets: u64,
+    bytes: u64,
     /// What has already been credited to the rules on `path`.
     pushed_packets: u64,
     pushed_bytes: u64,
+}
+
+impl MegaflowEntry {
+    /// The masked key.
+    pub fn key(&self) -> &FlowKey {
+        &self.key
+    }
+    pub fn actions(&self) -> &[Action] {
+        &self.actions
+    }
+    pub fn ending(&self) -> Ending {
+        self.ending
+    }
+    /// The rules this megaflow's decision went through (their counters get its counts).
+    pub fn path(&self) -> &[RuleRef] {
+        &self.path
+    }
+    pub fn packets(&self) -> u64 {
+        self.packets
+    }
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+    pub fn is_live(&self) -> bool {
+        self.live
+    }
+    pub fn generation(&self) -> u32 {
+        self.gen
+    }
 }
 
 struct Subtable {
@@ -70,6 +101,9 @@ pub struct MegaflowCache {
     /// Number of the batch being processed (see [`MegaflowCache::begin_batch`]).
     batch: u64,
     pub counters: MegaflowCounters,
+    /// What happened to entries since the last [`MegaflowCache::take_events`], when some
+    /// other tier watches (see [`MegaflowCache::watch`]).
+    events: Option<Vec<MegaflowEvent>>,
 }
 
 impl MegaflowCache {
@@ -86,6 +120,7 @@ impl MegaflowCache {
             seed,
             batch: 1,
             counters: MegaflowCounters::default(),
+            events: None,
         }
     }
 
@@ -110,9 +145,74 @@ impl MegaflowCache {
         &self.entries[slot as usize]
     }
 
+    /// Count one packet of `bytes` against `slot` and mark it recently used (CLOCK).
     #[inline(always)]
-    pub fn entry_mut(&mut self, slot: u32) -> &mut MegaflowEntry {
-        &mut self.entries[slot as usize]
+    pub fn hit(&mut self, slot: u32, bytes: u64) -> &MegaflowEntry {
+        let e = &mut self.entries[slot as usize];
+        e.packets += 1;
+        e.bytes += bytes;
+        e.referenced = true;
+        e
+    }
+
+    /// The handle another tier keeps for the live entry in `slot`.
+    pub fn id(&self, slot: u32) -> MegaflowId {
+        MegaflowId {
+            slot,
+            gen: self.entries[slot as usize].gen,
+        }
+    }
+
+    /// The entry `id` names, if it is still that entry.
+    pub fn get(&self, id: MegaflowId) -> Option<MegaflowView<'_>> {
+        let e = self.entries.get(id.slot as usize)?;
+        (e.live && e.gen == id.gen).then(|| MegaflowView {
+            entry: e,
+            mask: &self.subtables[e.subtable as usize].mask,
+        })
+    }
+
+    /// Credit packets another tier forwarded for `id` (counted and marked recently used,
+    /// as if they had hit here). False when `id` is gone.
+    pub fn credit(&mut self, id: MegaflowId, packets: u64, bytes: u64) -> bool {
+        let Some(e) = self.entries.get_mut(id.slot as usize) else {
+            return false;
+        };
+        if !e.live || e.gen != id.gen {
+            return false;
+        }
+        if packets > 0 {
+            e.packets += packets;
+            e.bytes += bytes;
+            e.referenced = true;
+        }
+        true
+    }
+
+    /// Record installs, removals, flushes and revalidations for another tier (off by
+    /// default: then recording costs one branch per install or removal).
+    pub fn watch(&mut self, on: bool) {
+        self.events = on.then(|| Vec::with_capacity(256));
+    }
+
+    /// The events since the last call, appended to `out` (in order).
+    pub fn take_events(&mut self, out: &mut Vec<MegaflowEvent>) {
+        if let Some(ev) = &mut self.events {
+            out.append(ev);
+        }
+    }
+
+    /// Whether events are waiting.
+    #[inline(always)]
+    pub fn has_events(&self) -> bool {
+        self.events.as_ref().is_some_and(|e| !e.is_empty())
+    }
+
+    #[inline(always)]
+    fn event(&mut self, ev: MegaflowEvent) {
+        if let Some(l) = &mut self.events {
+            l.push(ev);
+        }
     }
 
     /// Start a new batch: entries used from now on are pinned until the next call.
@@ -245,12 +345,14 @@ impl MegaflowCache {
             });
         self.live += 1;
         self.counters.installs += 1;
+        self.event(MegaflowEvent::Installed(self.id(slot)));
         slot
     }
 
     /// Remove one entry, crediting its counters to its rules first.
     pub fn remove(&mut self, slot: u32, pipeline: &Pipeline) {
         self.push_entry_stats(slot, pipeline);
+        self.event(MegaflowEvent::Removed(self.id(slot)));
         let e = &mut self.entries[slot as usize];
         debug_assert!(e.live);
         e.live = false;
@@ -337,6 +439,7 @@ impl MegaflowCache {
         self.by_mask.clear();
         self.live = 0;
         self.counters.flushes += 1;
+        self.event(MegaflowEvent::Flushed);
     }
 
     /// After a rule change: keep an entry only if classifying its masked key under `new`
@@ -365,6 +468,7 @@ impl MegaflowCache {
         }
         self.counters.revalidated_kept += kept as u64;
         self.counters.revalidated_removed += removed as u64;
+        self.event(MegaflowEvent::Revalidated);
         (kept, removed)
     }
 

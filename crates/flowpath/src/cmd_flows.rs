@@ -3,11 +3,11 @@
 
 use flowpath_datapath::DatapathConfig;
 use flowpath_flowsyntax::{parse_flows_file, FlowCommand};
-use flowpath_gen::InMemorySource;
+use flowpath_gen::{GeneratedPort, InMemorySource};
 use flowpath_pipeline::Backend;
 use flowpath_switch::control::{default_socket, default_state};
 use flowpath_switch::{
-    call, spawn_generated_worker, ControlSocket, Op, Request, Switch, SwitchConfig,
+    call, spawn_worker, ControlSocket, Op, Request, Switch, SwitchConfig, WorkerConfig, WorkerPort,
 };
 use std::io::Read;
 use std::path::PathBuf;
@@ -161,7 +161,9 @@ change made with `flowpath flows` is saved (atomically: a crash leaves the old o
 set, never a mix) before it is acknowledged. Rules with idle_timeout or hard_timeout are
 removed when they expire. Stop with Ctrl-C or SIGTERM.
 
-Until real ports exist (AF_XDP/AF_PACKET), traffic comes from the generator:
+For a switch with real ports (AF_XDP, AF_PACKET, TAP, pcap) use `flowpath switch --config`.
+`flowpath run` is the same worker loop with, at most, one generated port; handy for trying
+flows and counters without privileges:
   flowpath run --gen-flows 1000 --gen-pace-us 100    (1,000 UDP flows into port 1)
   flowpath run                                       (control only: no traffic)";
 
@@ -219,18 +221,31 @@ pub fn run_switch(args: RunArgs) -> ExitCode {
     }
     let control = sw.spawn_control(sock.clone(), stop.clone());
     let expiry = sw.spawn_expiry(stop.clone());
-    let worker = (args.gen_flows > 0).then(|| {
+    let worker = if args.gen_flows > 0 {
         let source = InMemorySource::udp4_flows(args.gen_flows, 64);
-        let pace = (args.gen_pace_us > 0).then(|| Duration::from_micros(args.gen_pace_us));
-        spawn_generated_worker(
-            &sw,
-            DatapathConfig::default(),
-            source,
+        let port = GeneratedPort::new("gen", source);
+        let cfg = WorkerConfig {
+            id: 0,
+            core: None,
+            datapath: DatapathConfig::default(),
+            idle_sleep_max: Duration::from_micros(500),
+            pace: (args.gen_pace_us > 0).then(|| Duration::from_micros(args.gen_pace_us)),
+        };
+        let ports = vec![WorkerPort::new(
             1,
-            pace,
-            stop.clone(),
-        )
-    });
+            0,
+            Box::new(port) as Box<dyn flowpath_ports::Port>,
+        )];
+        match spawn_worker(&sw, cfg, ports, stop.clone()) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                eprintln!("flowpath run: cannot start the worker: {e}");
+                return ExitCode::from(1);
+            }
+        }
+    } else {
+        None
+    };
     eprintln!(
         "flowpath run: {} flows restored from {}; control socket {}",
         sw.store().snapshot().rules().count(),
@@ -247,8 +262,7 @@ pub fn run_switch(args: RunArgs) -> ExitCode {
     let _ = control.join();
     let _ = expiry.join();
     if let Some(w) = worker {
-        if let Ok(dp) = w.join() {
-            let st = dp.stats();
+        if let Ok(st) = w.thread.join() {
             eprintln!(
                 "flowpath run: worker processed {} packets ({} exact-match hits, {} megaflow hits, {} misses)",
                 st.packets, st.emc_hits, st.megaflow_hits, st.upcalls

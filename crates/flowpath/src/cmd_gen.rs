@@ -3,6 +3,7 @@
 //! files and prints what they hold, or (`--tx`) transmits on an interface with XDP live
 //! frames.
 
+use flowpath_gen::CaptureReplay;
 use std::process::ExitCode;
 use std::time::Duration;
 

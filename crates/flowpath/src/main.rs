@@ -146,6 +146,11 @@ fn parse_share(s: &str) -> Result<f64, String> {
 }
 
 fn main() -> ExitCode {
+    // `type = "generator"` switch ports: the traffic generator opens them.
+    flowpath_ports::register_generator(|name, flows, size| {
+        let src = flowpath_gen::InMemorySource::udp4_flows(flows as usize, size as usize);
+        Box::new(flowpath_gen::GeneratedPort::new(name, src))
+    });
     let cli = Cli::parse();
     match cli.command {
         Command::Bench(BenchCmd {
@@ -216,7 +221,7 @@ fn bench(args: BenchArgs) -> ExitCode {
             eprint!("\rtiming replace of {n} flows...                ");
             let dir =
                 std::env::temp_dir().join(format!("flowpath-bench-replace-{}", std::process::id()));
-            let t = flowpath_switch::time_replace(n, &dir, args.runs.max(1));
+            let t = flowpath_bench::replace::time_replace(n, &dir, args.runs.max(1));
             let _ = std::fs::remove_dir_all(&dir);
             Some(t)
         }
@@ -233,41 +238,8 @@ fn bench(args: BenchArgs) -> ExitCode {
         }
         if let Some(t) = replace {
             println!();
-            print!("{}", replace_table(&t));
+            print!("{}", flowpath_bench::replace::table(&t));
         }
     }
     ExitCode::SUCCESS
-}
-
-/// The `--replace` timing as a table: median and min–max of each step.
-fn replace_table(runs: &[flowpath_switch::ReplaceTiming]) -> String {
-    use std::time::Duration;
-    let stat = |f: &dyn Fn(&flowpath_switch::ReplaceTiming) -> Duration| {
-        let mut v: Vec<f64> = runs.iter().map(|r| f(r).as_secs_f64() * 1e3).collect();
-        v.sort_by(|a, b| a.total_cmp(b));
-        (v[v.len() / 2], v[0], v[v.len() - 1])
-    };
-    let n = runs.first().map_or(0, |r| r.flows);
-    let mut out = format!(
-        "replace of {n} flows over {n} others ({} runs; ms, median [min-max]):\n",
-        runs.len()
-    );
-    for (name, f) in [
-        (
-            "parse",
-            &(|r: &flowpath_switch::ReplaceTiming| r.parse) as &dyn Fn(&_) -> Duration,
-        ),
-        ("atomic apply", &|r: &flowpath_switch::ReplaceTiming| {
-            r.apply
-        }),
-        (
-            "state save (fsync)",
-            &|r: &flowpath_switch::ReplaceTiming| r.save,
-        ),
-        ("total", &|r: &flowpath_switch::ReplaceTiming| r.total),
-    ] {
-        let (m, lo, hi) = stat(f);
-        out.push_str(&format!("  {name:<20} {m:>8.1}  [{lo:.1}-{hi:.1}]\n"));
-    }
-    out
 }

@@ -7,7 +7,7 @@
 use flowpath_datapath::{CaptureSink, Datapath, DatapathConfig};
 use flowpath_gen::{build, FrameSpec};
 use flowpath_ports::afpacket::AfPacketPort;
-use flowpath_ports::{Port, RxBatch};
+use flowpath_ports::{PacketBatch, Port};
 use flowpath_switch::{Op, Request, Switch, SwitchConfig};
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
@@ -91,7 +91,7 @@ fn send_and_capture(
         // c0 may have been deleted by the test.
         let mut rc = AfPacketPort::open("c0", "c0", false).ok();
         let (mut got_b, mut got_c) = (Vec::new(), Vec::new());
-        let mut batch = RxBatch::new();
+        let mut batch = PacketBatch::new();
         let mut drain = |rb: &mut AfPacketPort,
                          rc: &mut Option<AfPacketPort>,
                          b: &mut Vec<Vec<u8>>,

@@ -14,7 +14,7 @@
 use flowpath_datapath::{CaptureSink, Datapath, DatapathConfig};
 use flowpath_gen::{build, FrameSpec};
 use flowpath_ports::afpacket::AfPacketPort;
-use flowpath_ports::{Port, RxBatch};
+use flowpath_ports::{PacketBatch, Port};
 use flowpath_switch::{call, Op, Request, Response, Switch, SwitchConfig};
 use std::net::Ipv4Addr;
 
@@ -140,7 +140,7 @@ struct Sinks {
     b: AfPacketPort,
     c: AfPacketPort,
     _pass: Vec<flowpath_ports::xdp::XdpGuard>,
-    batch: RxBatch,
+    batch: PacketBatch,
 }
 
 impl Sinks {
@@ -153,7 +153,7 @@ impl Sinks {
             b: AfPacketPort::open("b0", "b0", false).unwrap(),
             c: AfPacketPort::open("c0", "c0", false).unwrap(),
             _pass: pass,
-            batch: RxBatch::new(),
+            batch: PacketBatch::new(),
         }
     }
 

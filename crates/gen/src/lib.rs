@@ -1,13 +1,16 @@
 //! Traffic generation: packets built from a spec with lengths and checksums right, an
-//! in-memory source that hands the datapath batches without copying, whole workloads
+//! in-memory source and its [`GeneratedPort`] (generated traffic as just another port), whole workloads
 //! ([`TrafficSpec`]: flows, popularity, sizes, churn, encapsulation), and pcap files.
 
 pub mod build;
 pub mod pcap;
+pub mod port;
 pub mod source;
 pub mod spec;
 
 pub use build::{build, FrameSpec, Vxlan, L3, L4};
-pub use pcap::{read_capture_file, replay_pcap_file, replay_source, write_pcap_file, Summary};
-pub use source::{InMemorySource, Lifetime, RxBatch, MAX_BATCH, NEW_FLOW_V4_BASE};
+pub use flowpath_base::capture::{read_capture_file, Capture};
+pub use pcap::{replay_pcap_file, replay_source, write_pcap_file, CaptureReplay, Summary};
+pub use port::GeneratedPort;
+pub use source::{InMemorySource, LentFrames, Lifetime, NEW_FLOW_V4_BASE};
 pub use spec::{Churn, Encap, IpVersion, Popularity, Proto, Sizes, TrafficSpec};

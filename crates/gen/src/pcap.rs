@@ -10,18 +10,18 @@
 use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::time::Duration;
 
 use flowpath_packet::{parse, FlowKey, ParseOptions};
-use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
-use pcap_file::pcapng::{Block, PcapNgReader};
-use pcap_file::{DataLink, Endianness, PcapError, TsResolution};
 use serde::Serialize;
 
 use crate::build::FCS_LEN;
-use crate::source::{InMemorySource, MAX_BATCH, SLOT_TAILROOM};
+use crate::source::{InMemorySource, SLOT_TAILROOM};
+use flowpath_base::capture::PcapFileWriter;
+pub use flowpath_base::capture::{read_capture, read_capture_file, Capture};
+use flowpath_base::BATCH;
 
 /// Timestamp of the first packet written: 2024-01-01T00:00:00Z.
 pub const START_SECS: u64 = 1_704_067_200;
@@ -84,50 +84,32 @@ impl Tally {
     }
 }
 
-fn pcap_err(e: PcapError) -> io::Error {
-    match e {
-        PcapError::IoError(e) => e,
-        e => io::Error::new(io::ErrorKind::InvalidData, e.to_string()),
-    }
-}
-
-/// Write `packets` packets from `source` (as its `rx_batch` hands them out, churn
+/// Write `packets` packets from `source` (as its `lend` hands them out, churn
 /// included) to `out` as a pcap file, and summarise them.
 pub fn write_pcap<W: Write>(
     out: W,
     source: &mut InMemorySource,
     packets: u64,
 ) -> io::Result<Summary> {
-    let header = PcapHeader {
-        version_major: 2,
-        version_minor: 4,
-        ts_correction: 0,
-        ts_accuracy: 0,
-        snaplen: 65535,
-        datalink: DataLink::ETHERNET,
-        ts_resolution: TsResolution::MicroSecond,
-        endianness: Endianness::Little,
-    };
-    let mut w = PcapWriter::with_header(out, header).map_err(pcap_err)?;
+    let mut w = PcapFileWriter::new(out, false)?;
     let mut tally = Tally::new();
     let new0 = source.new_flows();
     // Picoseconds since START_SECS.
     let mut ps: u64 = 0;
     let mut left = packets;
     while left > 0 {
-        let b = source.rx_batch(left.min(MAX_BATCH as u64) as usize);
+        let b = source.lend(left.min(BATCH as u64) as usize);
         for p in b.iter() {
             let data = p.data();
             let ts = Duration::from_secs(START_SECS) + Duration::from_nanos(ps / 1000);
-            w.write_packet(&PcapPacket::new(ts, data.len() as u32, data))
-                .map_err(pcap_err)?;
+            w.write(ts, data)?;
             tally.add(data);
             let wire = (data.len() + FCS_LEN) as u64 + WIRE_OVERHEAD;
             ps += wire * 8 * 1_000_000_000_000 / LINE_RATE_BPS;
         }
         left -= b.len() as u64;
     }
-    w.into_writer().flush()?;
+    w.into_inner().flush()?;
     let mut s = tally.finish();
     s.new_flows = source.new_flows() - new0;
     Ok(s)
@@ -143,79 +125,21 @@ pub fn write_pcap_file(
     write_pcap(f, source, packets)
 }
 
-/// The frames of a capture, in file order.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Capture {
-    pub frames: Vec<Vec<u8>>,
-    /// Frames captured shorter than they were on the wire (snap length): replayed as
-    /// captured.
-    pub truncated: u64,
-    /// `"pcap"` or `"pcapng"`.
-    pub format: &'static str,
-}
-
-/// Read a capture (pcap, either byte order and resolution, or pcapng) of Ethernet frames.
-///
-/// # Errors
-/// I/O errors, a file that is neither format, or a link type other than Ethernet.
-pub fn read_capture(mut input: impl Read) -> io::Result<Capture> {
-    let mut data = Vec::new();
-    input.read_to_end(&mut data)?;
-    let bad = |m: String| io::Error::new(io::ErrorKind::InvalidData, m);
-    let magic = data
-        .get(..4)
-        .ok_or_else(|| bad("file too short for a capture".into()))?;
-    let mut cap = Capture::default();
-    let not_ethernet = |l: DataLink| {
-        bad(format!(
-            "link type {l:?}: only Ethernet captures can be replayed"
-        ))
-    };
-    if magic == [0x0a, 0x0d, 0x0d, 0x0a] {
-        cap.format = "pcapng";
-        let mut r = PcapNgReader::new(&data[..]).map_err(pcap_err)?;
-        while let Some(block) = r.next_block() {
-            let (iface, frame, orig) = match block.map_err(pcap_err)? {
-                Block::EnhancedPacket(p) => (p.interface_id, p.data.into_owned(), p.original_len),
-                Block::SimplePacket(p) => (0, p.data.into_owned(), p.original_len),
-                Block::Packet(p) => (p.interface_id as u32, p.data.into_owned(), p.original_len),
-                _ => continue,
-            };
-            let link = r
-                .interfaces()
-                .get(iface as usize)
-                .map(|i| i.linktype)
-                .ok_or_else(|| bad(format!("packet on undeclared interface {iface}")))?;
-            if link != DataLink::ETHERNET {
-                return Err(not_ethernet(link));
-            }
-            cap.truncated += (orig as usize > frame.len()) as u64;
-            cap.frames.push(frame);
-        }
-    } else {
-        cap.format = "pcap";
-        let mut r = PcapReader::new(&data[..]).map_err(pcap_err)?;
-        let link = r.header().datalink;
-        if link != DataLink::ETHERNET {
-            return Err(not_ethernet(link));
-        }
-        while let Some(p) = r.next_packet() {
-            let p = p.map_err(pcap_err)?;
-            cap.truncated += (p.orig_len as usize > p.data.len()) as u64;
-            cap.frames.push(p.data.into_owned());
-        }
-    }
-    Ok(cap)
-}
-
-/// [`read_capture`] from a file.
-pub fn read_capture_file(path: impl AsRef<Path>) -> io::Result<Capture> {
-    read_capture(File::open(path)?)
-}
-
-impl Capture {
+/// What the generator adds to a [`Capture`] read by the foundation: a summary of its
+/// flows, and a looping source of its frames.
+pub trait CaptureReplay {
     /// Summarise the frames (flows as flowpath's parser sees them).
-    pub fn summary(&self) -> Summary {
+    fn summary(&self) -> Summary;
+    /// A source that loops over the frames in file order: see [`replay_source`].
+    ///
+    /// # Errors
+    /// If the capture holds no frames, or its slots would take more than
+    /// [`MAX_REPLAY_ARENA`] bytes.
+    fn into_source(self) -> io::Result<InMemorySource>;
+}
+
+impl CaptureReplay for Capture {
+    fn summary(&self) -> Summary {
         let mut t = Tally::new();
         for f in &self.frames {
             t.add(f);
@@ -223,18 +147,13 @@ impl Capture {
         t.finish()
     }
 
-    /// A source that loops over the frames in file order: see [`replay_source`].
-    ///
-    /// # Errors
-    /// If the capture holds no frames, or its slots would take more than
-    /// [`MAX_REPLAY_ARENA`] bytes.
-    pub fn into_source(self) -> io::Result<InMemorySource> {
+    fn into_source(self) -> io::Result<InMemorySource> {
         let bad = |m: String| io::Error::new(io::ErrorKind::InvalidData, m);
         if self.frames.is_empty() {
             return Err(bad("the capture holds no packets".into()));
         }
         let longest = self.frames.iter().map(Vec::len).max().unwrap_or(0);
-        let slot = (flowpath_packet::packet::HEADROOM + longest + SLOT_TAILROOM).div_ceil(64) * 64;
+        let slot = (flowpath_base::HEADROOM + longest + SLOT_TAILROOM).div_ceil(64) * 64;
         let slots = replay_slots(self.frames.len());
         if slots.saturating_mul(slot) > MAX_REPLAY_ARENA {
             return Err(bad(format!(
@@ -247,14 +166,14 @@ impl Capture {
     }
 }
 
-/// Slots for replaying `n` frames: whole copies of the sequence, at least [`MAX_BATCH`].
+/// Slots for replaying `n` frames: whole copies of the sequence, at least [`BATCH`].
 fn replay_slots(n: usize) -> usize {
-    n * MAX_BATCH.div_ceil(n)
+    n * BATCH.div_ceil(n)
 }
 
 /// A source that hands out `frames` in order, looping forever, byte for byte (one
 /// template per frame; the sequence is repeated whole until there are at least
-/// [`MAX_BATCH`] slots, so full batches are possible). Churn and lifetimes work as on any
+/// [`BATCH`] slots, so full batches are possible). Churn and lifetimes work as on any
 /// source.
 ///
 /// # Panics
@@ -266,7 +185,7 @@ pub fn replay_source(frames: Vec<Vec<u8>>) -> InMemorySource {
     InMemorySource::from_slot_templates(frames, slots)
 }
 
-/// Read a capture file and make a looping source of it ([`Capture::into_source`]).
+/// Read a capture file and make a looping source of it ([`CaptureReplay::into_source`]).
 pub fn replay_pcap_file(path: impl AsRef<Path>) -> io::Result<InMemorySource> {
     read_capture_file(path)?.into_source()
 }

@@ -5,7 +5,7 @@
 //! [`HEADROOM`] bytes of headroom, the frame, and at least [`SLOT_TAILROOM`] bytes of
 //! tailroom. [`InMemorySource::rx_batch`] hands out views of consecutive slots (wrapping
 //! around). Actions may rewrite those packets; when the batch is dropped, the slots of
-//! packets whose `modified` flag is set are remembered, and the next `rx_batch` copies
+//! packets whose `modified` flag is set are remembered, and the next `lend` copies
 //! their template back before anything is handed out again. Unmodified packets cost
 //! nothing.
 //!
@@ -23,16 +23,14 @@
 use std::net::Ipv4Addr;
 use std::ops::{Deref, DerefMut};
 
+use flowpath_base::{Packet, PacketBatch, BATCH, HEADROOM};
 use flowpath_packet::key::{ethertype, ipproto};
-use flowpath_packet::packet::HEADROOM;
-use flowpath_packet::Packet;
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
 
 use crate::build::{build, FrameSpec, VXLAN_PORT};
 
 /// Largest batch [`InMemorySource::rx_batch`] returns.
-pub const MAX_BATCH: usize = 32;
 /// Minimum tailroom after the longest frame of a slot.
 pub const SLOT_TAILROOM: usize = 64;
 /// Slot count when the caller does not choose one (at least the number of templates).
@@ -183,7 +181,7 @@ pub struct InMemorySource {
     templates: Vec<Template>,
     /// Next slot to hand out.
     next: usize,
-    /// Slots handed out modified, to restore on the next `rx_batch`. Owned by the source
+    /// Slots handed out modified, to restore on the next `lend`. Owned by the source
     /// and borrowed by the live batch, disjointly from `arena`.
     dirty: Vec<u32>,
     rng: u64,
@@ -247,7 +245,7 @@ impl InMemorySource {
             slots: Vec::new(),
             templates,
             next: 0,
-            dirty: Vec::with_capacity(MAX_BATCH),
+            dirty: Vec::with_capacity(BATCH),
             rng: 0,
             threshold: 0,
             share: 0.0,
@@ -485,12 +483,12 @@ impl InMemorySource {
         }
     }
 
-    /// Up to `max` (at most [`MAX_BATCH`], and at most the slot count) packets from the
+    /// Up to `max` (at most [`BATCH`], and at most the slot count) packets from the
     /// next consecutive slots, wrapping around. Each is `Packet::new(slot, HEADROOM, len)`
     /// with `modified == false`; with a new-flow share set, some are stamped as new flows
     /// (and so already marked modified). With a lifetime set, a slot whose flow was
     /// replaced is restamped in place to the flow's current identity and stays unmodified.
-    pub fn rx_batch(&mut self, max: usize) -> RxBatch<'_> {
+    pub fn lend(&mut self, max: usize) -> LentFrames<'_> {
         // One branch per batch; the loop without lifetimes is the same code as before they
         // existed.
         if self.life_on {
@@ -501,7 +499,7 @@ impl InMemorySource {
     }
 
     #[inline(always)]
-    fn rx<const LIFE: bool>(&mut self, max: usize) -> RxBatch<'_> {
+    fn rx<const LIFE: bool>(&mut self, max: usize) -> LentFrames<'_> {
         // Restore what the previous batch modified. Rare in steady state (only rewritten
         // or stamped packets), so the division-free index arithmetic is not needed here.
         while let Some(i) = self.dirty.pop() {
@@ -510,7 +508,7 @@ impl InMemorySource {
 
         let n_slots = self.slots.len();
         let ss = self.slot_size;
-        let count = max.min(MAX_BATCH).min(n_slots);
+        let count = max.min(BATCH).min(n_slots);
         let first = self.next;
         let mut next = first + count;
         if next >= n_slots {
@@ -540,8 +538,8 @@ impl InMemorySource {
             .take(from_tail)
             .chain(head.chunks_exact_mut(ss).take(count - from_tail));
 
-        let mut pkts = SmallVec::<[Packet<'_>; MAX_BATCH]>::new();
-        let mut idxs = SmallVec::<[u32; MAX_BATCH]>::new();
+        let mut pkts = SmallVec::<[Packet<'_>; BATCH]>::new();
+        let mut idxs = SmallVec::<[u32; BATCH]>::new();
         let mut idx = first;
         let threshold = *threshold;
         for buf in bufs {
@@ -594,7 +592,7 @@ impl InMemorySource {
             idxs.push(idx as u32);
             idx += 1;
         }
-        RxBatch {
+        LentFrames {
             pkts,
             slots: idxs,
             dirty,
@@ -605,40 +603,155 @@ impl InMemorySource {
     }
 }
 
+impl InMemorySource {
+    /// Copy the next frames (as many as `batch` has room for, at most the slot count) into
+    /// `batch`, wrapping around: what a port's `recv` does. New-flow stamps are written into
+    /// the copies, so the slots stay as laid out (no restoring later); lifetimes restamp
+    /// the slots themselves, as with [`InMemorySource::lend`]. The same slots, random draws
+    /// and stamps as `lend` would give.
+    pub fn fill(&mut self, batch: &mut PacketBatch) -> Filled {
+        if self.life_on {
+            self.fill_with::<true>(batch)
+        } else {
+            self.fill_with::<false>(batch)
+        }
+    }
+
+    #[inline(always)]
+    fn fill_with<const LIFE: bool>(&mut self, batch: &mut PacketBatch) -> Filled {
+        while let Some(i) = self.dirty.pop() {
+            self.restore(i as usize);
+        }
+        let n_slots = self.slots.len();
+        let count = batch.room().min(n_slots);
+        let (ss, base, threshold) = (self.slot_size, self.base, self.threshold);
+        let mut idx = self.next;
+        let mut out = Filled::default();
+        for _ in 0..count {
+            if idx == n_slots {
+                idx = 0;
+            }
+            let slot = self.slots[idx];
+            let at = base + idx * ss + HEADROOM;
+            let len = slot.len as usize;
+            // The arena is larger than L1: start loading a slot a few frames ahead.
+            prefetch(&self.arena, base + ((idx + 8) % n_slots) * ss + HEADROOM);
+            let info = &self.templates[slot.tpl as usize].stamp;
+            let new_flow = if LIFE {
+                let one_packet_flow =
+                    threshold != 0 && (splitmix64(&mut self.rng) >> 11) < threshold && info.ip != 0;
+                if !one_packet_flow {
+                    if let Some(l) = self.life.as_deref_mut() {
+                        let sl = l.slots[idx];
+                        let fl = &mut l.flows[sl.flow as usize];
+                        if fl.left.wrapping_sub(1) < UNSTARTED - 1 && sl.num == fl.num {
+                            fl.left -= 1;
+                        } else {
+                            let frame = &mut self.arena[at..at + len];
+                            live(
+                                l,
+                                &mut self.templates,
+                                slot.tpl,
+                                idx,
+                                frame,
+                                &mut self.new_flows,
+                            );
+                        }
+                    }
+                }
+                one_packet_flow
+            } else {
+                threshold != 0 && (splitmix64(&mut self.rng) >> 11) < threshold && info.ip != 0
+            };
+            idx += 1;
+            // Whole cache lines: the slot's tailroom and the batch slot both have room for
+            // the rounded-up length, and fixed 64-byte copies inline as vector moves where a
+            // variable-length copy would call memcpy per frame.
+            let lines = len.div_ceil(64) * 64;
+            let Some(dst) = batch.next_slot().filter(|d| d.len() >= lines) else {
+                out.dropped += 1;
+                continue;
+            };
+            let src = &self.arena[at..at + lines];
+            for (d, s) in dst[..lines].chunks_exact_mut(64).zip(src.chunks_exact(64)) {
+                d.copy_from_slice(s);
+            }
+            out.frames += 1;
+            out.bytes += len as u64;
+            if new_flow {
+                stamp(
+                    &mut dst[..len],
+                    &self.templates[slot.tpl as usize].stamp,
+                    self.new_flows,
+                );
+                self.new_flows += 1;
+            }
+            batch.commit(len);
+        }
+        self.next = if idx == n_slots { 0 } else { idx };
+        self.packets += count as u64;
+        out
+    }
+}
+
+/// A hint to load the cache line at `buf[at]` (ignored off x86_64 or out of bounds).
+#[inline(always)]
+fn prefetch(buf: &[u8], at: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(b) = buf.get(at) {
+        // SAFETY: prefetching is a hint; the address is that of a live element.
+        unsafe {
+            use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            _mm_prefetch::<_MM_HINT_T0>((b as *const u8).cast());
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (buf, at);
+}
+
+/// What one [`InMemorySource::fill`] delivered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Filled {
+    pub frames: usize,
+    pub bytes: u64,
+    /// Frames longer than a batch slot holds, not delivered.
+    pub dropped: usize,
+}
+
 /// A batch of packets borrowed from an [`InMemorySource`]; derefs to `[Packet]`. When it
 /// is dropped, the slots of packets marked `modified` are queued for restoring (finding
 /// each packet's slot from its address, so reordering the packets inside the batch is
 /// fine). A batch that is leaked (`mem::forget`) leaves its modifications in place.
-pub struct RxBatch<'a> {
-    pkts: SmallVec<[Packet<'a>; MAX_BATCH]>,
-    slots: SmallVec<[u32; MAX_BATCH]>,
+pub struct LentFrames<'a> {
+    pkts: SmallVec<[Packet<'a>; BATCH]>,
+    slots: SmallVec<[u32; BATCH]>,
     dirty: &'a mut Vec<u32>,
     base_addr: usize,
     end_addr: usize,
     slot_size: usize,
 }
 
-impl<'a> RxBatch<'a> {
+impl<'a> LentFrames<'a> {
     /// Slot index of each packet, in the order they were handed out.
     pub fn slots(&self) -> &[u32] {
         &self.slots
     }
 }
 
-impl<'a> Deref for RxBatch<'a> {
+impl<'a> Deref for LentFrames<'a> {
     type Target = [Packet<'a>];
     fn deref(&self) -> &[Packet<'a>] {
         &self.pkts
     }
 }
 
-impl<'a> DerefMut for RxBatch<'a> {
+impl<'a> DerefMut for LentFrames<'a> {
     fn deref_mut(&mut self) -> &mut [Packet<'a>] {
         &mut self.pkts
     }
 }
 
-impl Drop for RxBatch<'_> {
+impl Drop for LentFrames<'_> {
     fn drop(&mut self) {
         for p in self.pkts.iter().filter(|p| p.modified) {
             // `start` never leaves the slot (it is at most HEADROOM + frame length, less
@@ -705,17 +818,8 @@ fn live(
     }
 }
 
-/// splitmix64 (Steele, Lea, Flood 2014). Hand-written because it runs once per packet when
-/// churn is on: three multiply/xor-shift rounds, no state beyond one word, and no
-/// dependency on a `rand` crate whose generator might change under us.
-#[inline(always)]
-pub(crate) fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
+/// splitmix64, the foundation's (one copy for the project): once per packet when churn is on.
+pub(crate) use flowpath_base::rng::next as splitmix64;
 
 #[inline(always)]
 fn get16(b: &[u8], off: usize) -> u16 {

@@ -20,7 +20,7 @@
 //!     ..TrafficSpec::default()
 //! };
 //! let mut source = spec.source().unwrap();
-//! assert_eq!(source.rx_batch(32).len(), 32);
+//! assert_eq!(source.lend(32).len(), 32);
 //! ```
 
 use std::collections::HashMap;

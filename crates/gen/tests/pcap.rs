@@ -8,8 +8,9 @@ use std::borrow::Cow;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use flowpath_base::capture::{read_capture, read_capture_file};
 use flowpath_gen::pcap::{
-    read_capture, read_capture_file, replay_pcap_file, replay_source, write_pcap, write_pcap_file,
+    replay_pcap_file, replay_source, write_pcap, write_pcap_file, CaptureReplay,
 };
 use flowpath_gen::spec::{Churn, Encap, Flows, IpVersion, Proto, Sizes, TrafficSpec};
 use flowpath_gen::{InMemorySource, Lifetime};
@@ -168,7 +169,7 @@ fn assert_replays(src: &mut InMemorySource, frames: &[Vec<u8>], loops: f64) {
     let total = (frames.len() as f64 * loops) as usize;
     let mut i = 0;
     while i < total {
-        let mut b = src.rx_batch((total - i).min(32));
+        let mut b = src.lend((total - i).min(32));
         assert!(!b.is_empty());
         for p in b.iter_mut() {
             assert_eq!(p.data(), &frames[i % frames.len()][..], "packet {i}");
@@ -206,7 +207,7 @@ fn a_replayed_capture_comes_back_byte_for_byte_in_order() {
 
     // A capture shorter than a batch still gives whole batches, in order.
     let three = frames[..3].to_vec();
-    assert_eq!(replay_source(three.clone()).rx_batch(32).len(), 32);
+    assert_eq!(replay_source(three.clone()).lend(32).len(), 32);
     assert_replays(&mut replay_source(three.clone()), &three, 20.0);
 
     std::fs::remove_file(&path).unwrap();

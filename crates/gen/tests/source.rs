@@ -4,8 +4,9 @@ use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use etherparse::{NetSlice, SlicedPacket, TransportSlice};
+use flowpath_base::BATCH;
 use flowpath_gen::build::{build, FrameSpec, Vxlan, L3, L4, VXLAN_PORT};
-use flowpath_gen::source::{InMemorySource, Lifetime, MAX_BATCH};
+use flowpath_gen::source::{InMemorySource, Lifetime};
 use flowpath_packet::packet::HEADROOM;
 
 mod common;
@@ -157,7 +158,7 @@ fn batches_are_consecutive_slots_and_wrap_around() {
     assert!(src.slot_size() >= HEADROOM + templates[2].len() + 64);
     let mut expect_slot = 0usize;
     for (round, want) in [4usize, 4, 1, 5, 3, 0, 2].into_iter().enumerate() {
-        let b = src.rx_batch(want);
+        let b = src.lend(want);
         assert_eq!(b.len(), want, "round {round}");
         for (k, p) in b.iter().enumerate() {
             let slot = b.slots()[k] as usize;
@@ -170,11 +171,11 @@ fn batches_are_consecutive_slots_and_wrap_around() {
         }
     }
     assert_eq!(src.packets(), 19);
-    // A batch never exceeds the slot count (a slot cannot be lent twice) nor MAX_BATCH.
-    assert_eq!(src.rx_batch(100).len(), 5);
+    // A batch never exceeds the slot count (a slot cannot be lent twice) nor BATCH.
+    assert_eq!(src.lend(100).len(), 5);
     let mut big = InMemorySource::new(templates.clone());
     assert_eq!(big.slot_count(), 1024);
-    assert_eq!(big.rx_batch(100).len(), MAX_BATCH);
+    assert_eq!(big.lend(100).len(), BATCH);
     // At least one slot per template.
     let many: Vec<Vec<u8>> = (0..1500).map(|i| udp4(i as u8, 64)).collect();
     let s = InMemorySource::new(many).with_slots(10);
@@ -186,7 +187,7 @@ fn batches_are_consecutive_slots_and_wrap_around() {
 fn slot_data_is_aligned() {
     let mut src = InMemorySource::new(vec![udp4(1, 64)]).with_slots(40);
     for _ in 0..3 {
-        for p in src.rx_batch(32).iter() {
+        for p in src.lend(32).iter() {
             assert_eq!(p.data().as_ptr() as usize % 64, 0);
         }
     }
@@ -197,7 +198,7 @@ fn modified_packets_are_restored_before_their_slot_is_handed_out_again() {
     let templates = vec![udp4(1, 64), udp4(2, 1518)];
     let mut src = InMemorySource::new(templates.clone()).with_slots(4);
     {
-        let mut b = src.rx_batch(4);
+        let mut b = src.lend(4);
         // Scribble over slot 0; push a tag onto slot 1 (moves start into the headroom).
         b[0].data_mut().fill(0xee);
         assert!(b[1].push_front(4));
@@ -211,7 +212,7 @@ fn modified_packets_are_restored_before_their_slot_is_handed_out_again() {
         assert!(b[3].modified && !b[0].modified);
     }
     for round in 0..3 {
-        let b = src.rx_batch(4);
+        let b = src.lend(4);
         for (k, p) in b.iter().enumerate() {
             assert_eq!(p.data(), &templates[k % 2][..], "round {round} slot {k}");
             assert_eq!(p.headroom(), HEADROOM);
@@ -221,7 +222,7 @@ fn modified_packets_are_restored_before_their_slot_is_handed_out_again() {
     // One slot, handed out again and again: each batch sees the template.
     let mut one = InMemorySource::new(vec![udp4(3, 100)]).with_slots(1);
     for _ in 0..5 {
-        let mut b = one.rx_batch(32);
+        let mut b = one.lend(32);
         assert_eq!(b.len(), 1);
         assert_eq!(b[0].data(), &udp4(3, 100)[..]);
         b[0].data_mut()[20] ^= 0xff;
@@ -235,17 +236,17 @@ fn unmodified_packets_are_not_restored() {
     // a packet whose `modified` flag is cleared keeps its bytes (so nothing copies it).
     let mut src = InMemorySource::new(vec![udp4(1, 64)]).with_slots(1);
     {
-        let mut b = src.rx_batch(1);
+        let mut b = src.lend(1);
         b[0].data_mut()[0] = 0x42;
         b[0].modified = false;
     }
-    assert_eq!(src.rx_batch(1)[0].data()[0], 0x42);
+    assert_eq!(src.lend(1)[0].data()[0], 0x42);
 }
 
 fn run(src: &mut InMemorySource, packets: usize) -> u64 {
     let mut left = packets;
     while left > 0 {
-        let n = src.rx_batch(left.min(32)).len();
+        let n = src.lend(left.min(32)).len();
         left -= n;
     }
     src.new_flows()
@@ -303,7 +304,7 @@ fn stamped_packets_have_valid_checksums_and_fresh_sources() {
     let mut seen = HashSet::new();
     let mut slot = 0usize;
     for batch in 0..200 {
-        let b = src.rx_batch(1 + batch % 32);
+        let b = src.lend(1 + batch % 32);
         for p in b.iter() {
             let tpl = slot % t;
             slot = (slot + 1) % (t * 3);
@@ -341,14 +342,14 @@ fn stamped_packets_have_valid_checksums_and_fresh_sources() {
     let mut z = InMemorySource::new(vec![templates[1].clone()]).with_slots(1);
     z.set_new_flow_share(1.0);
     for _ in 0..3 {
-        let b = z.rx_batch(1);
+        let b = z.lend(1);
         assert_eq!(&b[0].data()[40..42], &[0, 0]);
         assert!(verify(b[0].data()).is_some());
     }
     // Once churn stops, every slot comes back as its template.
     src.set_new_flow_share(0.0);
     for _ in 0..t * 3 {
-        let b = src.rx_batch(1);
+        let b = src.lend(1);
         let s = b.slots()[0] as usize;
         assert_eq!(b[0].data(), &templates[s % t][..]);
     }
@@ -360,7 +361,7 @@ fn new_flow_numbers_keep_increasing_across_batches_at_partial_share() {
     src.set_new_flow_share(0.3);
     let mut n = 0u32;
     for _ in 0..2000 {
-        let b = src.rx_batch(32);
+        let b = src.lend(32);
         for p in b.iter() {
             let a = u32::from_be_bytes(p.data()[26..30].try_into().unwrap());
             if p.modified {
@@ -415,7 +416,7 @@ fn stamping_equals_building_with_the_new_source() {
     for d in [dport, 5001, 0, 65535] {
         let mut src = InMemorySource::new(vec![build(&spec(Ipv4Addr::new(10, 0, 0, 1), d))]);
         src.set_new_flow_share(1.0);
-        let b = src.rx_batch(3);
+        let b = src.lend(3);
         for (n, p) in b.iter().enumerate() {
             let want = build(&spec(Ipv4Addr::new(100, 64, 0, n as u8), d));
             assert_eq!(p.data(), &want[..], "dport {d}, n {n}");
@@ -439,7 +440,7 @@ fn stamping_equals_building_with_the_new_source() {
     };
     let mut src = InMemorySource::new(vec![tcp6(v6("2001:db8::1:2:3:4"))]);
     src.set_new_flow_share(1.0);
-    let b = src.rx_batch(2);
+    let b = src.lend(2);
     assert_eq!(b[1].data(), &tcp6(v6("2001:db8::1:2:0:1"))[..]);
 }
 
@@ -459,7 +460,7 @@ fn lifetimes_replace_every_kind_of_template_with_valid_new_flows() {
     let mut fresh = HashSet::new();
     let mut slot = 0usize;
     for batch in 0..300 {
-        let mut b = src.rx_batch(1 + batch % 32);
+        let mut b = src.lend(1 + batch % 32);
         for p in b.iter_mut() {
             let tpl = slot % t;
             slot = (slot + 1) % (t * 4);
@@ -504,7 +505,7 @@ fn lifetimes_replace_every_kind_of_template_with_valid_new_flows() {
     let before = src.new_flows();
     for _ in 0..t * 8 {
         let (tpl, data) = {
-            let b = src.rx_batch(1);
+            let b = src.lend(1);
             (b.slots()[0] as usize % t, b[0].data().to_vec())
         };
         assert_eq!(&data[..], src.template(tpl));

@@ -19,7 +19,7 @@ const MILLION: usize = 1_000_000;
 fn pump(src: &mut InMemorySource, packets: usize, mut f: impl FnMut(&[u8])) {
     let mut left = packets;
     while left > 0 {
-        let b = src.rx_batch(left.min(32));
+        let b = src.lend(left.min(32));
         for p in b.iter() {
             f(p.data());
         }

@@ -3,7 +3,7 @@
 
 pub mod action;
 pub mod key;
-pub mod packet;
+pub use flowpath_base::packet;
 pub mod parse;
 pub mod rewrite;
 

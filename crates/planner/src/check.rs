@@ -13,12 +13,12 @@
 use crate::plan::solve;
 use crate::profile::Profile;
 use crate::units::mean_frame_bytes;
-use flowpath_bench::runner::{packets_at, pump};
+use flowpath_bench::runner::packets_at;
 use flowpath_bench::suite::{Spread, SuiteConfig};
 use flowpath_bench::workload::{class_pipeline, FrameMix, TrafficClass};
-use flowpath_datapath::tsc::{rdtsc, tsc_hz};
-use flowpath_datapath::{CountingSink, Datapath, DatapathConfig};
-use flowpath_gen::InMemorySource;
+use flowpath_bench::Harness;
+use flowpath_datapath::tsc::tsc_hz;
+use flowpath_datapath::DatapathConfig;
 use flowpath_pipeline::{Backend, RuleStore};
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Barrier};
@@ -89,25 +89,9 @@ pub struct Measured {
     pub packets_per_run: u64,
 }
 
-struct Worker {
-    dp: Datapath,
-    source: InMemorySource,
-    sink: CountingSink,
-}
-
-impl Worker {
-    fn timed(&mut self, packets: u64) -> (u64, u64) {
-        self.dp.reset_stats();
-        let t0 = rdtsc();
-        pump(&mut self.dp, &mut self.source, &mut self.sink, packets);
-        let dt = rdtsc() - t0;
-        (dt.max(1), self.dp.stats().upcalls)
-    }
-}
-
 struct Bench {
     w: CheckWorkload,
-    workers: Vec<Worker>,
+    workers: Vec<Harness>,
     frame_bytes: f64,
     packets: u64,
     runs: Vec<(f64, f64)>,
@@ -123,26 +107,15 @@ fn set_up(cfg: &SuiteConfig, w: CheckWorkload) -> Bench {
     let workers = (0..w.cores.max(1))
         .map(|k| {
             let (_, source) = class_pipeline(w.class, cfg.flows, w.mix);
-            let n = source.template_count();
-            frame_bytes = (0..n)
-                .map(|i| source.template(i).len() as f64 + 4.0)
-                .sum::<f64>()
-                / n as f64;
             let dp_cfg = DatapathConfig {
                 emc_insert_inv_prob: cfg.emc_insert_inv_prob,
                 megaflow_max: cfg.megaflow_max,
                 ..DatapathConfig::default()
             };
-            let mut wk = Worker {
-                dp: Datapath::new(store.clone(), dp_cfg),
-                source: source.with_seed(cfg.seed + k as u64),
-                sink: CountingSink::default(),
-            };
-            wk.source.set_new_flow_share(1.0);
-            pump(&mut wk.dp, &mut wk.source, &mut wk.sink, prefill);
-            wk.source.set_new_flow_share(w.miss_rate);
-            pump(&mut wk.dp, &mut wk.source, &mut wk.sink, warm);
-            wk
+            let mut h = Harness::new(store.clone(), dp_cfg, source.with_seed(cfg.seed + k as u64));
+            frame_bytes = h.frame_bytes();
+            h.settle(prefill, w.miss_rate, warm);
+            h
         })
         .collect();
     Bench {
@@ -154,12 +127,17 @@ fn set_up(cfg: &SuiteConfig, w: CheckWorkload) -> Bench {
     }
 }
 
+/// A timed run's cycles and slow-path classifications.
+fn upcalls_of((dt, st): (u64, flowpath_datapath::DatapathStats)) -> (u64, u64) {
+    (dt, st.upcalls)
+}
+
 /// One timed run of every worker of `b` at once: (aggregate Mpps, observed miss rate).
 fn run_once(b: &mut Bench, hz: f64) -> (f64, f64) {
     let packets = b.packets;
     let n = b.workers.len();
     let results: Vec<(u64, u64)> = if n == 1 {
-        vec![b.workers[0].timed(packets)]
+        vec![upcalls_of(b.workers[0].timed(packets))]
     } else {
         let start = Barrier::new(n);
         std::thread::scope(|s| {
@@ -170,7 +148,7 @@ fn run_once(b: &mut Bench, hz: f64) -> (f64, f64) {
                     let start = &start;
                     s.spawn(move || {
                         start.wait();
-                        wk.timed(packets)
+                        upcalls_of(wk.timed(packets))
                     })
                 })
                 .collect();

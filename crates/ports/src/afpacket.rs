@@ -5,7 +5,7 @@
 //! batch access to the blocks, and the ring protocol is small (see
 //! Documentation/networking/packet_mmap.rst in the kernel).
 
-use crate::{Port, PortInfo, PortStats, RxBatch, FRAME, MAX_FRAME};
+use crate::{PacketBatch, Port, PortInfo, PortStats, FRAME, MAX_FRAME};
 use std::cell::Cell;
 use std::ffi::CString;
 use std::io;
@@ -341,7 +341,7 @@ impl Port for AfPacketPort {
         &self.name
     }
 
-    fn recv(&mut self, batch: &mut RxBatch) -> io::Result<usize> {
+    fn recv(&mut self, batch: &mut PacketBatch) -> io::Result<usize> {
         if let Some(e) = self.gone {
             return Err(self.gone_err(e));
         }
@@ -540,7 +540,7 @@ const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
 const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
 
 /// Append `frame` to `batch`, with the VLAN tag `(tpid, tci)` put back after the MACs.
-fn push_frame(batch: &mut RxBatch, frame: &[u8], vlan: Option<(u16, u16)>) -> bool {
+fn push_frame(batch: &mut PacketBatch, frame: &[u8], vlan: Option<(u16, u16)>) -> bool {
     let Some((tpid, tci)) = vlan else {
         return batch.push(frame);
     };

@@ -6,7 +6,7 @@
 //! completion ring → free-list), so the two directions never compete for frames.
 
 use crate::xdp::{XskProgram, XskRegistrar};
-use crate::{Port, PortInfo, PortStats, RxBatch};
+use crate::{PacketBatch, Port, PortInfo, PortStats};
 use std::ffi::CString;
 use std::io;
 use std::num::NonZeroU32;
@@ -366,7 +366,7 @@ impl Port for AfXdpPort {
         &self.name
     }
 
-    fn recv(&mut self, batch: &mut RxBatch) -> io::Result<usize> {
+    fn recv(&mut self, batch: &mut PacketBatch) -> io::Result<usize> {
         let room = batch.room() as u32;
         if room == 0 {
             return Ok(0);

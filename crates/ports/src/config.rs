@@ -155,11 +155,9 @@ impl PortConfig {
                 .map_err(ctx)?,
             ),
             PortKind::Generator => {
-                let src = flowpath_gen::InMemorySource::udp4_flows(
-                    self.flows.unwrap_or(1000) as usize,
-                    self.frame_size.unwrap_or(64) as usize,
-                );
-                Box::new(crate::memory::GeneratedPort::new(&name, src))
+                let flows = self.flows.unwrap_or(1000);
+                let size = self.frame_size.unwrap_or(64);
+                open_generator(&name, flows, size).map_err(ctx)?
             }
         };
         if let Some(f) = &self.fault {
@@ -174,5 +172,28 @@ impl PortConfig {
             port = Box::new(crate::trace::PcapTracer::new(port, &path).map_err(ctx)?);
         }
         Ok(port)
+    }
+}
+
+/// Opens a generator port: `(name, flows, frame size)`. Generated traffic is built by the
+/// traffic generator, a crate above this one, so it registers its opener here
+/// ([`register_generator`]) instead of this crate depending on it.
+pub type GeneratorOpener = fn(&str, u32, u32) -> Box<dyn Port>;
+
+static GENERATOR: std::sync::OnceLock<GeneratorOpener> = std::sync::OnceLock::new();
+
+/// Make `type = "generator"` ports openable (the `flowpath` binary does this at start).
+/// The first registration wins; later ones are ignored.
+pub fn register_generator(open: GeneratorOpener) {
+    let _ = GENERATOR.set(open);
+}
+
+fn open_generator(name: &str, flows: u32, frame_size: u32) -> std::io::Result<Box<dyn Port>> {
+    match GENERATOR.get() {
+        Some(open) => Ok(open(name, flows, frame_size)),
+        None => Err(std::io::Error::other(
+            "generator ports need the traffic generator, which this program did not register \
+             (flowpath_ports::register_generator)",
+        )),
     }
 }

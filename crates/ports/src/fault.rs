@@ -1,7 +1,8 @@
 //! `FaultInjector`: wraps any port and drops, corrupts or delays a share of its packets,
 //! deterministically from a seed.
 
-use crate::{Port, PortInfo, PortStats, RxBatch};
+use crate::{PacketBatch, Port, PortInfo, PortStats};
+use flowpath_base::SplitMix64;
 use serde::Deserialize;
 use std::collections::VecDeque;
 use std::io;
@@ -42,37 +43,14 @@ impl FaultConfig {
 /// Frames held back at most; further delayed frames are dropped (and counted).
 const MAX_HELD: usize = 1 << 16;
 
-/// splitmix64 (Steele, Lea, Flood 2014), written out: tiny, fast and deterministic.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+/// Flip one random bit of one random byte of `frame`.
+fn flip_bit(rng: &mut SplitMix64, frame: &mut [u8]) {
+    if frame.is_empty() {
+        return;
     }
-
-    /// Uniform in [0, 1).
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-    }
-
-    /// True with probability `p` (no draw when `p` is 0, so a zero share changes nothing).
-    fn chance(&mut self, p: f64) -> bool {
-        p > 0.0 && self.unit() < p
-    }
-
-    /// Flip one random bit of one random byte of `frame`.
-    fn flip_bit(&mut self, frame: &mut [u8]) {
-        if frame.is_empty() {
-            return;
-        }
-        let r = self.next();
-        let byte = ((r >> 3) % frame.len() as u64) as usize;
-        frame[byte] ^= 1 << (r & 7);
-    }
+    let r = rng.next();
+    let byte = ((r >> 3) % frame.len() as u64) as usize;
+    frame[byte] ^= 1 << (r & 7);
 }
 
 /// Wraps a port and injects faults. Received frames (after the inner `recv`), each
@@ -147,7 +125,7 @@ impl<P: Port> Port for FaultInjector<P> {
         self.inner.name()
     }
 
-    fn recv(&mut self, batch: &mut RxBatch) -> io::Result<usize> {
+    fn recv(&mut self, batch: &mut PacketBatch) -> io::Result<usize> {
         self.poll += 1;
         let start = batch.len();
         // Frames whose delay is over go first, in the order they arrived.
@@ -167,7 +145,7 @@ impl<P: Port> Port for FaultInjector<P> {
                 continue;
             }
             if self.rng.chance(c.corrupt) {
-                self.rng.flip_bit(batch.frame_mut(i));
+                flip_bit(&mut self.rng, batch.frame_mut(i));
                 self.rx_corrupted += 1;
             }
             if self.rng.chance(c.delay) {
@@ -198,7 +176,7 @@ impl<P: Port> Port for FaultInjector<P> {
             self.tx_corrupted += 1;
             self.scratch.clear();
             self.scratch.extend_from_slice(frame);
-            self.rng.flip_bit(&mut self.scratch);
+            flip_bit(&mut self.rng, &mut self.scratch);
             return self.inner.send(&self.scratch);
         }
         self.inner.send(frame)

@@ -1,8 +1,7 @@
-//! In-memory ports that need no privileges: `MemoryPort` (frames injected and collected by a
-//! test through a handle) and `GeneratedPort` (the traffic generator's frames as received traffic).
+//! `MemoryPort`: an in-memory port that needs no privileges, fed and drained by a test (or
+//! an embedding application) through its handle.
 
-use crate::{Port, PortInfo, PortStats, RxBatch, MAX_FRAME};
-use flowpath_gen::InMemorySource;
+use crate::{PacketBatch, Port, PortInfo, PortStats, MAX_FRAME};
 use std::collections::VecDeque;
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -104,7 +103,7 @@ impl Port for MemoryPort {
         &self.name
     }
 
-    fn recv(&mut self, batch: &mut RxBatch) -> io::Result<usize> {
+    fn recv(&mut self, batch: &mut PacketBatch) -> io::Result<usize> {
         let mut s = lock(&self.shared);
         let s = &mut *s;
         let mut n = 0;
@@ -156,76 +155,6 @@ impl Port for MemoryPort {
         PortInfo {
             kind: "memory",
             detail: "in-memory frames injected and collected by a test".into(),
-        }
-    }
-}
-
-/// Generated traffic: each `recv` copies the source's next batch in; `send` only counts.
-pub struct GeneratedPort {
-    name: String,
-    src: InMemorySource,
-    stats: PortStats,
-}
-
-impl GeneratedPort {
-    pub fn new(name: &str, src: InMemorySource) -> GeneratedPort {
-        GeneratedPort {
-            name: name.into(),
-            src,
-            stats: PortStats::default(),
-        }
-    }
-}
-
-impl Port for GeneratedPort {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn recv(&mut self, batch: &mut RxBatch) -> io::Result<usize> {
-        let room = batch.room();
-        if room == 0 {
-            return Ok(0);
-        }
-        // The source's batch is only read (never marked modified), so its slots need no
-        // restoring; dropping it at the end of this call hands them back.
-        let b = self.src.rx_batch(room);
-        let mut n = 0;
-        for p in b.iter() {
-            let data = p.data();
-            if batch.push(data) {
-                self.stats.rx_packets += 1;
-                self.stats.rx_bytes += data.len() as u64;
-                n += 1;
-            } else {
-                self.stats.rx_dropped += 1;
-            }
-        }
-        Ok(n)
-    }
-
-    fn send(&mut self, frame: &[u8]) -> bool {
-        self.stats.tx_packets += 1;
-        self.stats.tx_bytes += frame.len() as u64;
-        true
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-
-    fn stats(&self) -> PortStats {
-        self.stats
-    }
-
-    fn info(&self) -> PortInfo {
-        PortInfo {
-            kind: "generator",
-            detail: format!(
-                "in-memory generated traffic, {} templates over {} slots",
-                self.src.template_count(),
-                self.src.slot_count()
-            ),
         }
     }
 }

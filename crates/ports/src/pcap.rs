@@ -1,9 +1,10 @@
 //! pcap port: replays a capture file (once) as received traffic and writes sent frames to
 //! another; also the pcap writer the tracer shares.
 
-use crate::{Port, PortInfo, PortStats, RxBatch};
-use pcap_file::pcap::{PcapHeader, PcapReader};
-use pcap_file::{DataLink, Endianness, PcapError, TsResolution};
+use crate::{PacketBatch, Port, PortInfo, PortStats};
+use flowpath_base::capture::{is_pcapng, PcapFileWriter};
+use pcap_file::pcap::PcapReader;
+use pcap_file::{DataLink, PcapError};
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
@@ -26,56 +27,35 @@ pub(crate) fn now() -> Duration {
         .unwrap_or_default()
 }
 
-/// A classic pcap file (little-endian, nanosecond timestamps, Ethernet) being written.
-///
-/// The file header comes from `pcap-file`; records are written here by hand because
-/// `pcap_file::pcap::PcapWriter` gives no access to its writer, so it could not be flushed
-/// without being consumed.
+/// A classic pcap file (little-endian, nanosecond timestamps, Ethernet) being written
+/// through a buffer, flushable at any time (the foundation's [`PcapFileWriter`]).
 pub(crate) struct PcapSink {
-    w: BufWriter<File>,
+    w: PcapFileWriter<BufWriter<File>>,
     path: PathBuf,
 }
 
 impl PcapSink {
     pub(crate) fn create(path: &Path, buffer: usize) -> io::Result<PcapSink> {
         let ctx = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
-        let mut w = BufWriter::with_capacity(buffer, File::create(path).map_err(ctx)?);
-        let header = PcapHeader {
-            version_major: 2,
-            version_minor: 4,
-            ts_correction: 0,
-            ts_accuracy: 0,
-            snaplen: 65535,
-            datalink: DataLink::ETHERNET,
-            ts_resolution: TsResolution::NanoSecond,
-            endianness: Endianness::Little,
-        };
-        header.write_to(&mut w).map_err(|e| pcap_err(path, e))?;
+        let f = BufWriter::with_capacity(buffer, File::create(path).map_err(ctx)?);
         Ok(PcapSink {
-            w,
+            w: PcapFileWriter::new(f, true).map_err(ctx)?,
             path: path.to_path_buf(),
         })
     }
 
     /// Append one record; goes to the file when the buffer fills or on [`PcapSink::flush`].
     pub(crate) fn write(&mut self, ts: Duration, frame: &[u8]) -> io::Result<()> {
-        let len = frame.len().min(65535) as u32;
-        let mut rec = [0u8; 16];
-        rec[0..4].copy_from_slice(&(ts.as_secs() as u32).to_le_bytes());
-        rec[4..8].copy_from_slice(&ts.subsec_nanos().to_le_bytes());
-        rec[8..12].copy_from_slice(&len.to_le_bytes());
-        rec[12..16].copy_from_slice(&(frame.len() as u32).to_le_bytes());
-        self.w.write_all(&rec)?;
-        self.w.write_all(&frame[..len as usize])
+        self.w.write(ts, frame)
     }
 
     /// Bytes written but still in the buffer.
     pub(crate) fn buffered(&self) -> usize {
-        self.w.buffer().len()
+        self.w.get_ref().buffer().len()
     }
 
     pub(crate) fn flush(&mut self) -> io::Result<()> {
-        self.w.flush()
+        self.w.get_mut().flush()
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -84,7 +64,7 @@ impl PcapSink {
 }
 
 /// Where replayed frames come from: a classic pcap file is streamed; a pcapng file is read
-/// whole when opened (through `flowpath_gen`'s reader).
+/// whole when opened (through the foundation's capture reader).
 enum RxSource {
     Pcap(PcapReader<BufReader<File>>),
     Frames(std::vec::IntoIter<Vec<u8>>),
@@ -134,8 +114,8 @@ fn open_reader(path: &Path) -> io::Result<RxSource> {
     let mut f = File::open(path).map_err(ctx)?;
     let mut magic = [0u8; 4];
     let got = f.read(&mut magic).map_err(ctx)?;
-    if got == 4 && magic == [0x0a, 0x0d, 0x0d, 0x0a] {
-        let cap = flowpath_gen::read_capture_file(path).map_err(ctx)?;
+    if got == 4 && is_pcapng(&magic) {
+        let cap = flowpath_base::capture::read_capture_file(path).map_err(ctx)?;
         return Ok(RxSource::Frames(cap.frames.into_iter()));
     }
     drop(f);
@@ -159,7 +139,7 @@ impl Port for PcapPort {
         &self.name
     }
 
-    fn recv(&mut self, batch: &mut RxBatch) -> io::Result<usize> {
+    fn recv(&mut self, batch: &mut PacketBatch) -> io::Result<usize> {
         let Some(r) = self.rx.as_mut().filter(|_| !self.rx_done) else {
             return Ok(0);
         };

@@ -2,7 +2,7 @@
 //! by frame without blocking.
 
 use crate::afpacket::ifreq;
-use crate::{Port, PortInfo, PortStats, RxBatch, MAX_FRAME};
+use crate::{PacketBatch, Port, PortInfo, PortStats, MAX_FRAME};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
@@ -101,7 +101,7 @@ impl Port for TapPort {
         &self.name
     }
 
-    fn recv(&mut self, batch: &mut RxBatch) -> io::Result<usize> {
+    fn recv(&mut self, batch: &mut PacketBatch) -> io::Result<usize> {
         if let Some(e) = self.gone {
             return Err(self.gone_err(e));
         }

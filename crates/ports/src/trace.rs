@@ -2,7 +2,7 @@
 //! to it to send, in order and time-stamped, to one pcap file.
 
 use crate::pcap::{now, PcapSink};
-use crate::{Port, PortInfo, PortStats, RxBatch};
+use crate::{PacketBatch, Port, PortInfo, PortStats};
 use std::io;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -50,7 +50,7 @@ impl<P: Port> Port for PcapTracer<P> {
         self.inner.name()
     }
 
-    fn recv(&mut self, batch: &mut RxBatch) -> io::Result<usize> {
+    fn recv(&mut self, batch: &mut PacketBatch) -> io::Result<usize> {
         let first = batch.len();
         let n = self.inner.recv(batch)?;
         if n > 0 {

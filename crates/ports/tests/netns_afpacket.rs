@@ -8,7 +8,7 @@
 
 use flowpath_ports::afpacket::AfPacketPort;
 use flowpath_ports::tap::TapPort;
-use flowpath_ports::{Port, RxBatch};
+use flowpath_ports::{PacketBatch, Port};
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;
 use std::process::Command;
@@ -143,7 +143,7 @@ fn send_all(port: &mut impl Port, frames: &[Vec<u8>], chunk: usize) {
 /// safety net so a broken port fails instead of hanging, not a performance threshold).
 fn recv_tagged(port: &mut impl Port, tag: u8, want: usize, limit: Duration) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
-    let mut b = RxBatch::new();
+    let mut b = PacketBatch::new();
     let start = Instant::now();
     while out.len() < want && start.elapsed() < limit {
         b.clear();
@@ -227,7 +227,7 @@ fn afpacket_fanout_shares_without_duplicates() {
             sent.iter().enumerate().map(|(i, f)| (&f[..], i)).collect();
         let mut seen = vec![0u32; sent.len()];
         let mut per_queue = [0usize; 2];
-        let mut b = RxBatch::new();
+        let mut b = PacketBatch::new();
         let start = Instant::now();
         while per_queue.iter().sum::<usize>() < sent.len()
             && start.elapsed() < Duration::from_secs(10)
@@ -315,7 +315,7 @@ fn afpacket_reports_deleted_veth() {
         run(&["ip", "-n", &name, "link", "del", "va"]);
 
         // recv: polls until the idle ring's socket error is checked.
-        let mut batch = RxBatch::new();
+        let mut batch = PacketBatch::new();
         let mut recv_err = None;
         for _ in 0..1000 {
             batch.clear();

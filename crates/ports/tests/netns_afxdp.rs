@@ -3,7 +3,7 @@
 
 use flowpath_ports::afxdp::{AfXdpOptions, AfXdpPort};
 use flowpath_ports::xdpgen::{attach_xdp_drop, attach_xdp_pass, LiveFrameTx, TxPlan, Vary};
-use flowpath_ports::{Port, RxBatch, XdpMode};
+use flowpath_ports::{PacketBatch, Port, XdpMode};
 use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -259,7 +259,7 @@ fn drain(
     keep: impl Fn(&[u8]) -> bool,
 ) -> Vec<Vec<u8>> {
     let mut got = Vec::new();
-    let mut b = RxBatch::new();
+    let mut b = PacketBatch::new();
     let end = Instant::now() + wait;
     while got.len() < want && Instant::now() < end {
         b.clear();
@@ -634,7 +634,7 @@ fn measure() {
         }
         total
     });
-    let mut b = RxBatch::new();
+    let mut b = PacketBatch::new();
     std::thread::sleep(Duration::from_millis(200));
     let s0 = port.stats();
     let t0 = Instant::now();

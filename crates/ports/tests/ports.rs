@@ -1,12 +1,11 @@
 //! Ports that need no privileges: in-memory, generated, pcap, and the tracing and
 //! fault-injecting wrappers.
 
-use flowpath_gen::InMemorySource;
+use flowpath_gen::{GeneratedPort, InMemorySource};
 use flowpath_packet::{parse, FlowKey, ParseOptions};
 use flowpath_ports::pcap::PcapPort;
 use flowpath_ports::{
-    FaultConfig, FaultInjector, GeneratedPort, MemoryPort, PcapTracer, Port, RxBatch, BATCH,
-    MAX_FRAME,
+    FaultConfig, FaultInjector, MemoryPort, PacketBatch, PcapTracer, Port, BATCH, MAX_FRAME,
 };
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
@@ -53,7 +52,7 @@ fn frames(n: u32) -> Vec<Vec<u8>> {
 /// Receive from `port` until `want` frames arrived or `polls` calls returned nothing new.
 fn drain(port: &mut impl Port, want: usize, polls: usize) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
-    let mut b = RxBatch::new();
+    let mut b = PacketBatch::new();
     let mut idle = 0;
     while out.len() < want && idle < polls {
         b.clear();
@@ -85,7 +84,7 @@ fn memory_port_round_trip() {
 
     // The batch takes at most BATCH at a time; the rest waits.
     h.inject_many(frames(BATCH as u32 + 5));
-    let mut b = RxBatch::new();
+    let mut b = PacketBatch::new();
     assert_eq!(port.recv(&mut b).unwrap(), BATCH);
     assert_eq!(h.pending(), 5);
 
@@ -105,7 +104,7 @@ fn generated_port_delivers_valid_frames() {
     let src = InMemorySource::udp4_flows(100, 64);
     let templates: Vec<Vec<u8>> = (0..100).map(|i| src.template(i).to_vec()).collect();
     let mut port = GeneratedPort::new("gen", src);
-    let mut b = RxBatch::new();
+    let mut b = PacketBatch::new();
     let mut key = FlowKey::default();
     let mut seen = 0;
     for _ in 0..10 {
@@ -154,7 +153,7 @@ fn pcap_port_replays_and_writes() {
     let got = drain(&mut port, usize::MAX, 3);
     assert_eq!(got, want, "the file replayed once, byte-exact");
     assert!(port.rx_done());
-    let mut b = RxBatch::new();
+    let mut b = PacketBatch::new();
     assert_eq!(port.recv(&mut b).unwrap(), 0, "once only");
     assert_eq!(port.stats().rx_packets, 1000);
 
@@ -204,7 +203,7 @@ fn tracer_records_rx_and_tx_in_order() {
     let (inner, h) = MemoryPort::new("m");
     let mut t = PcapTracer::new(inner, &path).unwrap();
     let mut expect = Vec::new();
-    let mut b = RxBatch::new();
+    let mut b = PacketBatch::new();
     for round in 0..20u32 {
         let rx: Vec<Vec<u8>> = (0..5).map(|i| frame(round * 100 + i)).collect();
         h.inject_many(&rx);
@@ -352,7 +351,7 @@ fn fault_delay_delivers_every_frame_once() {
     });
     let sent = frames(3000);
     let mut got = Vec::new();
-    let mut b = RxBatch::new();
+    let mut b = PacketBatch::new();
     // Trickle frames in so delayed ones overtake later arrivals.
     for chunk in sent.chunks(10) {
         h.inject_many(chunk);
@@ -391,7 +390,7 @@ fn fault_delay_holds_for_the_configured_polls() {
         ..FaultConfig::default()
     });
     h.inject(&frame(1));
-    let mut b = RxBatch::new();
+    let mut b = PacketBatch::new();
     for poll in 1..=3 {
         assert_eq!(p.recv(&mut b).unwrap(), 0, "poll {poll}");
     }

@@ -295,11 +295,7 @@ impl Daemon {
                     Some(t) if p.kind == PortKind::Afxdp => open_tier_port(p, q, t)?,
                     _ => p.open(q)?,
                 };
-                per_worker[q as usize % n_workers].push(WorkerPort {
-                    number: p.number,
-                    queue: q,
-                    port,
-                });
+                per_worker[q as usize % n_workers].push(WorkerPort::new(p.number, q, port));
             }
         }
 
@@ -323,6 +319,7 @@ impl Daemon {
                 core: cfg.workers.get(id).and_then(|w| w.core),
                 datapath: cfg.datapath_config(),
                 idle_sleep_max: Duration::from_micros(cfg.datapath.idle_sleep_max_us),
+                pace: None,
             };
             let h = spawn_worker_with_tier(&sw, wcfg, ports, stop.clone(), tier.clone())
                 .map_err(|e| format!("worker[{id}]: cannot start its thread: {e}"))?;

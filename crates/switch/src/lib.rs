@@ -13,6 +13,5 @@ pub use daemon::{format_stats, prometheus_text, Daemon, DaemonConfig};
 pub use pmd::{spawn_worker, spawn_worker_with_tier, WorkerConfig, WorkerPort, WorkerSnapshot};
 pub use state::{StateError, StateFile};
 pub use switch::{
-    spawn_control_with, spawn_generated_worker, time_replace, ReplaceTiming, RuleChangeHook,
-    StatsSync, StatsTicket, Switch, SwitchConfig,
+    spawn_control_with, RuleChangeHook, StatsSync, StatsTicket, Switch, SwitchConfig,
 };

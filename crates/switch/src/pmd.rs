@@ -9,20 +9,17 @@
 
 use crate::switch::{StatsTicket, Switch};
 use crate::tier::{TierAgent, XdpTier};
-use flowpath_datapath::tsc::{rdtsc, tsc_hz};
-use flowpath_datapath::{Datapath, DatapathConfig, DatapathStats, OutputSink};
-use flowpath_ports::{Port, PortInfo, PortStats, RxBatch};
+
+use flowpath_base::clock::{rdtsc, tsc_hz};
+use flowpath_base::{Port, PortInfo, PortStats};
+use flowpath_datapath::{Datapath, DatapathConfig, DatapathStats, PortOutputs, Worker};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// One port queue handed to a worker: the OpenFlow port number flows use, and the queue.
-pub struct WorkerPort {
-    pub number: u32,
-    pub queue: u32,
-    pub port: Box<dyn Port>,
-}
+pub type WorkerPort = flowpath_datapath::WorkerPort<Box<dyn Port>>;
 
 /// How a worker runs.
 #[derive(Clone, Debug)]
@@ -33,6 +30,9 @@ pub struct WorkerConfig {
     pub datapath: DatapathConfig,
     /// Longest nap when idle; zero means pure busy polling.
     pub idle_sleep_max: Duration,
+    /// Sleep this long after every iteration that received packets (to pace generated
+    /// traffic in demos and tests); `None`: never.
+    pub pace: Option<Duration>,
 }
 
 /// A port queue's counters as the worker last published them.
@@ -115,33 +115,6 @@ pub struct WorkerHandle {
     pub thread: JoinHandle<WorkerSnapshot>,
 }
 
-/// Output actions land here: port number → this worker's queue of that port.
-struct PortSink<'a> {
-    ports: &'a mut [WorkerPort],
-    /// `by_number[n]` = index into `ports` + 1 (0 = none) for the worker's tx queue of port n.
-    by_number: &'a [u16],
-    dirty: &'a mut [bool],
-    no_such_port: &'a mut u64,
-    tx: &'a mut u64,
-}
-
-impl OutputSink for PortSink<'_> {
-    #[inline]
-    fn output(&mut self, port: u32, data: &[u8]) {
-        let ix = self.by_number.get(port as usize).copied().unwrap_or(0);
-        if ix == 0 {
-            *self.no_such_port += 1;
-            return;
-        }
-        let ix = ix as usize - 1;
-        // A full ring is counted by the port as a tx drop.
-        if self.ports[ix].port.send(data) {
-            *self.tx += 1;
-        }
-        self.dirty[ix] = true;
-    }
-}
-
 /// Start a worker over `ports`. It runs until `stop` is set, then flushes, drops its ports
 /// (detaching any XDP program they own) and returns its final snapshot.
 pub fn spawn_worker(
@@ -173,41 +146,128 @@ pub fn spawn_worker_with_tier(
         .name(format!("flowpath-pmd{}", cfg.id))
         .spawn(move || {
             if let Some(core) = cfg.core {
-                if let Err(e) = pin_to_core(core) {
+                if let Err(e) = flowpath_base::cpu::pin_current_thread(core) {
                     eprintln!("flowpath: worker {}: cannot pin to CPU {core}: {e}", cfg.id);
                 }
             }
-            let mut dp = Datapath::new(store, cfg.datapath.clone());
-            let agent = tier.map(|t| TierAgent::new(t, &mut dp));
-            run_loop(cfg, dp, agent, ports, ticket, shared, stop)
+            let dp = Datapath::new(store, cfg.datapath.clone());
+            let out = PortOutputs::new(&ports);
+            let mut w = Worker::new(dp, ports, out, &format!("worker {}", cfg.id));
+            if let Some(t) = tier {
+                w.add_tier(Box::new(TierAgent::new(t)));
+            }
+            run_loop(cfg, w, ticket, shared, stop)
         })?;
     Ok(WorkerHandle { snapshot, thread })
 }
 
+/// The switch's thread around the one worker loop: poll, keep up with rule changes,
+/// nap when idle, publish counters, sweep the tiers' counters.
 fn run_loop(
     cfg: WorkerConfig,
-    mut dp: Datapath,
-    mut agent: Option<TierAgent>,
-    mut ports: Vec<WorkerPort>,
+    mut w: Worker<Box<dyn Port>, PortOutputs>,
     mut ticket: StatsTicket,
     shared: Arc<Mutex<WorkerSnapshot>>,
     stop: Arc<AtomicBool>,
 ) -> WorkerSnapshot {
     let hz = tsc_hz();
-    // The transmit queue for each port number: the worker's first queue of that port.
-    let max_no = ports.iter().map(|p| p.number).max().unwrap_or(0) as usize;
-    let mut by_number = vec![0u16; max_no + 1];
-    for (i, p) in ports.iter().enumerate().rev() {
-        by_number[p.number as usize] = i as u16 + 1;
+    let mut snap = first_snapshot(&cfg, &w, hz);
+    let publish_every = (hz / 200.0) as u64; // 5 ms
+    let push_every = (hz / 10.0) as u64; // rule counters every 100 ms
+    let collect_every = (hz / 10.0) as u64; // a slice of the tiers' counters
+    let has_tier = !w.tiers().is_empty();
+    let mut last_publish = rdtsc();
+    let mut last_push = last_publish;
+    let mut last_collect = last_publish;
+    let mut idle = Idle::default();
+    let mut t0 = rdtsc();
+    while !stop.load(Ordering::Relaxed) {
+        let got = w.poll();
+        if has_tier {
+            // Catch up with a rule change at once (not at the next upcall), so the kernel
+            // entries that survive it are re-stamped soon: one atomic load.
+            w.sync_rules();
+            if ticket.pending() {
+                w.collect_tiers(usize::MAX);
+            }
+        }
+        ticket.poll(w.datapath_mut());
+        let t1 = rdtsc();
+        snap.iterations += 1;
+        if got > 0 {
+            snap.busy_iterations += 1;
+            snap.busy_cycles += t1 - t0;
+            idle = Idle::default();
+            if let Some(p) = cfg.pace {
+                std::thread::sleep(p);
+            }
+        } else {
+            snap.idle_cycles += t1 - t0;
+            idle.wait(&cfg, &mut w, &mut snap);
+        }
+        let t2 = rdtsc();
+        // Sleeping and bookkeeping count as idle.
+        snap.idle_cycles += t2 - t1;
+        t0 = t2;
+        if has_tier && t2 - last_collect > collect_every {
+            w.collect_tiers(512);
+            last_collect = t2;
+        }
+        if t2 - last_push > push_every {
+            w.datapath_mut().push_rule_stats();
+            last_push = t2;
+        }
+        if t2 - last_publish > publish_every {
+            last_publish = t2;
+            publish(&mut snap, &w, &shared, false);
+        }
     }
-    let mut dirty = vec![false; ports.len()];
-    let mut down: Vec<Option<String>> = vec![None; ports.len()];
-    let mut batch = RxBatch::new();
-    let mut snap = WorkerSnapshot {
+    // Drain: push out what is queued, let tiers credit and clear, publish a last time.
+    w.finish();
+    publish(&mut snap, &w, &shared, true);
+    snap
+}
+
+/// Idle handling: after the first empty poll, flush what an earlier busy iteration left
+/// half-sent; after 1,024 empty polls, nap, doubling up to `idle_sleep_max`.
+#[derive(Default)]
+struct Idle {
+    polls: u32,
+    nap: Duration,
+}
+
+impl Idle {
+    fn wait(
+        &mut self,
+        cfg: &WorkerConfig,
+        w: &mut Worker<Box<dyn Port>, PortOutputs>,
+        snap: &mut WorkerSnapshot,
+    ) {
+        self.polls += 1;
+        if self.polls == 1 {
+            w.flush_ports(u64::MAX);
+        }
+        if self.polls > 1024 && !cfg.idle_sleep_max.is_zero() {
+            self.nap = (self.nap * 2)
+                .max(Duration::from_micros(10))
+                .min(cfg.idle_sleep_max);
+            std::thread::sleep(self.nap);
+            snap.sleeps += 1;
+        }
+    }
+}
+
+fn first_snapshot(
+    cfg: &WorkerConfig,
+    w: &Worker<Box<dyn Port>, PortOutputs>,
+    hz: f64,
+) -> WorkerSnapshot {
+    WorkerSnapshot {
         id: cfg.id,
         core: cfg.core,
         tsc_hz: hz,
-        ports: ports
+        ports: w
+            .ports()
             .iter()
             .map(|p| PortQueueSnapshot {
                 name: p.port.name().to_string(),
@@ -218,160 +278,28 @@ fn run_loop(
             })
             .collect(),
         ..WorkerSnapshot::default()
-    };
-    let publish_every = (hz / 200.0) as u64; // 5 ms
-    let push_every = (hz / 10.0) as u64; // rule counters every 100 ms
-    let collect_every = (hz / 10.0) as u64; // a slice of the kernel (XDP tier) counters
-    let mut last_publish = rdtsc();
-    let mut last_push = last_publish;
-    let mut last_collect = last_publish;
-    let mut idle_polls = 0u32;
-    let mut nap = Duration::ZERO;
-    let mut t0 = rdtsc();
-    while !stop.load(Ordering::Relaxed) {
-        let mut got = 0usize;
-        for i in 0..ports.len() {
-            if down[i].is_some() {
-                continue;
-            }
-            batch.clear();
-            match ports[i].port.recv(&mut batch) {
-                Ok(0) => continue,
-                Ok(n) => got += n,
-                Err(e) => {
-                    port_failed(&cfg, &ports[i], &e, &mut down[i]);
-                    continue;
-                }
-            }
-            let in_port = ports[i].number;
-            let mut sink = PortSink {
-                ports: &mut ports,
-                by_number: &by_number,
-                dirty: &mut dirty,
-                no_such_port: &mut snap.no_such_port,
-                tx: &mut snap.tx_packets,
-            };
-            batch.with_packets(|pkts| dp.process(in_port, pkts, &mut sink));
-            if let Some(a) = &mut agent {
-                a.after_batch(&mut dp);
-            }
-        }
-        if let Some(a) = &mut agent {
-            // Catch up with a rule change at once (not at the next upcall), so the kernel
-            // entries that survive it are re-stamped soon: one atomic load.
-            if dp.store().version() != dp.rule_version() {
-                dp.sync_rules();
-                a.after_batch(&mut dp);
-            }
-            if ticket.pending() {
-                a.collect(&mut dp);
-            }
-        }
-        for i in 0..ports.len() {
-            if dirty[i] && down[i].is_none() {
-                dirty[i] = false;
-                if let Err(e) = ports[i].port.flush() {
-                    port_failed(&cfg, &ports[i], &e, &mut down[i]);
-                }
-            }
-        }
-        ticket.poll(&mut dp);
-        let t1 = rdtsc();
-        snap.iterations += 1;
-        if got > 0 {
-            snap.busy_iterations += 1;
-            snap.busy_cycles += t1 - t0;
-            idle_polls = 0;
-            nap = Duration::ZERO;
-        } else {
-            snap.idle_cycles += t1 - t0;
-            idle_polls += 1;
-            // Flush transmit queues that an earlier busy iteration left half-sent.
-            if idle_polls == 1 {
-                for (i, p) in ports.iter_mut().enumerate() {
-                    if down[i].is_none() {
-                        let _ = p.port.flush();
-                    }
-                }
-            }
-            if idle_polls > 1024 && !cfg.idle_sleep_max.is_zero() {
-                nap = (nap * 2)
-                    .max(Duration::from_micros(10))
-                    .min(cfg.idle_sleep_max);
-                std::thread::sleep(nap);
-                snap.sleeps += 1;
-            }
-        }
-        let t2 = rdtsc();
-        // Sleeping and bookkeeping count as idle.
-        snap.idle_cycles += t2 - t1;
-        t0 = t2;
-        if let Some(a) = &mut agent {
-            if t2 - last_collect > collect_every {
-                a.collect_some(&mut dp, 512);
-                last_collect = t2;
-            }
-        }
-        if t2 - last_push > push_every {
-            dp.push_rule_stats();
-            last_push = t2;
-        }
-        if t2 - last_publish > publish_every {
-            last_publish = t2;
-            tier_counters(&mut snap, agent.as_ref());
-            publish(&mut snap, &dp, &ports, &down, &shared, false);
-        }
     }
-    // Drain: push out what is queued, credit counters to the rules, publish a last time.
-    for (i, p) in ports.iter_mut().enumerate() {
-        if down[i].is_none() {
-            let _ = p.port.flush();
-        }
-    }
-    if let Some(a) = &mut agent {
-        a.collect(&mut dp);
-    }
-    dp.push_rule_stats();
-    tier_counters(&mut snap, agent.as_ref());
-    if let Some(a) = &mut agent {
-        a.clear();
-    }
-    publish(&mut snap, &dp, &ports, &down, &shared, true);
-    snap
-}
-
-fn tier_counters(snap: &mut WorkerSnapshot, agent: Option<&TierAgent>) {
-    if let Some(a) = agent {
-        snap.xdp_hits = a.hits;
-        snap.xdp_entries = a.entries() as u64;
-        snap.xdp_not_offered = a.refused + a.unsupported;
-    }
-}
-
-fn port_failed(cfg: &WorkerConfig, p: &WorkerPort, e: &std::io::Error, down: &mut Option<String>) {
-    eprintln!(
-        "flowpath: worker {}: port '{}' (number {}, queue {}) failed: {e}; no longer polling it",
-        cfg.id,
-        p.port.name(),
-        p.number,
-        p.queue
-    );
-    *down = Some(e.to_string());
 }
 
 fn publish(
     snap: &mut WorkerSnapshot,
-    dp: &Datapath,
-    ports: &[WorkerPort],
-    down: &[Option<String>],
+    w: &Worker<Box<dyn Port>, PortOutputs>,
     shared: &Mutex<WorkerSnapshot>,
     wait: bool,
 ) {
-    snap.absorb(dp.stats());
-    for ((s, p), d) in snap.ports.iter_mut().zip(ports).zip(down) {
+    snap.absorb(w.datapath().stats());
+    snap.no_such_port = w.outputs().no_such_port;
+    snap.tx_packets = w.outputs().tx_packets;
+    if let Some(t) = w.tiers().first() {
+        let (hits, entries, not_offered) = t.counters();
+        snap.xdp_hits = hits;
+        snap.xdp_entries = entries;
+        snap.xdp_not_offered = not_offered;
+    }
+    for (s, p) in snap.ports.iter_mut().zip(w.ports()) {
         s.stats = p.port.stats();
-        if s.down.is_none() && d.is_some() {
-            s.down = d.clone();
+        if s.down.is_none() && p.down.is_some() {
+            s.down = p.down.clone();
         }
     }
     let guard = if wait {
@@ -382,21 +310,4 @@ fn publish(
     if let Some(mut g) = guard {
         g.clone_from(snap);
     }
-}
-
-/// Pin the calling thread to one CPU.
-pub fn pin_to_core(core: usize) -> std::io::Result<()> {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET stays inside it for
-    // core < CPU_SETSIZE, which is checked first.
-    unsafe {
-        if core >= libc::CPU_SETSIZE as usize {
-            return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
-        }
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(core, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
 }

@@ -4,11 +4,10 @@
 
 use crate::control::{reply, ControlSocket, Op, Request, Response};
 use crate::state::StateFile;
-use flowpath_datapath::{Datapath, DatapathConfig, OutputSink};
+use flowpath_datapath::Datapath;
 use flowpath_flowsyntax::{
     format_dump_line, parse_flow, parse_flows_file, DumpStats, FlowCommand, ParsedFlow,
 };
-use flowpath_gen::InMemorySource;
 use flowpath_pipeline::{now_ns, Backend, Change, Pipeline, RuleSpec, RuleStore, Selector};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -429,110 +428,4 @@ pub fn dump_lines(snap: &Pipeline, filter: &Selector, now: u64) -> Vec<String> {
             format_dump_line(&r.spec, &stats)
         })
         .collect()
-}
-
-/// A worker fed by generated in-memory traffic (until real ports exist): receives
-/// batches on `in_port`, runs them through the datapath, counts outputs, and answers
-/// stats requests. Returns the datapath when `stop` is set.
-pub fn spawn_generated_worker(
-    sw: &Arc<Switch>,
-    dp_cfg: DatapathConfig,
-    mut source: InMemorySource,
-    in_port: u32,
-    pace: Option<Duration>,
-    stop: Arc<AtomicBool>,
-) -> JoinHandle<Datapath> {
-    let mut ticket = sw.stats.register();
-    let store = sw.store.clone();
-    std::thread::Builder::new()
-        .name("flowpath-worker".into())
-        .spawn(move || {
-            let mut dp = Datapath::new(store, dp_cfg);
-            let mut sink = DiscardSink;
-            let mut last_push = Instant::now();
-            while !stop.load(Ordering::Relaxed) {
-                {
-                    let mut batch = source.rx_batch(32);
-                    dp.process(in_port, &mut batch, &mut sink);
-                }
-                ticket.poll(&mut dp);
-                if last_push.elapsed() >= Duration::from_millis(100) {
-                    dp.push_rule_stats();
-                    last_push = Instant::now();
-                }
-                if let Some(p) = pace {
-                    std::thread::sleep(p);
-                }
-            }
-            dp.push_rule_stats();
-            dp
-        })
-        .expect("spawn a worker")
-}
-
-/// Outputs go nowhere (the datapath counts them).
-struct DiscardSink;
-
-impl OutputSink for DiscardSink {
-    #[inline]
-    fn output(&mut self, _port: u32, _data: &[u8]) {}
-}
-
-/// How long the steps of a `replace` take (see [`time_replace`]).
-#[derive(Clone, Debug, Default)]
-pub struct ReplaceTiming {
-    pub flows: usize,
-    pub parse: Duration,
-    pub apply: Duration,
-    pub save: Duration,
-    pub total: Duration,
-}
-
-/// Time `replace` of `n` flows (/24 routes, like a routing table) into a switch that
-/// holds `n` different ones, through the same path a control request takes: parse,
-/// one atomic apply, save the state file in `dir`. Runs `runs` times; returns each.
-pub fn time_replace(n: usize, dir: &std::path::Path, runs: usize) -> Vec<ReplaceTiming> {
-    let text = |port: u32| {
-        let mut s = String::with_capacity(n * 72);
-        for i in 0..n {
-            s.push_str(&format!(
-                "table=0,priority=100,ip,nw_dst={}.{}.{}.0/24 actions=output:{port}\n",
-                10 + i / 65_536,
-                (i / 256) % 256,
-                i % 256
-            ));
-        }
-        s
-    };
-    let (a, b) = (text(1), text(2));
-    let state = StateFile::new(dir.join("flows.state"));
-    let store = RuleStore::new(Backend::TupleSpace);
-    let mut out = Vec::new();
-    for run in 0..runs + 1 {
-        let t = if run % 2 == 0 { &a } else { &b };
-        let t0 = Instant::now();
-        let flows = parse_flows_file(t, FlowCommand::Add).expect("generated flows parse");
-        let t1 = Instant::now();
-        store
-            .apply(vec![Change::Replace(
-                flows.into_iter().map(|f| f.spec).collect(),
-            )])
-            .expect("generated flows are valid");
-        let t2 = Instant::now();
-        let snap = store.snapshot();
-        let specs: Vec<&RuleSpec> = snap.rules().map(|r| &r.spec).collect();
-        state.save(&specs).expect("save the state file");
-        let t3 = Instant::now();
-        // The first run fills an empty switch; the timed ones replace a full set.
-        if run > 0 {
-            out.push(ReplaceTiming {
-                flows: n,
-                parse: t1 - t0,
-                apply: t2 - t1,
-                save: t3 - t2,
-                total: t3 - t0,
-            });
-        }
-    }
-    out
 }

@@ -8,8 +8,8 @@
 //!   the legacy way is removed first). `fp_inport[ifindex] = {port number, xsk_base}`,
 //!   `fp_ports[port number] = ifindex`; the AF_XDP sockets register in the tier's
 //!   `xsks_map` at `xsk_base + queue` through [`XskRegistrar`].
-//! - **Install.** A worker's [`TierAgent`] looks, after each batch, at the megaflows the
-//!   slow path installed ([`Datapath::installs`]) and offers each one whose actions
+//! - **Install.** A worker's [`TierAgent`] (a datapath [`Tier`]) reads, after each batch,
+//!   the megaflow cache's events: it offers each megaflow the slow path installed whose actions
 //!   [`actions_from`] accepts and whose mask has one of the 8 mask slots (masks are
 //!   registered on first use and never retired) to `fp_flows`, stamped with the rule
 //!   version the worker classified it under. The per-packet path takes no lock: the shared
@@ -30,7 +30,7 @@
 //!   the datapath then credits to the rules on their paths as usual.
 
 use crate::switch::RuleChangeHook;
-use flowpath_datapath::Datapath;
+use flowpath_datapath::{Datapath, MegaflowEvent, MegaflowId, Tier};
 use flowpath_packet::FlowKey;
 use flowpath_ports::xdp::XskRegistrar;
 use flowpath_xdptier::{
@@ -285,7 +285,6 @@ impl RuleChangeHook for XdpTier {
 
 /// A kernel entry a worker installed for one of its megaflows.
 struct Tracked {
-    gen: u32,
     mask_id: u32,
     mask: FlowKey,
     key: FlowKey,
@@ -294,14 +293,16 @@ struct Tracked {
     last: FpStat,
 }
 
-/// A worker's side of the tier: offers its new megaflows, re-stamps or removes them after
-/// rule changes and credits the kernel's counts to them.
+/// A worker's side of the tier, plugged into the worker loop through the datapath's
+/// [`Tier`] interface: it follows the megaflow events (offers what the slow path installs,
+/// deletes what the cache removes, re-stamps after a revalidation) and credits the kernel's
+/// counts to the megaflows by id. It never touches the cache's entries.
 pub struct TierAgent {
     tier: Arc<XdpTier>,
-    /// Megaflow slot → its kernel entry.
-    tracked: HashMap<u32, Tracked>,
-    syncs: u64,
-    /// Where the next [`TierAgent::collect_some`] starts.
+    /// Megaflow → its kernel entry.
+    tracked: HashMap<MegaflowId, Tracked>,
+    events: Vec<MegaflowEvent>,
+    /// Where the next partial [`Tier::collect`] starts.
     cursor: usize,
     /// Packets and bytes the kernel forwarded (or dropped) for this worker's entries.
     pub hits: u64,
@@ -314,12 +315,11 @@ pub struct TierAgent {
 }
 
 impl TierAgent {
-    pub fn new(tier: Arc<XdpTier>, dp: &mut Datapath) -> TierAgent {
-        dp.log_installs(true);
+    pub fn new(tier: Arc<XdpTier>) -> TierAgent {
         TierAgent {
             tier,
             tracked: HashMap::new(),
-            syncs: dp.stats().rule_syncs,
+            events: Vec::with_capacity(256),
             cursor: 0,
             hits: 0,
             bytes: 0,
@@ -333,44 +333,25 @@ impl TierAgent {
         self.tracked.len()
     }
 
-    /// After every `process` (and after a `sync_rules`): re-stamp after a rule change, then
-    /// offer what the slow path installed. Two loads and a branch when there is nothing.
-    #[inline]
-    pub fn after_batch(&mut self, dp: &mut Datapath) {
-        if dp.stats().rule_syncs != self.syncs {
-            self.syncs = dp.stats().rule_syncs;
-            self.resync(dp);
-        }
-        if !dp.installs().is_empty() {
-            self.offer(dp);
-            dp.clear_installs();
-        }
-    }
-
-    fn offer(&mut self, dp: &Datapath) {
+    /// Offer the megaflows in `installed` (one lock for all of them).
+    fn offer(&mut self, dp: &Datapath, installed: &[MegaflowId]) {
         let version = stamp(dp.rule_version());
-        if version == INVALID_VERSION {
+        if version == INVALID_VERSION || installed.is_empty() {
             return;
         }
         let tier = self.tier.clone();
         let mut g = tier.lock();
-        for &(slot, gen) in dp.installs() {
-            let mf = dp.megaflows();
-            let e = mf.entry(slot);
-            if !e.live || e.gen != gen {
-                continue;
-            }
-            // A reused megaflow slot: its old kernel entry goes first.
-            if let Some(old) = self.tracked.remove(&slot) {
-                g.forget(&old);
-            }
-            let Some(act) = actions_from(&e.actions, |p| tier.dev_of(p)) else {
+        for &id in installed {
+            let Some(mf) = dp.megaflow(id) else {
+                continue; // already gone again (evicted within the batch)
+            };
+            let Some(act) = actions_from(mf.actions(), |p| tier.dev_of(p)) else {
                 self.unsupported += 1;
                 continue;
             };
-            let mask = *mf.mask_of(slot);
+            let (mask, key) = (*mf.mask(), *mf.key());
             // Tunnel metadata (VXLAN) never reaches the kernel tier: no packet could hit.
-            if flowpath_xdptier::flow_key(0, &mask, &e.key).is_none() {
+            if flowpath_xdptier::flow_key(0, &mask, &key).is_none() {
                 self.unsupported += 1;
                 continue;
             }
@@ -386,68 +367,65 @@ impl TierAgent {
             let last = g.tier.stats(kslot).unwrap_or_default();
             if let Err(err) = g
                 .tier
-                .insert_versioned(mask_id, &mask, &e.key, act, kslot, version)
+                .insert_versioned(mask_id, &mask, &key, act, kslot, version)
             {
                 eprintln!("flowpath: xdp tier: {err}");
                 g.free_slots.push(kslot);
                 self.refused += 1;
                 continue;
             }
-            self.tracked.insert(
-                slot,
-                Tracked {
-                    gen,
-                    mask_id,
-                    mask,
-                    key: e.key,
-                    act,
-                    kslot,
-                    last,
-                },
-            );
+            let t = Tracked {
+                mask_id,
+                mask,
+                key,
+                act,
+                kslot,
+                last,
+            };
+            self.tracked.insert(id, t);
         }
     }
 
-    /// The rules changed and the megaflows were revalidated: the survivors' kernel entries
-    /// get the new version (their decisions are unchanged), the others are deleted.
-    fn resync(&mut self, dp: &mut Datapath) {
-        let version = stamp(dp.rule_version());
+    /// Delete the kernel entries of megaflows the cache removed.
+    fn forget(&mut self, removed: &[MegaflowId]) {
+        if removed.iter().all(|id| !self.tracked.contains_key(id)) {
+            return;
+        }
         let tier = self.tier.clone();
         let mut g = tier.lock();
-        let mf = dp.megaflows();
-        let mut dead = Vec::new();
-        for (&slot, t) in &self.tracked {
-            let e = mf.entry(slot);
-            let alive = e.live && e.gen == t.gen && version != INVALID_VERSION;
-            if !alive
-                || g.tier
-                    .insert_versioned(t.mask_id, &t.mask, &t.key, t.act, t.kslot, version)
-                    .is_err()
-            {
-                dead.push(slot);
-            }
-        }
-        for slot in dead {
-            if let Some(t) = self.tracked.remove(&slot) {
+        for id in removed {
+            if let Some(t) = self.tracked.remove(id) {
                 g.forget(&t);
             }
         }
     }
 
-    /// Credit the kernel's counts since the last read to the megaflows (the datapath's
-    /// next stats push credits them to the rules); entries of megaflows that are gone
-    /// (evicted) are deleted. All entries: one map read each.
-    pub fn collect(&mut self, dp: &mut Datapath) {
-        self.collect_range(dp, 0, usize::MAX);
+    /// The rules changed and the megaflows were revalidated: the survivors' kernel entries
+    /// get the new version (their decisions are unchanged), the others are deleted.
+    fn resync(&mut self, dp: &Datapath) {
+        let version = stamp(dp.rule_version());
+        let tier = self.tier.clone();
+        let mut g = tier.lock();
+        let mut dead = Vec::new();
+        for (&id, t) in &self.tracked {
+            let alive = dp.megaflow(id).is_some() && version != INVALID_VERSION;
+            if !alive
+                || g.tier
+                    .insert_versioned(t.mask_id, &t.mask, &t.key, t.act, t.kslot, version)
+                    .is_err()
+            {
+                dead.push(id);
+            }
+        }
+        for id in dead {
+            if let Some(t) = self.tracked.remove(&id) {
+                g.forget(&t);
+            }
+        }
     }
 
-    /// [`TierAgent::collect`] for at most `max` entries, continuing where the last call
-    /// stopped, so a large table is swept in slices instead of stalling the worker.
-    pub fn collect_some(&mut self, dp: &mut Datapath, max: usize) {
-        let seen = self.collect_range(dp, self.cursor, max);
-        self.cursor = if seen < max { 0 } else { self.cursor + seen };
-    }
-
+    /// Credit the kernel's counts since the last read for at most `max` entries from the
+    /// `skip`-th on; entries of megaflows that are gone are deleted. Returns entries seen.
     fn collect_range(&mut self, dp: &mut Datapath, skip: usize, max: usize) -> usize {
         if self.tracked.is_empty() {
             return 0;
@@ -456,7 +434,7 @@ impl TierAgent {
         let mut g = tier.lock();
         let mut dead = Vec::new();
         let mut seen = 0;
-        for (&slot, t) in self.tracked.iter_mut().skip(skip).take(max) {
+        for (&id, t) in self.tracked.iter_mut().skip(skip).take(max) {
             seen += 1;
             let now = g.tier.stats(t.kslot).unwrap_or(t.last);
             let (dpk, dby) = (
@@ -464,34 +442,80 @@ impl TierAgent {
                 now.bytes.saturating_sub(t.last.bytes),
             );
             t.last = now;
-            let e = dp.megaflows_mut().entry_mut(slot);
-            if e.live && e.gen == t.gen {
-                if dpk > 0 {
-                    e.packets += dpk;
-                    e.bytes += dby;
-                    e.referenced = true;
-                    self.hits += dpk;
-                    self.bytes += dby;
-                }
+            if dp.credit_megaflow(id, dpk, dby) {
+                self.hits += dpk;
+                self.bytes += dby;
             } else {
-                dead.push(slot);
+                dead.push(id);
             }
         }
-        for slot in dead {
-            if let Some(t) = self.tracked.remove(&slot) {
+        for id in dead {
+            if let Some(t) = self.tracked.remove(&id) {
                 g.forget(&t);
             }
         }
         seen
     }
+}
+
+impl Tier for TierAgent {
+    /// Follow the megaflow events in order; two loads and a branch when there are none.
+    #[inline]
+    fn after_batch(&mut self, dp: &mut Datapath) {
+        if !dp.has_megaflow_events() {
+            return;
+        }
+        let mut events = std::mem::take(&mut self.events);
+        dp.take_megaflow_events(&mut events);
+        let mut installed: Vec<MegaflowId> = Vec::new();
+        let mut removed: Vec<MegaflowId> = Vec::new();
+        for ev in &events {
+            match *ev {
+                MegaflowEvent::Installed(id) => installed.push(id),
+                MegaflowEvent::Removed(id) => {
+                    installed.retain(|&i| i != id);
+                    removed.push(id);
+                }
+                MegaflowEvent::Flushed => {
+                    installed.clear();
+                    removed.extend(self.tracked.keys().copied());
+                }
+                MegaflowEvent::Revalidated => {
+                    self.forget(&std::mem::take(&mut removed));
+                    self.resync(dp);
+                }
+            }
+        }
+        self.forget(&removed);
+        self.offer(dp, &installed);
+        events.clear();
+        self.events = events;
+    }
+
+    fn collect(&mut self, dp: &mut Datapath, budget: usize) {
+        if budget == usize::MAX {
+            self.collect_range(dp, 0, usize::MAX);
+            return;
+        }
+        let seen = self.collect_range(dp, self.cursor, budget);
+        self.cursor = if seen < budget { 0 } else { self.cursor + seen };
+    }
 
     /// Delete every kernel entry of this worker (it is stopping).
-    pub fn clear(&mut self) {
+    fn clear(&mut self, _dp: &mut Datapath) {
         let tier = self.tier.clone();
         let mut g = tier.lock();
         for (_, t) in self.tracked.drain() {
             g.forget(&t);
         }
+    }
+
+    fn counters(&self) -> (u64, u64, u64) {
+        (
+            self.hits,
+            self.tracked.len() as u64,
+            self.refused + self.unsupported,
+        )
     }
 }
 

@@ -81,27 +81,16 @@ fn worker_forwards_exactly_as_the_datapath_says() {
     let (p3, h3) = MemoryPort::new("p3");
     let stop = Arc::new(AtomicBool::new(false));
     let ports = vec![
-        WorkerPort {
-            number: 1,
-            queue: 0,
-            port: Box::new(p1),
-        },
-        WorkerPort {
-            number: 2,
-            queue: 0,
-            port: Box::new(p2),
-        },
-        WorkerPort {
-            number: 3,
-            queue: 0,
-            port: Box::new(p3),
-        },
+        WorkerPort::new(1, 0, Box::new(p1)),
+        WorkerPort::new(2, 0, Box::new(p2)),
+        WorkerPort::new(3, 0, Box::new(p3)),
     ];
     let cfg = WorkerConfig {
         id: 0,
         core: None,
         datapath: DatapathConfig::default(),
         idle_sleep_max: Duration::from_micros(200),
+        pace: None,
     };
     let w = spawn_worker(&sw, cfg, ports, stop.clone()).unwrap();
     let all = frames();
@@ -169,7 +158,7 @@ fn a_failing_port_is_dropped_and_the_others_carry_on() {
         fn name(&self) -> &str {
             "broken"
         }
-        fn recv(&mut self, _b: &mut flowpath_ports::RxBatch) -> std::io::Result<usize> {
+        fn recv(&mut self, _b: &mut flowpath_ports::PacketBatch) -> std::io::Result<usize> {
             Err(std::io::Error::from_raw_os_error(ENXIO))
         }
         fn send(&mut self, _f: &[u8]) -> bool {
@@ -194,27 +183,16 @@ fn a_failing_port_is_dropped_and_the_others_carry_on() {
     let (p2, h2) = MemoryPort::new("p2");
     let stop = Arc::new(AtomicBool::new(false));
     let ports = vec![
-        WorkerPort {
-            number: 3,
-            queue: 0,
-            port: Box::new(Broken),
-        },
-        WorkerPort {
-            number: 1,
-            queue: 0,
-            port: Box::new(p1),
-        },
-        WorkerPort {
-            number: 2,
-            queue: 0,
-            port: Box::new(p2),
-        },
+        WorkerPort::new(3, 0, Box::new(Broken)),
+        WorkerPort::new(1, 0, Box::new(p1)),
+        WorkerPort::new(2, 0, Box::new(p2)),
     ];
     let cfg = WorkerConfig {
         id: 0,
         core: None,
         datapath: DatapathConfig::default(),
         idle_sleep_max: Duration::from_micros(100),
+        pace: None,
     };
     let w = spawn_worker(&sw, cfg, ports, stop.clone()).unwrap();
     let f = build(&FrameSpec::udp4(
@@ -326,6 +304,7 @@ fn daemon_runs_from_config_and_restores_flows() {
         d = dir.display()
     );
     let cfg = DaemonConfig::parse(&text).unwrap();
+    register_generator();
     let stop = Arc::new(AtomicBool::new(false));
     let d = Daemon::start(&cfg, dir.join("x"), dir.join("y"), stop.clone()).unwrap();
     assert_eq!(d.restored_flows, 1, "first start installs the flows file");
@@ -363,7 +342,7 @@ fn daemon_runs_from_config_and_restores_flows() {
     let fin = d.join();
     assert!(fin[0].packets > 1000 && fin[0].emc_hits + fin[0].megaflow_hits > 0);
     // Every frame written to the pcap went through the worker's tx.
-    let written = flowpath_gen::pcap::read_capture_file(dir.join("out.pcap"))
+    let written = flowpath_gen::read_capture_file(dir.join("out.pcap"))
         .unwrap()
         .frames;
     assert!(!written.is_empty());
@@ -387,4 +366,13 @@ fn http_get(addr: std::net::SocketAddr) -> String {
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     out
+}
+
+/// Generator ports come from the traffic generator, which registers its opener with the
+/// ports crate (the binary does this at start; so does this test).
+fn register_generator() {
+    flowpath_ports::register_generator(|name, flows, size| {
+        let src = flowpath_gen::InMemorySource::udp4_flows(flows as usize, size as usize);
+        Box::new(flowpath_gen::GeneratedPort::new(name, src))
+    });
 }

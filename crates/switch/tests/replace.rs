@@ -89,7 +89,7 @@ fn replace_is_atomic_for_traffic() {
                 if swapped.load(Ordering::Acquire) {
                     after += 1;
                 }
-                let mut batch = src.rx_batch(32);
+                let mut batch = src.lend(32);
                 let dsts: Vec<u32> = batch
                     .iter()
                     .map(|p| u32::from_be_bytes(p.data()[30..34].try_into().unwrap()))

@@ -5,8 +5,8 @@
 //! megaflows are gone too (its packets take the next rule).
 
 use flowpath_datapath::DatapathConfig;
-use flowpath_gen::{FrameSpec, InMemorySource};
-use flowpath_switch::{spawn_generated_worker, Op, Request, Switch, SwitchConfig};
+use flowpath_gen::{FrameSpec, GeneratedPort, InMemorySource};
+use flowpath_switch::{spawn_worker, Op, Request, Switch, SwitchConfig, WorkerConfig, WorkerPort};
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -56,14 +56,20 @@ table=0,priority=100,ip actions=output:9
         64,
     ));
     let stop = Arc::new(AtomicBool::new(false));
-    let worker = spawn_generated_worker(
+    let port = GeneratedPort::new("gen", InMemorySource::new(vec![frame]));
+    let worker = spawn_worker(
         &sw,
-        DatapathConfig::default(),
-        InMemorySource::new(vec![frame]),
-        1,
-        Some(Duration::from_micros(200)),
+        WorkerConfig {
+            id: 0,
+            core: None,
+            datapath: DatapathConfig::default(),
+            idle_sleep_max: Duration::ZERO,
+            pace: Some(Duration::from_micros(200)),
+        },
+        vec![WorkerPort::new(1, 0, Box::new(port))],
         stop.clone(),
-    );
+    )
+    .unwrap();
     let expiry = sw.spawn_expiry(stop.clone());
 
     // Counts are live: two dumps a little apart show the busy rule's count growing.
@@ -119,6 +125,6 @@ table=0,priority=100,ip actions=output:9
     assert!(field(&last[0], "n_packets") > 0, "{last:#?}");
 
     stop.store(true, Ordering::Relaxed);
-    worker.join().unwrap();
+    worker.thread.join().unwrap();
     expiry.join().unwrap();
 }

@@ -10,10 +10,11 @@
 //! timed interleaved (see [`points`]).
 
 use super::{Point, ScalingPoint, Spread, SuiteConfig};
-use crate::runner::{packets_at, pump, StageShare};
+use crate::harness::Harness;
+use crate::runner::{packets_at, StageShare};
 use crate::workload::{class_pipeline, FrameMix, TrafficClass};
-use flowpath_datapath::tsc::{rdtsc, tsc_hz};
-use flowpath_datapath::{CountingSink, Datapath, DatapathConfig, DatapathStats};
+use flowpath_base::clock::tsc_hz;
+use flowpath_datapath::{DatapathConfig, DatapathStats};
 use flowpath_gen::InMemorySource;
 use flowpath_pipeline::{Backend, RuleSpec, RuleStore};
 use std::sync::{Arc, Barrier};
@@ -47,60 +48,19 @@ fn store_with(rules: Vec<RuleSpec>) -> Arc<RuleStore> {
     store
 }
 
-/// One worker: its datapath (own caches), its source and its sink.
-struct Worker {
-    dp: Datapath,
-    source: InMemorySource,
-    sink: CountingSink,
-    frame_bytes: f64,
+/// One worker's harness (own caches, source and sink), set up as the module says.
+fn worker(store: Arc<RuleStore>, source: InMemorySource, cfg: &SuiteConfig, seed: u64) -> Harness {
+    let dp_cfg = DatapathConfig {
+        emc_insert_inv_prob: cfg.emc_insert_inv_prob,
+        megaflow_max: cfg.megaflow_max,
+        ..DatapathConfig::default()
+    };
+    Harness::new(store, dp_cfg, source.with_seed(seed))
 }
 
-impl Worker {
-    fn new(store: Arc<RuleStore>, source: InMemorySource, cfg: &SuiteConfig, seed: u64) -> Worker {
-        let n = source.template_count();
-        let frame_bytes = (0..n)
-            .map(|i| source.template(i).len() as f64 + 4.0)
-            .sum::<f64>()
-            / n as f64;
-        let dp_cfg = DatapathConfig {
-            emc_insert_inv_prob: cfg.emc_insert_inv_prob,
-            megaflow_max: cfg.megaflow_max,
-            ..DatapathConfig::default()
-        };
-        Worker {
-            dp: Datapath::new(store, dp_cfg),
-            source: source.with_seed(seed),
-            sink: CountingSink::default(),
-            frame_bytes,
-        }
-    }
-
-    /// Fill the megaflow cache with new flows, then warm up at miss rate `m`.
-    fn settle(&mut self, cfg: &SuiteConfig, m: f64) {
-        self.source.set_new_flow_share(1.0);
-        pump(
-            &mut self.dp,
-            &mut self.source,
-            &mut self.sink,
-            prefill_packets(cfg),
-        );
-        self.source.set_new_flow_share(m);
-        pump(
-            &mut self.dp,
-            &mut self.source,
-            &mut self.sink,
-            warm_packets(cfg, m),
-        );
-    }
-
-    /// One timed run: TSC cycles for `packets` packets, and the datapath's counters.
-    fn timed(&mut self, packets: u64) -> (u64, DatapathStats) {
-        self.dp.reset_stats();
-        let t0 = rdtsc();
-        pump(&mut self.dp, &mut self.source, &mut self.sink, packets);
-        let dt = rdtsc() - t0;
-        (dt, self.dp.stats().clone())
-    }
+/// Fill the megaflow cache with new flows, then warm up at miss rate `m`.
+fn settle(h: &mut Harness, cfg: &SuiteConfig, m: f64) {
+    h.settle(prefill_packets(cfg), m, warm_packets(cfg, m));
 }
 
 /// One operating point to measure on one core.
@@ -134,12 +94,12 @@ pub(crate) fn points(cfg: &SuiteConfig, specs: &[Spec], tick: &mut dyn FnMut(f64
         .sum::<f64>()
         .max(1.0);
     let mut done = 0.0;
-    let mut workers: Vec<Worker> = specs
+    let mut workers: Vec<Harness> = specs
         .iter()
         .map(|s| {
             let (rules, source) = class_pipeline(s.class, cfg.flows, s.mix);
-            let mut w = Worker::new(store_with(rules), source, cfg, cfg.seed);
-            w.settle(cfg, s.m);
+            let mut w = worker(store_with(rules), source, cfg, cfg.seed);
+            settle(&mut w, cfg, s.m);
             done += settle_cost(s);
             tick(done / total);
             w
@@ -163,8 +123,8 @@ pub(crate) fn points(cfg: &SuiteConfig, specs: &[Spec], tick: &mut dyn FnMut(f64
                 s.m,
                 smp,
                 packets_at(cfg.packets, s.m, cfg.min_packets),
-                w.frame_bytes,
-                w.dp.megaflows().len(),
+                w.frame_bytes(),
+                w.datapath().megaflows().len(),
             )
         })
         .collect()
@@ -234,10 +194,11 @@ pub(crate) fn scaling(
                 let (settled, gates) = (&settled, &gates);
                 let cpu = cpus.get(k).copied();
                 s.spawn(move || {
-                    let pinned = pin && cpu.is_some_and(affinity::pin_current_thread);
+                    let pinned = pin
+                        && cpu.is_some_and(|c| flowpath_base::cpu::pin_current_thread(c).is_ok());
                     let (_, source) = class_pipeline(class, cfg.flows, mix);
-                    let mut w = Worker::new(store, source, cfg, cfg.seed + k as u64);
-                    w.settle(cfg, m);
+                    let mut w = worker(store, source, cfg, cfg.seed + k as u64);
+                    settle(&mut w, cfg, m);
                     settled.wait();
                     let mut dts = vec![Vec::with_capacity(runs); cores.len()];
                     for _ in 0..runs {
@@ -310,7 +271,7 @@ pub(crate) fn scaling(
         .collect()
 }
 
-/// Thread-to-CPU pinning (Linux `sched_setaffinity`; elsewhere a no-op that says so).
+/// The CPUs this process may use (Linux `sched_getaffinity`); pinning is the foundation's.
 mod affinity {
     /// CPUs this process may run on, in order.
     #[cfg(target_os = "linux")]
@@ -327,25 +288,9 @@ mod affinity {
         }
     }
 
-    /// Pin the calling thread to `cpu`; false if that failed.
-    #[cfg(target_os = "linux")]
-    pub fn pin_current_thread(cpu: usize) -> bool {
-        // SAFETY: as above; pid 0 is the calling thread.
-        unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(cpu, &mut set);
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
-        }
-    }
-
     #[cfg(not(target_os = "linux"))]
     pub fn allowed_cpus() -> Vec<usize> {
         (0..super::super::available_cores()).collect()
-    }
-
-    #[cfg(not(target_os = "linux"))]
-    pub fn pin_current_thread(_cpu: usize) -> bool {
-        false
     }
 }
 

@@ -1,0 +1,153 @@
+//! Capture files: read any pcap or pcapng file of Ethernet frames, and write classic pcap
+//! records (flushable at any time), for pcap ports, tracers and the traffic generator.
+
+use pcap_file::pcap::{PcapHeader, PcapReader};
+use pcap_file::pcapng::{Block, PcapNgReader};
+use pcap_file::{DataLink, Endianness, PcapError, TsResolution};
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::path::Path;
+use std::time::Duration;
+
+/// A `pcap-file` error as an I/O error (the I/O error itself where there is one).
+pub fn pcap_error(e: PcapError) -> io::Error {
+    match e {
+        PcapError::IoError(e) => e,
+        e => io::Error::new(io::ErrorKind::InvalidData, e.to_string()),
+    }
+}
+
+/// Whether `magic` (a file's first four bytes) starts a pcapng file.
+pub fn is_pcapng(magic: &[u8]) -> bool {
+    magic == [0x0a, 0x0d, 0x0d, 0x0a]
+}
+
+/// The frames of a capture, in file order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Capture {
+    pub frames: Vec<Vec<u8>>,
+    /// Frames captured shorter than they were on the wire (snap length): replayed as
+    /// captured.
+    pub truncated: u64,
+    /// `"pcap"` or `"pcapng"`.
+    pub format: &'static str,
+}
+
+/// Read a capture (pcap, either byte order and resolution, or pcapng) of Ethernet frames.
+///
+/// # Errors
+/// I/O errors, a file that is neither format, or a link type other than Ethernet.
+pub fn read_capture(mut input: impl Read) -> io::Result<Capture> {
+    let mut data = Vec::new();
+    input.read_to_end(&mut data)?;
+    let bad = |m: String| io::Error::new(io::ErrorKind::InvalidData, m);
+    let magic = data
+        .get(..4)
+        .ok_or_else(|| bad("file too short for a capture".into()))?;
+    let mut cap = Capture::default();
+    let not_ethernet = |l: DataLink| {
+        bad(format!(
+            "link type {l:?}: only Ethernet captures can be replayed"
+        ))
+    };
+    if is_pcapng(magic) {
+        cap.format = "pcapng";
+        let mut r = PcapNgReader::new(&data[..]).map_err(pcap_error)?;
+        while let Some(block) = r.next_block() {
+            let (iface, frame, orig) = match block.map_err(pcap_error)? {
+                Block::EnhancedPacket(p) => (p.interface_id, p.data.into_owned(), p.original_len),
+                Block::SimplePacket(p) => (0, p.data.into_owned(), p.original_len),
+                Block::Packet(p) => (p.interface_id as u32, p.data.into_owned(), p.original_len),
+                _ => continue,
+            };
+            let link = r
+                .interfaces()
+                .get(iface as usize)
+                .map(|i| i.linktype)
+                .ok_or_else(|| bad(format!("packet on undeclared interface {iface}")))?;
+            if link != DataLink::ETHERNET {
+                return Err(not_ethernet(link));
+            }
+            cap.truncated += (orig as usize > frame.len()) as u64;
+            cap.frames.push(frame);
+        }
+    } else {
+        cap.format = "pcap";
+        let mut r = PcapReader::new(&data[..]).map_err(pcap_error)?;
+        let link = r.header().datalink;
+        if link != DataLink::ETHERNET {
+            return Err(not_ethernet(link));
+        }
+        while let Some(p) = r.next_packet() {
+            let p = p.map_err(pcap_error)?;
+            cap.truncated += (p.orig_len as usize > p.data.len()) as u64;
+            cap.frames.push(p.data.into_owned());
+        }
+    }
+    Ok(cap)
+}
+
+/// [`read_capture`] from a file.
+pub fn read_capture_file(path: impl AsRef<Path>) -> io::Result<Capture> {
+    read_capture(File::open(path)?)
+}
+
+/// Writes a classic little-endian pcap file of Ethernet frames: the header when created,
+/// then one record per [`PcapFileWriter::write`]. Unlike `pcap_file`'s writer it keeps its
+/// writer reachable, so a buffered file can be flushed without being consumed.
+pub struct PcapFileWriter<W: Write> {
+    w: W,
+    nanos: bool,
+}
+
+impl<W: Write> PcapFileWriter<W> {
+    /// Write the file header; timestamps in nanoseconds when `nanos`, else microseconds.
+    pub fn new(mut w: W, nanos: bool) -> io::Result<PcapFileWriter<W>> {
+        let header = PcapHeader {
+            version_major: 2,
+            version_minor: 4,
+            ts_correction: 0,
+            ts_accuracy: 0,
+            snaplen: 65535,
+            datalink: DataLink::ETHERNET,
+            ts_resolution: if nanos {
+                TsResolution::NanoSecond
+            } else {
+                TsResolution::MicroSecond
+            },
+            endianness: Endianness::Little,
+        };
+        header.write_to(&mut w).map_err(pcap_error)?;
+        Ok(PcapFileWriter { w, nanos })
+    }
+
+    /// Append one record (frames over 65,535 bytes are cut there, with the original length
+    /// kept in the record).
+    pub fn write(&mut self, ts: Duration, frame: &[u8]) -> io::Result<()> {
+        let len = frame.len().min(65535) as u32;
+        let sub = if self.nanos {
+            ts.subsec_nanos()
+        } else {
+            ts.subsec_micros()
+        };
+        let mut rec = [0u8; 16];
+        rec[0..4].copy_from_slice(&(ts.as_secs() as u32).to_le_bytes());
+        rec[4..8].copy_from_slice(&sub.to_le_bytes());
+        rec[8..12].copy_from_slice(&len.to_le_bytes());
+        rec[12..16].copy_from_slice(&(frame.len() as u32).to_le_bytes());
+        self.w.write_all(&rec)?;
+        self.w.write_all(&frame[..len as usize])
+    }
+
+    pub fn get_ref(&self) -> &W {
+        &self.w
+    }
+
+    pub fn get_mut(&mut self) -> &mut W {
+        &mut self.w
+    }
+
+    pub fn into_inner(self) -> W {
+        self.w
+    }
+}

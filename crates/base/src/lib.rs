@@ -1,0 +1,19 @@
+//! The floor every flowpath crate stands on: the packet view and the batch (with the one
+//! batch capacity, [`BATCH`]), the [`Port`] trait, capture files, the TSC clock, CPU pinning.
+//!
+//! Nothing here knows about flow keys, caches, rules or traffic generation: `packet`,
+//! `ports`, `gen` and `datapath` all build on this crate, and none of them on each other
+//! for these types. See docs/architecture.md for the whole crate graph.
+
+pub mod batch;
+pub mod capture;
+pub mod clock;
+pub mod cpu;
+pub mod packet;
+pub mod port;
+pub mod rng;
+
+pub use batch::{PacketBatch, BATCH, FRAME, MAX_FRAME};
+pub use packet::{Packet, HEADROOM};
+pub use port::{Port, PortInfo, PortStats};
+pub use rng::SplitMix64;

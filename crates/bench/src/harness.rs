@@ -1,0 +1,88 @@
+//! The one measurement harness: a datapath fed by generated traffic through the worker
+//! loop (the same `Worker::poll` the switch's threads run), outputs counted, timed with the
+//! TSC. `flowpath bench`, the suite, the planner's check and rule-change timing all
+//! measure through it.
+
+use crate::workload::IN_PORT;
+use flowpath_base::clock::rdtsc;
+use flowpath_base::BATCH;
+use flowpath_datapath::{
+    CountingSink, Datapath, DatapathConfig, DatapathStats, Worker, WorkerPort,
+};
+use flowpath_gen::{GeneratedPort, InMemorySource};
+use flowpath_pipeline::RuleStore;
+use std::sync::Arc;
+
+/// A datapath, its generated input port and a counting output.
+pub struct Harness {
+    worker: Worker<GeneratedPort, CountingSink>,
+    frame_bytes: f64,
+}
+
+impl Harness {
+    pub fn new(store: Arc<RuleStore>, cfg: DatapathConfig, source: InMemorySource) -> Harness {
+        let n = source.template_count();
+        let frame_bytes = (0..n)
+            .map(|i| source.template(i).len() as f64 + 4.0)
+            .sum::<f64>()
+            / n as f64;
+        let port = WorkerPort::new(IN_PORT, 0, GeneratedPort::new("gen", source));
+        let dp = Datapath::new(store, cfg);
+        Harness {
+            worker: Worker::new(dp, vec![port], CountingSink::default(), "bench"),
+            frame_bytes,
+        }
+    }
+
+    /// Mean frame size of the source's templates, FCS included.
+    pub fn frame_bytes(&self) -> f64 {
+        self.frame_bytes
+    }
+
+    pub fn datapath(&self) -> &Datapath {
+        self.worker.datapath()
+    }
+
+    pub fn datapath_mut(&mut self) -> &mut Datapath {
+        self.worker.datapath_mut()
+    }
+
+    pub fn source_mut(&mut self) -> &mut InMemorySource {
+        self.worker.ports_mut()[0].port.source_mut()
+    }
+
+    /// Share of packets stamped as new flows from now on.
+    pub fn set_new_flow_share(&mut self, m: f64) {
+        self.source_mut().set_new_flow_share(m);
+    }
+
+    /// Push exactly `packets` packets through, in full batches but the last.
+    #[inline(never)]
+    pub fn pump(&mut self, packets: u64) {
+        let mut left = packets;
+        while left > 0 {
+            let n = self.worker.poll_up_to((left as usize).min(BATCH));
+            debug_assert!(n > 0, "a generated port always has packets");
+            left -= n as u64;
+        }
+    }
+
+    /// One timed run: TSC cycles for `packets` packets, and the datapath's counters for
+    /// just that run.
+    pub fn timed(&mut self, packets: u64) -> (u64, DatapathStats) {
+        self.datapath_mut().reset_stats();
+        let t0 = rdtsc();
+        self.pump(packets);
+        let dt = rdtsc() - t0;
+        (dt.max(1), self.datapath().stats().clone())
+    }
+
+    /// Fill the megaflow cache with new flows (`prefill` packets, so from then on every
+    /// install evicts), then warm up with `warm` packets at new-flow share `m`.
+    pub fn settle(&mut self, prefill: u64, m: f64, warm: u64) {
+        self.set_new_flow_share(1.0);
+        self.pump(prefill);
+        self.set_new_flow_share(m);
+        self.pump(warm);
+    }
+}

@@ -1,0 +1,107 @@
+//! Per-worker datapath counters: packets per tier, drops by named reason, TSC cycles per
+//! stage. Plain integers (only the worker writes them), merged on read by whoever shows them.
+
+use flowpath_packet::DropReason;
+
+/// TSC cycles spent per stage, summed over batches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StageCycles {
+    pub parse: u64,
+    pub emc: u64,
+    pub megaflow: u64,
+    pub upcall: u64,
+    pub actions: u64,
+}
+
+impl StageCycles {
+    pub fn total(&self) -> u64 {
+        self.parse + self.emc + self.megaflow + self.upcall + self.actions
+    }
+}
+
+/// Why the datapath dropped a packet that parsed (parse drops are [`DropReason`]s).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DatapathDrop {
+    /// No rule matched in some table.
+    TableMiss,
+    /// The rules chose no output (explicit drop).
+    RuleDrop,
+    /// `dec_ttl` on a TTL or hop limit of 0 or 1.
+    TtlExpired,
+    /// A push (VLAN, encapsulation) found no head- or tailroom.
+    NoRoom,
+    /// A VLAN push beyond two tags.
+    TooManyVlansPushed,
+    /// The controller queue was full.
+    ControllerQueueFull,
+}
+
+impl DatapathDrop {
+    pub const ALL: [DatapathDrop; 6] = [
+        DatapathDrop::TableMiss,
+        DatapathDrop::RuleDrop,
+        DatapathDrop::TtlExpired,
+        DatapathDrop::NoRoom,
+        DatapathDrop::TooManyVlansPushed,
+        DatapathDrop::ControllerQueueFull,
+    ];
+
+    /// The name `flowpath stats` and the metrics endpoint use: the one table of names.
+    pub fn name(self) -> &'static str {
+        match self {
+            DatapathDrop::TableMiss => "table_miss",
+            DatapathDrop::RuleDrop => "rule_drop",
+            DatapathDrop::TtlExpired => "ttl_expired",
+            DatapathDrop::NoRoom => "no_room",
+            DatapathDrop::TooManyVlansPushed => "too_many_vlans_pushed",
+            DatapathDrop::ControllerQueueFull => "controller_queue_full",
+        }
+    }
+}
+
+/// Per-worker counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DatapathStats {
+    pub batches: u64,
+    pub packets: u64,
+    pub bytes: u64,
+    pub emc_hits: u64,
+    pub megaflow_hits: u64,
+    /// Packets classified by the slow path (each installs a megaflow).
+    pub upcalls: u64,
+    /// Misses answered by a megaflow that an earlier packet of the same batch installed.
+    pub upcalls_avoided: u64,
+    pub parse_drops: [u64; DropReason::ALL.len()],
+    /// Drops after parsing, indexed by [`DatapathDrop`].
+    pub drops_by: [u64; DatapathDrop::ALL.len()],
+    pub controller_sent: u64,
+    pub rule_syncs: u64,
+    pub cycles: StageCycles,
+}
+
+impl DatapathStats {
+    pub fn parse_drops_total(&self) -> u64 {
+        self.parse_drops.iter().sum()
+    }
+
+    /// Packets dropped for `why`.
+    pub fn dropped(&self, why: DatapathDrop) -> u64 {
+        self.drops_by[why as usize]
+    }
+
+    #[inline(always)]
+    pub(crate) fn drop(&mut self, why: DatapathDrop) {
+        self.drops_by[why as usize] += 1;
+    }
+
+    /// Every way a packet can be dropped, by name, with its count (zeros included).
+    pub fn drops(&self) -> Vec<(&'static str, u64)> {
+        let parse = DropReason::ALL
+            .iter()
+            .map(|r| (r.name(), self.parse_drops[*r as usize]));
+        let after = DatapathDrop::ALL
+            .iter()
+            .map(|d| (d.name(), self.dropped(*d)));
+        parse.chain(after).collect()
+    }
+}

@@ -1,0 +1,291 @@
+//! The worker loop: the one place where ports, a datapath and its tiers meet. Every
+//! datapath runs through it — the switch's poll-mode threads (AF_XDP, AF_PACKET, TAP,
+//! pcap, generated ports), `flowpath run`, and every measurement (bench, suite, planner).
+//!
+//! One [`Worker::poll`] receives a batch from each live port in turn, runs it through the
+//! datapath, lets the tiers follow the caches, hands each port the outputs meant for it as
+//! one `send_batch` (so a boxed port costs one dynamic call per batch, not per packet), and
+//! flushes the ports that were given something. A port whose `recv` or `flush` fails is
+//! logged by name and no longer polled; the others carry on. What runs around the loop
+//! (pinning, idle naps, publishing counters) belongs to the caller.
+
+use crate::datapath::{Datapath, OutputSink};
+use crate::sink::CountingSink;
+use crate::tier::Tier;
+use flowpath_base::{PacketBatch, Port};
+use smallvec::SmallVec;
+
+/// One port queue served by a worker: the OpenFlow port number flows use, and the queue.
+pub struct WorkerPort<P> {
+    pub number: u32,
+    pub queue: u32,
+    pub port: P,
+    /// The error that took the port down; it is no longer polled.
+    pub down: Option<String>,
+}
+
+impl<P: Port> WorkerPort<P> {
+    pub fn new(number: u32, queue: u32, port: P) -> WorkerPort<P> {
+        WorkerPort {
+            number,
+            queue,
+            port,
+            down: None,
+        }
+    }
+}
+
+/// Where a worker's outputs go: a per-packet [`OutputSink`] during the batch, then
+/// [`Outputs::deliver`] once per batch with the worker's ports.
+pub trait Outputs: OutputSink {
+    /// Hand what this batch output to the ports; returns a bit per port index given frames
+    /// (to flush). Sinks that do not transmit keep the default.
+    fn deliver<P: Port>(&mut self, _ports: &mut [WorkerPort<P>]) -> u64 {
+        0
+    }
+}
+
+/// Counting only (benchmarks): outputs are counted, never transmitted.
+impl Outputs for CountingSink {}
+
+/// Outputs to the worker's own port queues by port number, staged per port during the
+/// batch (one copy into the staging batch) and sent with one `send_batch` per port.
+pub struct PortOutputs {
+    /// `by_number[n]` = index of the worker's queue of port n, + 1 (0: none).
+    by_number: Vec<u16>,
+    /// Staged frames per port index; a port given more than a batch's worth in one batch
+    /// gets a further staging batch (allocated once, then reused).
+    staged: Vec<Vec<PacketBatch>>,
+    used: Vec<u8>,
+    /// Outputs to a port number this worker has no queue of.
+    pub no_such_port: u64,
+    /// Frames the ports accepted.
+    pub tx_packets: u64,
+    /// Frames longer than a batch slot (never sent).
+    pub too_long: u64,
+}
+
+impl PortOutputs {
+    /// Outputs for `ports`: the first queue of each port number is the one used.
+    pub fn new<P>(ports: &[WorkerPort<P>]) -> PortOutputs {
+        let max_no = ports.iter().map(|p| p.number).max().unwrap_or(0) as usize;
+        let mut by_number = vec![0u16; max_no + 1];
+        for (i, p) in ports.iter().enumerate().rev() {
+            by_number[p.number as usize] = i as u16 + 1;
+        }
+        PortOutputs {
+            by_number,
+            staged: (0..ports.len()).map(|_| vec![PacketBatch::new()]).collect(),
+            used: vec![0; ports.len()],
+            no_such_port: 0,
+            tx_packets: 0,
+            too_long: 0,
+        }
+    }
+}
+
+impl OutputSink for PortOutputs {
+    #[inline]
+    fn output(&mut self, port: u32, data: &[u8]) {
+        let ix = self.by_number.get(port as usize).copied().unwrap_or(0);
+        if ix == 0 {
+            self.no_such_port += 1;
+            return;
+        }
+        let ix = ix as usize - 1;
+        let stage = &mut self.staged[ix];
+        let mut cur = self.used[ix] as usize;
+        if stage[cur].room() == 0 {
+            cur += 1;
+            if cur == stage.len() {
+                stage.push(PacketBatch::new());
+            }
+            self.used[ix] = cur as u8;
+        }
+        if !stage[cur].push(data) {
+            self.too_long += 1;
+        }
+    }
+}
+
+impl Outputs for PortOutputs {
+    fn deliver<P: Port>(&mut self, ports: &mut [WorkerPort<P>]) -> u64 {
+        let mut sent_to = 0u64;
+        for (ix, stage) in self.staged.iter_mut().enumerate() {
+            if stage[0].is_empty() {
+                continue;
+            }
+            for b in stage.iter_mut().take(self.used[ix] as usize + 1) {
+                let frames: SmallVec<[&[u8]; flowpath_base::BATCH]> =
+                    (0..b.len()).map(|i| b.frame(i)).collect();
+                if ports[ix].down.is_none() {
+                    self.tx_packets += ports[ix].port.send_batch(&frames) as u64;
+                    sent_to |= 1 << (ix % 64);
+                }
+                drop(frames);
+                b.clear();
+            }
+            self.used[ix] = 0;
+        }
+        sent_to
+    }
+}
+
+/// A datapath, the port queues it serves, where its outputs go, and the tiers that follow
+/// its caches.
+pub struct Worker<P: Port, O: Outputs> {
+    dp: Datapath,
+    ports: Vec<WorkerPort<P>>,
+    out: O,
+    tiers: Vec<Box<dyn Tier>>,
+    rx: PacketBatch,
+    /// Who this is in log lines ("worker 2").
+    label: String,
+}
+
+impl<P: Port, O: Outputs> Worker<P, O> {
+    pub fn new(dp: Datapath, ports: Vec<WorkerPort<P>>, out: O, label: &str) -> Worker<P, O> {
+        Worker {
+            dp,
+            ports,
+            out,
+            tiers: Vec::new(),
+            rx: PacketBatch::new(),
+            label: label.into(),
+        }
+    }
+
+    /// Add a tier that follows the caches (the datapath starts recording events for it).
+    pub fn add_tier(&mut self, tier: Box<dyn Tier>) {
+        self.dp.watch_megaflows(true);
+        self.tiers.push(tier);
+    }
+
+    pub fn datapath(&self) -> &Datapath {
+        &self.dp
+    }
+
+    pub fn datapath_mut(&mut self) -> &mut Datapath {
+        &mut self.dp
+    }
+
+    pub fn ports(&self) -> &[WorkerPort<P>] {
+        &self.ports
+    }
+
+    pub fn ports_mut(&mut self) -> &mut [WorkerPort<P>] {
+        &mut self.ports
+    }
+
+    pub fn outputs(&self) -> &O {
+        &self.out
+    }
+
+    pub fn tiers(&self) -> &[Box<dyn Tier>] {
+        &self.tiers
+    }
+
+    pub fn into_parts(self) -> (Datapath, Vec<WorkerPort<P>>, O) {
+        (self.dp, self.ports, self.out)
+    }
+
+    /// One pass over every live port: receive a batch from each, process it, deliver the
+    /// outputs; then flush the ports that were given frames. Returns packets received.
+    #[inline]
+    pub fn poll(&mut self) -> usize {
+        self.poll_up_to(usize::MAX)
+    }
+
+    /// [`Worker::poll`], receiving at most `max` packets in all (measurements that must
+    /// push an exact number through).
+    #[inline]
+    pub fn poll_up_to(&mut self, max: usize) -> usize {
+        let mut got = 0usize;
+        let mut to_flush = 0u64;
+        for i in 0..self.ports.len() {
+            if got >= max {
+                break;
+            }
+            if self.ports[i].down.is_some() {
+                continue;
+            }
+            self.rx.clear();
+            self.rx.limit(max - got);
+            let n = match self.ports[i].port.recv(&mut self.rx) {
+                Ok(0) => continue,
+                Ok(n) => n,
+                Err(e) => {
+                    self.port_failed(i, &e);
+                    continue;
+                }
+            };
+            got += n;
+            let in_port = self.ports[i].number;
+            let (dp, out) = (&mut self.dp, &mut self.out);
+            self.rx.with_packets(|pkts| dp.process(in_port, pkts, out));
+            self.after_batch();
+            to_flush |= self.out.deliver(&mut self.ports);
+        }
+        if to_flush != 0 {
+            self.flush_ports(to_flush);
+        }
+        got
+    }
+
+    /// Let the tiers follow what the caches did (after a batch or a rule catch-up).
+    #[inline]
+    pub fn after_batch(&mut self) {
+        for t in &mut self.tiers {
+            t.after_batch(&mut self.dp);
+        }
+    }
+
+    /// Catch up with a rule change now (not at the next batch) and let the tiers follow.
+    pub fn sync_rules(&mut self) {
+        if self.dp.rules_changed() {
+            self.dp.sync_rules();
+            self.after_batch();
+        }
+    }
+
+    /// Let the tiers credit what they forwarded, at most `budget` entries each.
+    pub fn collect_tiers(&mut self, budget: usize) {
+        for t in &mut self.tiers {
+            t.collect(&mut self.dp, budget);
+        }
+    }
+
+    /// The worker stops: tiers remove what they hold, counters go to the rules.
+    pub fn finish(&mut self) {
+        self.flush_ports(u64::MAX);
+        self.collect_tiers(usize::MAX);
+        self.dp.push_rule_stats();
+        for t in &mut self.tiers {
+            t.clear(&mut self.dp);
+        }
+    }
+
+    /// Flush the live ports whose bit (index mod 64) is set in `which`.
+    pub fn flush_ports(&mut self, which: u64) {
+        for i in 0..self.ports.len() {
+            if which & (1 << (i % 64)) == 0 || self.ports[i].down.is_some() {
+                continue;
+            }
+            if let Err(e) = self.ports[i].port.flush() {
+                self.port_failed(i, &e);
+            }
+        }
+    }
+
+    fn port_failed(&mut self, i: usize, e: &std::io::Error) {
+        let p = &mut self.ports[i];
+        eprintln!(
+            "flowpath: {}: port '{}' (number {}, queue {}) failed: {e}; no longer polling it",
+            self.label,
+            p.port.name(),
+            p.number,
+            p.queue
+        );
+        p.down = Some(e.to_string());
+    }
+}
