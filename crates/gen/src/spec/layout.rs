@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use flowpath_packet::packet::HEADROOM;
 
 use super::{
-    Encap, FlowTuple, IpVersion, Popularity, Proto, Sizes, SpecError, TrafficSpec,
+    Churn, Encap, FlowTuple, Flows, IpVersion, Popularity, Proto, Sizes, SpecError, TrafficSpec,
     DEFAULT_ARENA_BUDGET, MAX_ARENA, MIN_SLOTS, TCP_FLAGS, VXLAN_V4_ENDPOINTS, VXLAN_V6_ENDPOINTS,
 };
 use crate::build::{FrameSpec, Vxlan, L3, L4};
@@ -220,6 +220,43 @@ impl TrafficSpec {
         self.churn.apply_to(&mut src);
         Ok(src)
     }
+
+    /// Template frames for a transmitter that varies the flows itself (`flowpath gen
+    /// --tx`, where a kernel program rewrites each packet's flow): the frames of this spec
+    /// with one flow, no churn and uniform popularity, so they carry only its sizes,
+    /// protocol and encapsulation; see [`template_cycle`] for the repeats. At most `max`.
+    pub fn frame_mix_templates(&self, max: usize) -> Result<Vec<Vec<u8>>, SpecError> {
+        let one = TrafficSpec {
+            flows: Flows {
+                count: 1,
+                ..self.flows.clone()
+            },
+            churn: Churn::none(),
+            popularity: Popularity::Uniform,
+            slots: None,
+            ..self.clone()
+        };
+        Ok(template_cycle(&one.source()?, max))
+    }
+}
+
+/// The source's templates, each repeated in proportion to the slots holding it (the
+/// proportions reduced by their common divisor), at most `max` frames.
+pub fn template_cycle(src: &InMemorySource, max: usize) -> Vec<Vec<u8>> {
+    let mut count = vec![0usize; src.template_count()];
+    for slot in 0..src.slot_count() {
+        count[src.template_of_slot(slot)] += 1;
+    }
+    let g = count.iter().copied().fold(0, gcd).max(1);
+    let mut out = Vec::new();
+    for (t, &c) in count.iter().enumerate() {
+        for _ in 0..c / g {
+            if out.len() < max {
+                out.push(src.template(t).to_vec());
+            }
+        }
+    }
+    out
 }
 
 fn gcd(a: usize, b: usize) -> usize {

@@ -38,6 +38,8 @@ mod layout;
 mod text;
 mod validate;
 
+pub use layout::template_cycle;
+
 /// Smallest frame size a spec accepts (bytes, FCS included).
 pub const MIN_FRAME_SIZE: usize = 64;
 /// Largest frame size a spec accepts: a 9000-byte MTU jumbo frame with Ethernet header and
