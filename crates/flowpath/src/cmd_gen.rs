@@ -1,7 +1,7 @@
-//! `flowpath gen`: the traffic generator command. Turns flags into a
-//! [`TrafficSpec`](flowpath_gen::TrafficSpec), or reads a capture to replay, writes pcap
-//! files and prints what they hold, or (`--tx`) transmits on an interface with XDP live
-//! frames.
+//! `flowpath gen`: the traffic generator command's flags. Turns them into a
+//! [`TrafficSpec`], a capture to replay, or a transmit job
+//! (`--tx`, XDP live frames), refusing flags that do not go together with a one-line error
+//! naming the flag; [`jobs`] does the job and [`report`] says what happened.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -10,10 +10,10 @@ use flowpath_gen::pcap;
 use flowpath_gen::spec::{AddrRange, PortRange, SpecError};
 use flowpath_gen::{Churn, Encap, Lifetime, Popularity, Proto, Sizes, TrafficSpec};
 
+mod jobs;
 mod report;
-mod run;
 
-use run::{Failure, Looped, TxFrames, TxJob};
+use jobs::{Failure, Looped, TxFrames, TxJob};
 
 const ABOUT: &str = "How it works: the flags describe a workload (flows, popularity, frame \
 sizes, churn, encapsulation, seed), the same spec `flowpath bench` can run from memory. One loop \
@@ -366,7 +366,7 @@ fn execute(a: &GenFlags) -> Result<String, Bad> {
     }
     let spec = spec_from(a)?;
     let n = packets(a, 100_000)?;
-    run::generate(&spec, n, a.out.as_deref(), a.json).map_err(failed)
+    jobs::generate(&spec, n, a.out.as_deref(), a.json).map_err(failed)
 }
 
 /// `--replay` without `--tx`: what the capture holds, or (with --out or --packets) the
@@ -383,7 +383,7 @@ fn replay(a: &GenFlags) -> Result<String, Bad> {
     } else {
         None
     };
-    run::replay(path, cap, looped, a.out.as_deref(), a.json).map_err(failed)
+    jobs::replay(path, cap, looped, a.out.as_deref(), a.json).map_err(failed)
 }
 
 /// `1M`, `500k`, `2.5M`, `1_000_000`: packets per second.
@@ -477,7 +477,7 @@ fn transmit(a: &GenFlags) -> Result<String, Bad> {
         rate_pps,
         json: a.json,
     };
-    run::transmit(&job, what).map_err(failed)
+    jobs::transmit(&job, what).map_err(failed)
 }
 
 /// `--replay` with `--tx`: the capture, sent as it is (so no flags that would change it).
