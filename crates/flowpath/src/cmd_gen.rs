@@ -197,6 +197,14 @@ fn share(flag: &str, s: &Option<String>) -> Result<Option<f64>, Bad> {
     Ok(Some(x))
 }
 
+/// Refuse the first of `flags` (name, given) that was given, saying `why`.
+fn refuse(flags: &[(&str, bool)], why: &str) -> Result<(), Bad> {
+    match flags.iter().find(|(_, given)| *given) {
+        Some((flag, _)) => Err(bad(flag, why)),
+        None => Ok(()),
+    }
+}
+
 /// The flag a spec field comes from.
 fn flag_of(e: &SpecError) -> &'static str {
     match e.field {
@@ -334,14 +342,13 @@ fn execute(a: &GenFlags) -> Result<String, Bad> {
     if a.tx.is_some() {
         return transmit(a);
     }
-    for (flag, set) in [
-        ("--duration", a.duration.is_some()),
-        ("--rate", a.rate.is_some()),
-    ] {
-        if set {
-            return Err(bad(flag, "only applies with --tx IFACE"));
-        }
-    }
+    refuse(
+        &[
+            ("--duration", a.duration.is_some()),
+            ("--rate", a.rate.is_some()),
+        ],
+        "only applies with --tx IFACE",
+    )?;
     if a.replay.is_some() {
         let generator_only = [
             ("--flows", a.flows.is_some()),
@@ -356,12 +363,10 @@ fn execute(a: &GenFlags) -> Result<String, Bad> {
             ("--size", a.size.is_some()),
             ("--slots", a.slots.is_some()),
         ];
-        if let Some((flag, _)) = generator_only.iter().find(|(_, set)| *set) {
-            return Err(bad(
-                flag,
-                "describes generated traffic and cannot be used with --replay",
-            ));
-        }
+        refuse(
+            &generator_only,
+            "describes generated traffic and cannot be used with --replay",
+        )?;
         return replay(a);
     }
     let spec = spec_from(a)?;
@@ -488,12 +493,10 @@ fn tx_capture(a: &GenFlags, path: &str) -> Result<pcap::Capture, Bad> {
         ("--mean-lifetime", a.mean_lifetime.is_some()),
         ("--flows", a.flows.is_some()),
     ];
-    if let Some((flag, _)) = churned.iter().find(|(_, set)| *set) {
-        return Err(bad(
-            flag,
-            "cannot be used with --replay --tx (the capture is sent as it is)",
-        ));
-    }
+    refuse(
+        &churned,
+        "cannot be used with --replay --tx (the capture is sent as it is)",
+    )?;
     pcap::read_capture_file(path).map_err(|e| bad("--replay", format!("{path}: {e}")))
 }
 
