@@ -9,6 +9,7 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+use flowpath_packet::checksum::{finish, sum16};
 use flowpath_packet::key::{ethertype, ipproto};
 
 /// Length of the Ethernet frame check sequence, counted in `frame_size` but not generated.
@@ -104,12 +105,7 @@ impl Vxlan {
             outer_eth_src: DEFAULT_OUTER_ETH_SRC,
             outer_eth_dst: DEFAULT_OUTER_ETH_DST,
             outer_vlans: Vec::new(),
-            outer: L3::V4 {
-                src,
-                dst,
-                ttl: 64,
-                tos: 0,
-            },
+            outer: L3::v4(src, dst),
             sport: 49152,
         }
     }
@@ -117,18 +113,33 @@ impl Vxlan {
     /// VXLAN over IPv6 between `src` and `dst`, default MACs, hop limit 64, source port 49152.
     pub fn v6(vni: u32, src: Ipv6Addr, dst: Ipv6Addr) -> Vxlan {
         Vxlan {
-            outer: L3::V6 {
-                src,
-                dst,
-                hop_limit: 64,
-                tclass: 0,
-            },
+            outer: L3::v6(src, dst),
             ..Vxlan::v4(vni, Ipv4Addr::UNSPECIFIED, Ipv4Addr::UNSPECIFIED)
         }
     }
 }
 
 impl L3 {
+    /// IPv4 from `src` to `dst`, TTL 64, TOS 0.
+    pub fn v4(src: Ipv4Addr, dst: Ipv4Addr) -> L3 {
+        L3::V4 {
+            src,
+            dst,
+            ttl: 64,
+            tos: 0,
+        }
+    }
+
+    /// IPv6 from `src` to `dst`, hop limit 64, traffic class 0.
+    pub fn v6(src: Ipv6Addr, dst: Ipv6Addr) -> L3 {
+        L3::V6 {
+            src,
+            dst,
+            hop_limit: 64,
+            tclass: 0,
+        }
+    }
+
     fn header_len(&self) -> usize {
         match self {
             L3::V4 { .. } => IPV4_LEN,
@@ -169,16 +180,7 @@ impl FrameSpec {
         dport: u16,
         frame_size: usize,
     ) -> FrameSpec {
-        FrameSpec::new(
-            L3::V4 {
-                src,
-                dst,
-                ttl: 64,
-                tos: 0,
-            },
-            L4::Udp { sport, dport },
-            frame_size,
-        )
+        FrameSpec::new(L3::v4(src, dst), L4::Udp { sport, dport }, frame_size)
     }
 
     /// UDP over IPv6, hop limit 64, traffic class 0, default MACs.
@@ -189,16 +191,7 @@ impl FrameSpec {
         dport: u16,
         frame_size: usize,
     ) -> FrameSpec {
-        FrameSpec::new(
-            L3::V6 {
-                src,
-                dst,
-                hop_limit: 64,
-                tclass: 0,
-            },
-            L4::Udp { sport, dport },
-            frame_size,
-        )
+        FrameSpec::new(L3::v6(src, dst), L4::Udp { sport, dport }, frame_size)
     }
 
     /// TCP over IPv4, TTL 64, TOS 0, default MACs.
@@ -211,12 +204,7 @@ impl FrameSpec {
         frame_size: usize,
     ) -> FrameSpec {
         FrameSpec::new(
-            L3::V4 {
-                src,
-                dst,
-                ttl: 64,
-                tos: 0,
-            },
+            L3::v4(src, dst),
             L4::Tcp {
                 sport,
                 dport,
@@ -317,7 +305,7 @@ fn write_ip(buf: &mut [u8], l3: &L3, proto: u8, l4_total: usize) {
             h[9] = proto;
             h[12..16].copy_from_slice(&src.octets());
             h[16..20].copy_from_slice(&dst.octets());
-            let c = checksum(sum16(h, 0));
+            let c = finish(sum16(h, 0));
             put16(h, 10, c);
         }
         L3::V6 {
@@ -387,7 +375,7 @@ fn write_frame(
             put16(seg, 0, sport);
             put16(seg, 2, dport);
             put16(seg, 4, l4_total as u16);
-            let c = checksum(sum16(seg, pseudo_sum(l3, proto, l4_total)));
+            let c = finish(sum16(seg, pseudo_sum(l3, proto, l4_total)));
             // A computed 0 is sent as 0xffff: 0 means "no checksum" (RFC 768).
             put16(seg, 6, if c == 0 { 0xffff } else { c });
         }
@@ -404,7 +392,7 @@ fn write_frame(
             seg[12] = 5 << 4;
             seg[13] = flags;
             put16(seg, 14, 65535);
-            let c = checksum(sum16(seg, pseudo_sum(l3, proto, l4_total)));
+            let c = finish(sum16(seg, pseudo_sum(l3, proto, l4_total)));
             put16(seg, 16, c);
         }
         L4::Icmp { ty, code } => {
@@ -418,7 +406,7 @@ fn write_frame(
             } else {
                 0
             };
-            let c = checksum(sum16(seg, init));
+            let c = finish(sum16(seg, init));
             put16(seg, 2, c);
         }
     }
@@ -444,7 +432,7 @@ fn write_vxlan_outer(out: &mut [u8], outer: usize, v: &Vxlan) {
     seg[12..15].copy_from_slice(&v.vni.to_be_bytes()[1..4]);
     debug_assert_eq!(udp_off + UDP_LEN + VXLAN_LEN, outer);
     if let L3::V6 { .. } = v.outer {
-        let c = checksum(sum16(seg, pseudo_sum(&v.outer, ipproto::UDP, udp_total)));
+        let c = finish(sum16(seg, pseudo_sum(&v.outer, ipproto::UDP, udp_total)));
         put16(seg, 6, if c == 0 { 0xffff } else { c });
     }
 }
@@ -452,26 +440,4 @@ fn write_vxlan_outer(out: &mut [u8], outer: usize, v: &Vxlan) {
 #[inline]
 fn put16(buf: &mut [u8], off: usize, v: u16) {
     buf[off..off + 2].copy_from_slice(&v.to_be_bytes());
-}
-
-/// Add `data` as big-endian 16-bit words (odd length: padded with a zero byte) to `acc`.
-/// Written by hand because it is ten lines and keeps the crate free of dependencies; it
-/// only runs at construction time.
-fn sum16(data: &[u8], mut acc: u64) -> u64 {
-    let mut chunks = data.chunks_exact(2);
-    for c in &mut chunks {
-        acc += u16::from_be_bytes([c[0], c[1]]) as u64;
-    }
-    if let [last] = chunks.remainder() {
-        acc += (*last as u64) << 8;
-    }
-    acc
-}
-
-/// Fold a one's-complement sum to 16 bits and complement it.
-fn checksum(mut acc: u64) -> u16 {
-    while acc >> 16 != 0 {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    !(acc as u16)
 }

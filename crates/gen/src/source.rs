@@ -831,23 +831,7 @@ fn put16(b: &mut [u8], off: usize, v: u16) {
     b[off..off + 2].copy_from_slice(&v.to_be_bytes());
 }
 
-/// Incremental Internet checksum update (RFC 1624, eqn. 3): `HC' = ~(~HC + ~m + m')`,
-/// where `delta` is the one's-complement sum of `~m + m'` over every changed word.
-/// Hand-written: it runs per stamped packet and touches only the changed words instead of
-/// re-summing the whole (up to 9000-byte) frame.
-#[inline(always)]
-fn csum_adjust(csum: u16, delta: u32) -> u16 {
-    let mut s = (!csum) as u32 + delta;
-    s = (s & 0xffff) + (s >> 16);
-    s = (s & 0xffff) + (s >> 16);
-    !(s as u16)
-}
-
-/// `~old + new` for a changed 16-bit word.
-#[inline(always)]
-fn word_delta(old: u16, new: u16) -> u32 {
-    (!old) as u32 + new as u32
-}
+use flowpath_packet::checksum::{adjust as csum_adjust, word_delta};
 
 /// Stamp `frame` as new flow number `n`: set the (inner) source address and fix the IPv4
 /// header, L4 and outer VXLAN UDP checksums incrementally.

@@ -7,27 +7,7 @@ use flowpath_gen::build::{build, FrameSpec, Vxlan, L3, L4, VXLAN_PORT};
 use proptest::prelude::*;
 
 mod common;
-use common::ones_sum;
-
-/// Pseudo-header bytes for a segment of `len` bytes.
-fn pseudo(net: &NetSlice, proto: u8, len: usize) -> Vec<u8> {
-    let mut p = Vec::new();
-    match net {
-        NetSlice::Ipv4(ip) => {
-            p.extend_from_slice(&ip.header().source());
-            p.extend_from_slice(&ip.header().destination());
-            p.extend_from_slice(&[0, proto]);
-            p.extend_from_slice(&(len as u16).to_be_bytes());
-        }
-        NetSlice::Ipv6(ip) => {
-            p.extend_from_slice(&ip.header().source());
-            p.extend_from_slice(&ip.header().destination());
-            p.extend_from_slice(&(len as u32).to_be_bytes());
-            p.extend_from_slice(&[0, 0, 0, proto]);
-        }
-    }
-    p
-}
+use common::{ones_sum, pseudo_header};
 
 /// The transport segment (header + payload) as bytes: the IP payload.
 fn ip_payload<'a>(net: &NetSlice<'a>) -> &'a [u8] {
@@ -112,7 +92,7 @@ fn check_frame(frame: &[u8], src: [u8; 6], dst: [u8; 6], vlans: &[(u16, u16)], l
             assert_eq!(u.destination_port(), *dport);
             assert_eq!(u.length() as usize, seg.len());
             assert_ne!(u.checksum(), 0);
-            let ps = pseudo(net, 17, seg.len());
+            let ps = pseudo_header(net, 17, seg.len());
             assert_eq!(ones_sum(&[&ps, seg]), 0xffff, "UDP checksum");
         }
         (
@@ -127,7 +107,7 @@ fn check_frame(frame: &[u8], src: [u8; 6], dst: [u8; 6], vlans: &[(u16, u16)], l
             assert_eq!(t.destination_port(), *dport);
             assert_eq!(t.slice()[13], *flags);
             assert_eq!(t.header_len(), 20);
-            let ps = pseudo(net, 6, seg.len());
+            let ps = pseudo_header(net, 6, seg.len());
             assert_eq!(ones_sum(&[&ps, seg]), 0xffff, "TCP checksum");
             let want = match net {
                 NetSlice::Ipv4(ip) => {
@@ -145,7 +125,7 @@ fn check_frame(frame: &[u8], src: [u8; 6], dst: [u8; 6], vlans: &[(u16, u16)], l
         }
         (TransportSlice::Icmpv6(i), L4::Icmp { ty, code }) if v6 => {
             assert_eq!((i.type_u8(), i.code_u8()), (*ty, *code));
-            let ps = pseudo(net, 58, seg.len());
+            let ps = pseudo_header(net, 58, seg.len());
             assert_eq!(ones_sum(&[&ps, seg]), 0xffff, "ICMPv6 checksum");
         }
         (t, want) => panic!("transport {t:?} does not match {want:?}"),
@@ -209,7 +189,7 @@ fn check(spec: &FrameSpec) {
         L3::V4 { .. } => assert_eq!(u.checksum(), 0, "outer UDP checksum over IPv4 is 0"),
         L3::V6 { .. } => {
             assert_ne!(u.checksum(), 0, "outer UDP checksum over IPv6 is required");
-            let ps = pseudo(net, 17, seg.len());
+            let ps = pseudo_header(net, 17, seg.len());
             assert_eq!(ones_sum(&[&ps, seg]), 0xffff, "outer UDP checksum");
         }
     }

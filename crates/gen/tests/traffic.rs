@@ -481,3 +481,21 @@ fn a_lifetime_replaces_every_size_of_a_flow_at_once() {
     // Sizes mix inside one identity: the flow kept its identity across its templates.
     assert!(per_identity.values().any(|v| v.1.len() > 1));
 }
+
+#[test]
+fn frame_mix_templates_repeat_each_size_by_its_share_for_one_flow() {
+    let spec = udp4_spec(
+        1000,
+        Sizes::Imix,
+        Churn::for_new_flow_rate(0.05, None).unwrap(),
+        3,
+    );
+    let t = spec.frame_mix_templates(1024).unwrap();
+    let mut lens: Vec<usize> = t.iter().map(|f| f.len()).collect();
+    lens.sort();
+    assert_eq!(lens, [[60; 7].as_slice(), &[566; 4], &[1514]].concat());
+    // One flow: every frame has the first flow's addresses and ports.
+    let keys: HashSet<[u8; 12]> = t.iter().map(|f| udp4_key(f)).collect();
+    assert_eq!(keys.len(), 1);
+    assert_eq!(spec.frame_mix_templates(5).unwrap().len(), 5);
+}

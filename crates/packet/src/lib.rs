@@ -1,7 +1,9 @@
 //! Packets as flowpath sees them: zero-copy parsing into a fixed-layout [`FlowKey`],
-//! the named reasons a packet is dropped, and the header rewrites actions perform.
+//! the named reasons a packet is dropped, the header rewrites actions perform, and the
+//! Internet checksum arithmetic they and the traffic generator share.
 
 pub mod action;
+pub mod checksum;
 pub mod key;
 pub use flowpath_base::packet;
 pub mod parse;

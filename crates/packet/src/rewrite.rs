@@ -7,6 +7,7 @@
 //! rewrite does not depend on the payload length.
 
 use crate::action::Action;
+use crate::checksum;
 use crate::key::{ethertype, ipproto};
 use crate::packet::Packet;
 use crate::parse::PacketMeta;
@@ -89,45 +90,7 @@ const UDP_CSUM: usize = 6;
 const ICMPV6_CSUM: usize = 2;
 
 // ---------------------------------------------------------------------------------------
-// Checksum arithmetic (RFC 1071 one's-complement sums, RFC 1624 incremental updates).
-
-/// Fold a 32-bit accumulator of 16-bit one's-complement additions back into 16 bits by
-/// adding the carries in at the bottom ("end-around carry"). Two rounds suffice for any
-/// accumulator below 2^32 - 2^16.
-#[inline(always)]
-fn fold(mut sum: u32) -> u16 {
-    sum = (sum & 0xffff) + (sum >> 16);
-    sum = (sum & 0xffff) + (sum >> 16);
-    sum as u16
-}
-
-/// Incrementally update checksum `hc` for a field whose bytes change from `old` to `new`
-/// (equal, even lengths; 2, 4 or 16 bytes in practice) without touching the rest of the
-/// covered data. RFC 1624 equation 3, applied once per 16-bit word of the field:
-///
-/// ```text
-///     HC' = ~(~HC + ~m + m')
-/// ```
-///
-/// `~m + m'` is the one's-complement difference of each word, so a multi-word field is
-/// just the sum of its words' differences. With at most 8 words the accumulator stays far
-/// below 2^32 before folding. Any field that starts on an even offset of the checksummed
-/// data can be handled this way; all header fields rewritten here do.
-#[inline(always)]
-fn csum_update(hc: u16, old: &[u8], new: &[u8]) -> u16 {
-    let mut sum = u32::from(!hc);
-    for (o, n) in old.chunks_exact(2).zip(new.chunks_exact(2)) {
-        sum += u32::from(!u16::from_be_bytes([o[0], o[1]]));
-        sum += u32::from(u16::from_be_bytes([n[0], n[1]]));
-    }
-    !fold(sum)
-}
-
-/// [`csum_update`] for one changed 16-bit word.
-#[inline(always)]
-fn csum_update16(hc: u16, old: u16, new: u16) -> u16 {
-    csum_update(hc, &old.to_be_bytes(), &new.to_be_bytes())
-}
+// Checksum fields ([`checksum`] does the arithmetic).
 
 /// The transport checksum a rewrite has to keep right: where it is and whether it is a
 /// UDP checksum (for which zero means "not computed").
@@ -149,7 +112,7 @@ fn update_l4_csum(d: &mut [u8], c: L4Csum, old: &[u8], new: &[u8]) {
     if c.udp && cur == 0 {
         return;
     }
-    let mut next = csum_update(cur, old, new);
+    let mut next = checksum::update(cur, old, new);
     if c.udp && next == 0 {
         next = 0xffff;
     }
@@ -306,7 +269,7 @@ fn set_ipv4_addr(pkt: &mut Packet<'_>, meta: &PacketMeta, field: usize, new: [u8
     let d = pkt.data_mut();
     d[l3 + field..l3 + field + 4].copy_from_slice(&new);
     if let Some(hc) = rd16(d, l3 + IPV4_CSUM) {
-        wr16(d, l3 + IPV4_CSUM, csum_update(hc, &old, &new));
+        wr16(d, l3 + IPV4_CSUM, checksum::update(hc, &old, &new));
     }
     if let Some(c) = l4 {
         update_l4_csum(d, c, &old, &new);
@@ -348,7 +311,11 @@ fn set_nw_tos(pkt: &mut Packet<'_>, meta: &PacketMeta, tos: u8) {
         d[l3 + IPV4_TOS] = new_tos;
         // Version/IHL and TOS form the first 16-bit word of the header.
         if let Some(hc) = rd16(d, l3 + IPV4_CSUM) {
-            wr16(d, l3 + IPV4_CSUM, csum_update(hc, &old_word, &new_word));
+            wr16(
+                d,
+                l3 + IPV4_CSUM,
+                checksum::update(hc, &old_word, &new_word),
+            );
         }
     } else if let Some(l3) = ipv6_l3(d, meta) {
         // Bytes 0-1: version (4 bits), traffic class (8), top 4 bits of the flow label.
@@ -488,7 +455,7 @@ fn dec_ttl(pkt: &mut Packet<'_>, meta: &PacketMeta) -> Result<(), RewriteDrop> {
         if let Some(hc) = rd16(d, l3 + IPV4_CSUM) {
             let old = u16::from_be_bytes([ttl, proto]);
             let new = u16::from_be_bytes([ttl - 1, proto]);
-            wr16(d, l3 + IPV4_CSUM, csum_update16(hc, old, new));
+            wr16(d, l3 + IPV4_CSUM, checksum::update16(hc, old, new));
         }
     } else if let Some(l3) = ipv6_l3(d, meta) {
         let hops = d[l3 + IPV6_HOP_LIMIT];
@@ -498,58 +465,4 @@ fn dec_ttl(pkt: &mut Packet<'_>, meta: &PacketMeta) -> Result<(), RewriteDrop> {
         pkt.data_mut()[l3 + IPV6_HOP_LIMIT] = hops - 1;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Full RFC 1071 checksum of `data` (even length), the reference for the updates.
-    fn full(data: &[u8]) -> u16 {
-        let mut sum = 0u32;
-        for w in data.chunks_exact(2) {
-            sum += u32::from(u16::from_be_bytes([w[0], w[1]]));
-        }
-        !fold(sum)
-    }
-
-    #[test]
-    fn incremental_update_matches_recompute() {
-        // The RFC 1624 example: a word changing from 0x5555 to 0x3285.
-        let mut data = [0x00u8, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7, 0x55, 0x55];
-        let hc = full(&data);
-        data[8..10].copy_from_slice(&[0x32, 0x85]);
-        let hc2 = csum_update16(hc, 0x5555, 0x3285);
-        // Either representation of a one's-complement value verifies; compare by sum.
-        let mut with = data.to_vec();
-        with.extend_from_slice(&hc2.to_be_bytes());
-        assert_eq!(full(&with), 0);
-        assert_eq!(hc2, full(&data));
-    }
-
-    #[test]
-    fn fold_needs_two_rounds() {
-        assert_eq!(fold(0x1_ffff), 1);
-        assert_eq!(fold(0x2_fffe), 1);
-        // Sum 0xffff (checksum 0); a zero word becomes 1: 0xffff + 1 wraps to 0x0001.
-        let data = [0xffu8, 0xff, 0x00, 0x00];
-        assert_eq!(full(&data), 0);
-        assert_eq!(
-            csum_update(0, &[0, 0], &[0, 1]),
-            full(&[0xff, 0xff, 0x00, 0x01])
-        );
-        assert_eq!(csum_update(0, &[0, 0], &[0, 1]), 0xfffe);
-    }
-
-    #[test]
-    fn multi_word_update() {
-        let mut data: Vec<u8> = (0..40u8).map(|i| i.wrapping_mul(37)).collect();
-        let hc = full(&data);
-        let new = [0xffu8, 0xfe, 0x00, 0x01, 0x80, 0x00, 0x12, 0x34];
-        let old: [u8; 8] = data[10..18].try_into().unwrap();
-        data[10..18].copy_from_slice(&new);
-        let hc2 = csum_update(hc, &old, &new);
-        data.extend_from_slice(&hc2.to_be_bytes());
-        assert_eq!(full(&data), 0);
-    }
 }

@@ -37,8 +37,9 @@ use std::time::{Duration, Instant};
 
 pub use crate::xdp::{attach_xdp_drop, attach_xdp_pass, XdpGuard};
 
-/// Frames the kernel runs per batch (its maximum).
-const BATCH: u32 = 256;
+/// Frames the kernel handles per batch inside one live-frame `BPF_PROG_RUN` call (its
+/// maximum, the `batch_size` of the call); unrelated to the datapath's packet batch.
+const FRAMES_PER_PROG_RUN_BATCH: u32 = 256;
 /// Packets per call without a rate: ~1 ms at 4 Mpps, so templates interleave finely and
 /// the per-call setup (~20 µs) stays a small share.
 const CHUNK: u64 = 4096;
@@ -91,6 +92,16 @@ pub enum Vary {
 }
 
 impl Vary {
+    /// Round-robin over `flows` flows with `new_share` of the packets new flows, or the
+    /// templates as they are when that changes nothing (one flow, no new ones).
+    pub fn for_flows(flows: u32, new_share: f64) -> Vary {
+        if flows <= 1 && new_share == 0.0 {
+            Vary::AsIs
+        } else {
+            Vary::Flows { flows, new_share }
+        }
+    }
+
     /// Every packet a new flow.
     pub fn churn() -> Vary {
         Vary::Flows {
@@ -235,7 +246,7 @@ impl LiveFrameTx {
                 data_in: Some(data),
                 ctx_in: Some(ctx),
                 repeat: n,
-                attrs: TestRunAttrs::new().xdp_live_frames(BATCH.min(n)),
+                attrs: TestRunAttrs::new().xdp_live_frames(FRAMES_PER_PROG_RUN_BATCH.min(n)),
                 ..TestRunOptions::new()
             };
             if let Err(e) = prog.test_run(opts) {
@@ -279,7 +290,7 @@ impl LiveFrameTx {
         self.last_cfg = None;
         let chunk = match (plan.rate_pps, self.fast_calls()) {
             // ~200 µs of traffic per burst, at most one kernel batch.
-            (Some(r), true) => (r / 5000).clamp(1, u64::from(BATCH)),
+            (Some(r), true) => (r / 5000).clamp(1, u64::from(FRAMES_PER_PROG_RUN_BATCH)),
             (None, true) => CHUNK,
             // ~50 ms bursts: each call costs tens of ms anyway.
             (Some(r), false) => (r / 20).clamp(1, SLOW_CHUNK),
@@ -395,6 +406,21 @@ fn config_for(frame: &[u8], vary: &Vary) -> io::Result<GenCfg> {
         ip_off: ip as u16,
         ..GenCfg::default()
     };
+    let (proto, l4) = config_ip(frame, ethertype, ip, &mut c)?;
+    config_l4(frame, proto, l4, &mut c)?;
+    if [c.src_off, c.port_off, c.l4_csum_off]
+        .iter()
+        .any(|&o| usize::from(o) + 4 > 0x200)
+    {
+        return Err(unvaried("headers deeper than 508 bytes"));
+    }
+    Ok(c)
+}
+
+/// Fill in the IP header's part of `c` (the header of `ethertype` at `ip`): version,
+/// source address and IPv4 header checksum. Returns the transport protocol (0 for an IPv4
+/// fragment) and the transport header's offset.
+fn config_ip(frame: &[u8], ethertype: u16, ip: usize, c: &mut GenCfg) -> io::Result<(u8, usize)> {
     let (proto, l4) = match ethertype {
         0x0800 => {
             if frame.len() < ip + 20 {
@@ -420,6 +446,12 @@ fn config_for(frame: &[u8], vary: &Vary) -> io::Result<GenCfg> {
     let so = usize::from(c.src_off);
     c.base_src = u32::from_be_bytes(frame[so..so + 4].try_into().unwrap());
     c.base_src_raw = u32::from_ne_bytes(frame[so..so + 4].try_into().unwrap());
+    Ok((proto, l4))
+}
+
+/// Fill in the transport header's part of `c` (protocol `proto` at `l4`): the port and
+/// the checksum the program fixes, and how many source ports there are to cycle through.
+fn config_l4(frame: &[u8], proto: u8, l4: usize, c: &mut GenCfg) -> io::Result<()> {
     let need = |n: usize| {
         if frame.len() < l4 + n {
             Err(unvaried("truncated transport header"))
@@ -464,13 +496,7 @@ fn config_for(frame: &[u8], vary: &Vary) -> io::Result<GenCfg> {
     } else {
         c.port_span = 1;
     }
-    if [c.src_off, c.port_off, c.l4_csum_off]
-        .iter()
-        .any(|&o| usize::from(o) + 4 > 0x200)
-    {
-        return Err(unvaried("headers deeper than 508 bytes"));
-    }
-    Ok(c)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -532,6 +558,26 @@ mod tests {
             s = (s & 0xffff) + (s >> 16);
         }
         s == 0xffff
+    }
+
+    #[test]
+    fn one_flow_without_new_ones_is_sent_as_is() {
+        assert_eq!(Vary::for_flows(1, 0.0), Vary::AsIs);
+        assert_eq!(Vary::for_flows(0, 0.0), Vary::AsIs);
+        assert_eq!(
+            Vary::for_flows(1, 0.5),
+            Vary::Flows {
+                flows: 1,
+                new_share: 0.5
+            }
+        );
+        assert_eq!(
+            Vary::for_flows(7, 0.0),
+            Vary::Flows {
+                flows: 7,
+                new_share: 0.0
+            }
+        );
     }
 
     #[test]

@@ -29,24 +29,29 @@ pub fn ones_sum(chunks: &[&[u8]]) -> u16 {
     acc as u16
 }
 
-/// Does the segment (with its checksum in place) sum to 0xffff with the pseudo-header?
-pub fn l4_ok(net: &NetSlice, proto: u8, seg: &[u8]) -> bool {
+/// Pseudo-header bytes for a transport segment of `len` bytes carried by `net`.
+pub fn pseudo_header(net: &NetSlice, proto: u8, len: usize) -> Vec<u8> {
     let mut p = Vec::new();
     match net {
         NetSlice::Ipv4(ip) => {
             p.extend_from_slice(&ip.header().source());
             p.extend_from_slice(&ip.header().destination());
             p.extend_from_slice(&[0, proto]);
-            p.extend_from_slice(&(seg.len() as u16).to_be_bytes());
+            p.extend_from_slice(&(len as u16).to_be_bytes());
         }
         NetSlice::Ipv6(ip) => {
             p.extend_from_slice(&ip.header().source());
             p.extend_from_slice(&ip.header().destination());
-            p.extend_from_slice(&(seg.len() as u32).to_be_bytes());
+            p.extend_from_slice(&(len as u32).to_be_bytes());
             p.extend_from_slice(&[0, 0, 0, proto]);
         }
     }
-    ones_sum(&[&p, seg]) == 0xffff
+    p
+}
+
+/// Does the segment (with its checksum in place) sum to 0xffff with the pseudo-header?
+pub fn l4_ok(net: &NetSlice, proto: u8, seg: &[u8]) -> bool {
+    ones_sum(&[&pseudo_header(net, proto, seg.len()), seg]) == 0xffff
 }
 
 /// What [`check_frame`] found in one frame.

@@ -1,0 +1,192 @@
+//! What `flowpath gen` does once its flags are parsed: generate a spec's packets or loop a
+//! capture into a pcap file (or only count them), report what a capture holds, and
+//! transmit template frames with XDP live frames. The thin layer between the gen crate
+//! (traffic) and the ports crate (the transmitter); each job returns the text to print.
+
+use flowpath_gen::CaptureReplay;
+use std::time::Duration;
+
+use flowpath_gen::pcap::{self, Capture, Summary};
+use flowpath_gen::spec::SpecError;
+use flowpath_gen::{Churn, InMemorySource, TrafficSpec};
+use flowpath_ports::xdpgen::{LiveFrameTx, TxPlan, Vary, MAX_TEMPLATES};
+
+use super::report::{self, Verb};
+
+/// Why a job failed: the input at fault, and the message.
+pub enum Failure {
+    /// The spec (its field says which).
+    Spec(SpecError),
+    /// The capture being replayed.
+    Replay(String),
+    /// Writing the packets out.
+    Out(String),
+    /// The transmit interface.
+    Tx(String),
+}
+
+/// Generate `packets` packets of `spec` into the pcap file `out` (or only count them).
+pub fn generate(
+    spec: &TrafficSpec,
+    packets: u64,
+    out: Option<&str>,
+    json: bool,
+) -> Result<String, Failure> {
+    let mut src = spec.source().map_err(Failure::Spec)?;
+    let summary = write(out, &mut src, packets)?;
+    if json {
+        let v = serde_json::json!({ "spec": spec, "summary": summary, "out": out });
+        return Ok(report::json(&v));
+    }
+    let head = report::spec_head(spec, src.slot_count());
+    Ok(report::summary(&head, Verb::of(out), out, &summary))
+}
+
+/// How a replayed capture is looped into packets.
+pub struct Looped {
+    pub packets: u64,
+    pub churn: Churn,
+    pub seed: u64,
+}
+
+/// Report what the capture `cap` (read from `path`) holds, or with `looped` loop it into
+/// packets written to `out` (or only counted).
+pub fn replay(
+    path: &str,
+    cap: Capture,
+    looped: Option<Looped>,
+    out: Option<&str>,
+    json: bool,
+) -> Result<String, Failure> {
+    let (count, truncated, format) = (cap.frames.len(), cap.truncated, cap.format);
+    let mut head = report::capture_head(path, format, count, truncated);
+    let (summary, verb) = match looped {
+        Some(l) => {
+            let mut src = cap
+                .into_source()
+                .map_err(|e| Failure::Replay(format!("{path}: {e}")))?
+                .with_seed(l.seed);
+            l.churn.apply_to(&mut src);
+            head += &format!(", looped into {}", l.packets);
+            (write(out, &mut src, l.packets)?, Verb::of(out))
+        }
+        None => (cap.summary(), Verb::Holds),
+    };
+    if json {
+        let v = serde_json::json!({ "replay": path, "format": format, "capture_packets": count,
+            "truncated": truncated, "summary": summary, "out": out });
+        return Ok(report::json(&v));
+    }
+    Ok(report::summary(&head, verb, out, &summary))
+}
+
+/// Write `n` packets of `src` to the pcap file `out`, or only count them.
+fn write(out: Option<&str>, src: &mut InMemorySource, n: u64) -> Result<Summary, Failure> {
+    match out {
+        Some(path) => {
+            pcap::write_pcap_file(path, src, n).map_err(|e| Failure::Out(format!("{path}: {e}")))
+        }
+        None => pcap::write_pcap(std::io::sink(), src, n).map_err(|e| Failure::Out(e.to_string())),
+    }
+}
+
+/// Where and how long `--tx` transmits.
+pub struct TxJob<'a> {
+    pub iface: &'a str,
+    pub duration: Duration,
+    /// Stop after this many packets (or the duration, whichever comes first).
+    pub packets: Option<u64>,
+    pub rate_pps: Option<u64>,
+    pub json: bool,
+}
+
+/// What `--tx` sends.
+pub enum TxFrames<'a> {
+    /// A capture's frames as they are (the first [`MAX_TEMPLATES`]).
+    Capture { path: &'a str, cap: Capture },
+    /// The spec's frame mix, its flows and new flows made by the kernel program.
+    Spec(TrafficSpec),
+}
+
+/// Template frames, how the kernel varies their flows, and the line that says so.
+struct Templates<'a> {
+    frames: Vec<Vec<u8>>,
+    vary: Vary,
+    head: String,
+    spec: Option<TrafficSpec>,
+    replay: Option<&'a str>,
+}
+
+/// Build the template frames, transmit them on the job's interface, report.
+pub fn transmit(job: &TxJob<'_>, what: TxFrames<'_>) -> Result<String, Failure> {
+    let t = match what {
+        TxFrames::Capture { path, cap } => capture_templates(path, cap)?,
+        TxFrames::Spec(spec) => spec_templates(spec)?,
+    };
+    let iface = job.iface;
+    let tx_err = |e: std::io::Error| Failure::Tx(format!("{iface}: {e}"));
+    let mut tx = LiveFrameTx::open(iface).map_err(tx_err)?;
+    let plan = TxPlan {
+        duration: job.duration,
+        packets: job.packets,
+        rate_pps: job.rate_pps,
+        vary: t.vary,
+    };
+    let r = tx.run(&t.frames, &plan).map_err(tx_err)?;
+    if job.json {
+        let v = serde_json::json!({
+            "interface": iface,
+            "packets": r.packets,
+            "seconds": r.seconds,
+            "mpps": r.mpps,
+            "rate_pps": job.rate_pps,
+            "vary": t.vary,
+            "templates": t.frames.len(),
+            "fast_calls": tx.fast_calls(),
+            "spec": t.spec,
+            "replay": t.replay,
+        });
+        return Ok(report::json(&v));
+    }
+    Ok(report::tx_text(
+        &t.head,
+        iface,
+        tx.fast_calls(),
+        &r,
+        job.rate_pps,
+    ))
+}
+
+/// A capture's frames, sent as they are.
+fn capture_templates(path: &str, cap: Capture) -> Result<Templates<'_>, Failure> {
+    let n = cap.frames.len();
+    if n == 0 {
+        return Err(Failure::Replay(format!("{path}: no frames")));
+    }
+    let mut frames = cap.frames;
+    frames.truncate(MAX_TEMPLATES);
+    Ok(Templates {
+        head: report::tx_capture_head(path, n, MAX_TEMPLATES),
+        frames,
+        vary: Vary::AsIs,
+        spec: None,
+        replay: Some(path),
+    })
+}
+
+/// The spec's frame mix as one flow's frames; the kernel program makes the flows (round
+/// robin) and new flows (the churn's long-run rate).
+fn spec_templates(spec: TrafficSpec) -> Result<Templates<'static>, Failure> {
+    let frames = spec
+        .frame_mix_templates(MAX_TEMPLATES)
+        .map_err(Failure::Spec)?;
+    let flows = u32::try_from(spec.flows.count).unwrap_or(u32::MAX);
+    let share = spec.churn.new_flow_rate();
+    Ok(Templates {
+        head: report::tx_spec_head(&spec, share, frames.len()),
+        frames,
+        vary: Vary::for_flows(flows, share),
+        spec: Some(spec),
+        replay: None,
+    })
+}
