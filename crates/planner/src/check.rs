@@ -13,11 +13,11 @@
 use crate::plan::solve;
 use crate::profile::Profile;
 use crate::units::mean_frame_bytes;
+use flowpath_base::clock::tsc_hz;
 use flowpath_bench::runner::packets_at;
 use flowpath_bench::suite::{Spread, SuiteConfig};
 use flowpath_bench::workload::{class_pipeline, FrameMix, TrafficClass};
 use flowpath_bench::Harness;
-use flowpath_datapath::tsc::tsc_hz;
 use flowpath_datapath::DatapathConfig;
 use flowpath_pipeline::{Backend, RuleStore};
 use serde::{Deserialize, Serialize};

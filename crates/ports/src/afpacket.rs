@@ -10,7 +10,7 @@ use std::cell::Cell;
 use std::ffi::CString;
 use std::io;
 use std::mem::{size_of, zeroed};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -110,120 +110,13 @@ impl AfPacketPort {
         if ifindex == 0 {
             return Err(os_err("no such interface", interface));
         }
-        // Protocol 0: the socket receives nothing until it is bound with ETH_P_ALL below,
-        // so no other interface's traffic lands in the ring first.
-        // SAFETY: plain socket(2).
-        let fd = unsafe {
-            libc::socket(
-                libc::AF_PACKET,
-                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                0,
-            )
-        };
-        if fd < 0 {
-            return Err(os_err("socket(AF_PACKET)", interface));
-        }
-        // SAFETY: a fresh descriptor we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let fd = packet_socket(interface)?;
         let raw = fd.as_raw_fd();
-
-        let version = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
-        if setsockopt(raw, libc::SOL_PACKET, libc::PACKET_VERSION, &version) < 0 {
-            return Err(os_err("PACKET_VERSION TPACKET_V3", interface));
-        }
-        // Do not see our own transmissions (Linux 4.20+; harmless if missing: outgoing
-        // frames are also skipped by their packet type).
-        let one: libc::c_int = 1;
-        setsockopt(raw, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, &one);
-
-        let req = libc::tpacket_req3 {
-            tp_block_size: BLOCK_SIZE,
-            tp_block_nr: BLOCK_NR,
-            tp_frame_size: FRAME_SIZE,
-            tp_frame_nr: BLOCK_SIZE / FRAME_SIZE * BLOCK_NR,
-            tp_retire_blk_tov: RETIRE_MS,
-            tp_sizeof_priv: 0,
-            tp_feature_req_word: 0,
-        };
-        if setsockopt(raw, libc::SOL_PACKET, libc::PACKET_RX_RING, &req) < 0 {
-            return Err(os_err("PACKET_RX_RING", interface));
-        }
-        let len = (BLOCK_SIZE * BLOCK_NR) as usize;
-        // SAFETY: mapping the ring the kernel just allocated for this socket.
-        let base = unsafe {
-            libc::mmap(
-                ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                raw,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(os_err("mmap of the rx ring", interface));
-        }
-        let ring = Ring {
-            base: base.cast(),
-            len,
-        };
-
-        // SAFETY: all-zero is a valid sockaddr_ll.
-        let mut sll: libc::sockaddr_ll = unsafe { zeroed() };
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
-        sll.sll_ifindex = ifindex;
-        // SAFETY: `sll` is a valid sockaddr_ll of the given size.
-        let r = unsafe {
-            libc::bind(
-                raw,
-                (&sll as *const libc::sockaddr_ll).cast(),
-                size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-            )
-        };
-        if r < 0 {
-            return Err(os_err("bind", interface));
-        }
-
-        let mreq = libc::packet_mreq {
-            mr_ifindex: ifindex,
-            mr_type: libc::PACKET_MR_PROMISC as u16,
-            mr_alen: 0,
-            mr_address: [0; 8],
-        };
-        if setsockopt(raw, libc::SOL_PACKET, libc::PACKET_ADD_MEMBERSHIP, &mreq) < 0 {
-            return Err(os_err("PACKET_ADD_MEMBERSHIP promiscuous", interface));
-        }
-
-        if fanout {
-            // Group id from the ifindex: every worker on this interface joins the same.
-            let arg: u32 = (ifindex as u32 & 0xffff) | (libc::PACKET_FANOUT_HASH << 16);
-            if setsockopt(raw, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg) < 0 {
-                return Err(os_err("PACKET_FANOUT hash", interface));
-            }
-        }
-
+        let ring = map_rx_ring(raw, interface)?;
+        bind_promiscuous(raw, ifindex, fanout, interface)?;
         let mtu = interface_mtu(interface).unwrap_or(1500);
         let max_tx = (mtu + 14 + 4).min(FRAME);
-
-        let mut tx_buf = vec![0u8; TXQ * FRAME].into_boxed_slice();
-        let mut tx_iov: Box<[libc::iovec]> = (0..TXQ)
-            .map(|i| libc::iovec {
-                // SAFETY: in bounds of `tx_buf`.
-                iov_base: unsafe { tx_buf.as_mut_ptr().add(i * FRAME) }.cast(),
-                iov_len: 0,
-            })
-            .collect();
-        let tx_msgs: Box<[libc::mmsghdr]> = (0..TXQ)
-            .map(|i| {
-                // SAFETY: all-zero is a valid mmsghdr (null name and control).
-                let mut m: libc::mmsghdr = unsafe { zeroed() };
-                // SAFETY: in bounds of `tx_iov`.
-                m.msg_hdr.msg_iov = unsafe { tx_iov.as_mut_ptr().add(i) };
-                m.msg_hdr.msg_iovlen = 1;
-                m
-            })
-            .collect();
+        let (tx_buf, tx_iov, tx_msgs) = tx_vectors();
 
         Ok(AfPacketPort {
             name: name.into(),
@@ -255,6 +148,75 @@ impl AfPacketPort {
     fn block_ptr(&self, i: usize) -> *mut u8 {
         // SAFETY: `i < BLOCK_NR`, inside the mapping.
         unsafe { self.ring.base.add(i * BLOCK_SIZE as usize) }
+    }
+
+    /// Make the next block current if the kernel has handed it over (skipping empty
+    /// ones); false when it has not.
+    fn open_next_block(&mut self) -> bool {
+        loop {
+            let status = self.block_status(self.block).load(Ordering::Acquire);
+            if status & libc::TP_STATUS_USER == 0 {
+                return false;
+            }
+            let bd = self
+                .block_ptr(self.block)
+                .cast::<libc::tpacket_block_desc>();
+            // SAFETY: the block is ours (TP_STATUS_USER) until we hand it back.
+            let (num, first) = unsafe {
+                let h = &(*bd).hdr.bh1;
+                (h.num_pkts, h.offset_to_first_pkt as usize)
+            };
+            if num == 0 {
+                self.release_block();
+                continue;
+            }
+            self.left = num;
+            self.off = first;
+            return true;
+        }
+    }
+
+    /// The frame at `off` in the current block: (offset to the next frame, the bytes,
+    /// the length on the wire, the packet type, the VLAN tag the kernel took out).
+    ///
+    /// # Safety
+    /// `off` must be a frame offset inside the current block, which must be ours.
+    #[allow(clippy::type_complexity)]
+    /// The bytes stay valid until the block is handed back (not tied to `&self`, so the
+    /// caller can count while it holds them).
+    unsafe fn frame_at<'r>(
+        &self,
+        hdr_len: usize,
+    ) -> (usize, &'r [u8], usize, u8, Option<(u16, u16)>) {
+        let block = self.block_ptr(self.block);
+        // SAFETY: `off` is a frame offset inside the block the kernel wrote (the caller's
+        // promise), and the frame's data lies inside the block.
+        unsafe {
+            let h = &*block.add(self.off).cast::<libc::tpacket3_hdr>();
+            let ll = &*block.add(self.off + hdr_len).cast::<libc::sockaddr_ll>();
+            let data = std::slice::from_raw_parts(
+                block.add(self.off + h.tp_mac as usize),
+                h.tp_snaplen as usize,
+            );
+            // The kernel takes the outer VLAN tag out of the frame on receive
+            // (skb_vlan_untag) and reports it here: put it back, so the datapath
+            // sees the frame as it was on the wire.
+            let vlan = (h.tp_status & TP_STATUS_VLAN_VALID != 0).then(|| {
+                let tpid = if h.tp_status & TP_STATUS_VLAN_TPID_VALID != 0 {
+                    h.hv1.tp_vlan_tpid
+                } else {
+                    0x8100
+                };
+                (tpid, h.hv1.tp_vlan_tci as u16)
+            });
+            (
+                h.tp_next_offset as usize,
+                data,
+                h.tp_len as usize,
+                ll.sll_pkttype,
+                vlan,
+            )
+        }
     }
 
     /// The block's status word, shared with the kernel.
@@ -348,56 +310,11 @@ impl Port for AfPacketPort {
         let hdr_len = tpacket_align(size_of::<libc::tpacket3_hdr>());
         let mut n = 0;
         while batch.room() > 0 {
-            if self.left == 0 {
-                // Open the next block if the kernel has handed it over.
-                let status = self.block_status(self.block).load(Ordering::Acquire);
-                if status & libc::TP_STATUS_USER == 0 {
-                    break;
-                }
-                let bd = self
-                    .block_ptr(self.block)
-                    .cast::<libc::tpacket_block_desc>();
-                // SAFETY: the block is ours (TP_STATUS_USER) until we hand it back.
-                let (num, first) = unsafe {
-                    let h = &(*bd).hdr.bh1;
-                    (h.num_pkts, h.offset_to_first_pkt as usize)
-                };
-                if num == 0 {
-                    self.release_block();
-                    continue;
-                }
-                self.left = num;
-                self.off = first;
+            if self.left == 0 && !self.open_next_block() {
+                break;
             }
-            let block = self.block_ptr(self.block);
-            // SAFETY: `off` is a frame offset inside the block the kernel wrote, and the
-            // frame's data lies inside the block.
-            let (next, frame, wire_len, pkttype, vlan) = unsafe {
-                let h = &*block.add(self.off).cast::<libc::tpacket3_hdr>();
-                let ll = &*block.add(self.off + hdr_len).cast::<libc::sockaddr_ll>();
-                let data = std::slice::from_raw_parts(
-                    block.add(self.off + h.tp_mac as usize),
-                    h.tp_snaplen as usize,
-                );
-                // The kernel takes the outer VLAN tag out of the frame on receive
-                // (skb_vlan_untag) and reports it here: put it back, so the datapath
-                // sees the frame as it was on the wire.
-                let vlan = (h.tp_status & TP_STATUS_VLAN_VALID != 0).then(|| {
-                    let tpid = if h.tp_status & TP_STATUS_VLAN_TPID_VALID != 0 {
-                        h.hv1.tp_vlan_tpid
-                    } else {
-                        0x8100
-                    };
-                    (tpid, h.hv1.tp_vlan_tci as u16)
-                });
-                (
-                    h.tp_next_offset as usize,
-                    data,
-                    h.tp_len as usize,
-                    ll.sll_pkttype,
-                    vlan,
-                )
-            };
+            // SAFETY: `off` is the offset of one of the `left` frames of the current block.
+            let (next, frame, wire_len, pkttype, vlan) = unsafe { self.frame_at(hdr_len) };
             if pkttype != libc::PACKET_OUTGOING {
                 if frame.len() < wire_len
                     || frame.len() + 4 * vlan.is_some() as usize > MAX_FRAME
@@ -557,4 +474,139 @@ fn push_frame(batch: &mut PacketBatch, frame: &[u8], vlan: Option<(u16, u16)>) -
     slot[16..len].copy_from_slice(&frame[12..]);
     batch.commit(len);
     true
+}
+
+/// A non-blocking TPACKET_V3 socket that receives nothing yet and ignores its own sends.
+fn packet_socket(interface: &str) -> io::Result<OwnedFd> {
+    // Protocol 0: the socket receives nothing until it is bound with ETH_P_ALL below,
+    // so no other interface's traffic lands in the ring first.
+    // SAFETY: plain socket(2).
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    };
+    if fd < 0 {
+        return Err(os_err("socket(AF_PACKET)", interface));
+    }
+    // SAFETY: a fresh descriptor we own.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let raw = fd.as_raw_fd();
+
+    let version = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
+    if setsockopt(raw, libc::SOL_PACKET, libc::PACKET_VERSION, &version) < 0 {
+        return Err(os_err("PACKET_VERSION TPACKET_V3", interface));
+    }
+    // Do not see our own transmissions (Linux 4.20+; harmless if missing: outgoing
+    // frames are also skipped by their packet type).
+    let one: libc::c_int = 1;
+    setsockopt(raw, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, &one);
+
+    Ok(fd)
+}
+
+/// Ask for the receive ring and map it.
+fn map_rx_ring(raw: RawFd, interface: &str) -> io::Result<Ring> {
+    let req = libc::tpacket_req3 {
+        tp_block_size: BLOCK_SIZE,
+        tp_block_nr: BLOCK_NR,
+        tp_frame_size: FRAME_SIZE,
+        tp_frame_nr: BLOCK_SIZE / FRAME_SIZE * BLOCK_NR,
+        tp_retire_blk_tov: RETIRE_MS,
+        tp_sizeof_priv: 0,
+        tp_feature_req_word: 0,
+    };
+    if setsockopt(raw, libc::SOL_PACKET, libc::PACKET_RX_RING, &req) < 0 {
+        return Err(os_err("PACKET_RX_RING", interface));
+    }
+    let len = (BLOCK_SIZE * BLOCK_NR) as usize;
+    // SAFETY: mapping the ring the kernel just allocated for this socket.
+    let base = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            raw,
+            0,
+        )
+    };
+    if base == libc::MAP_FAILED {
+        return Err(os_err("mmap of the rx ring", interface));
+    }
+    Ok(Ring {
+        base: base.cast(),
+        len,
+    })
+}
+
+/// Bind to the interface for every protocol, make it promiscuous for as long as the socket
+/// lives, and join its fanout group when asked.
+fn bind_promiscuous(raw: RawFd, ifindex: i32, fanout: bool, interface: &str) -> io::Result<()> {
+    // SAFETY: all-zero is a valid sockaddr_ll.
+    let mut sll: libc::sockaddr_ll = unsafe { zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+    sll.sll_ifindex = ifindex;
+    // SAFETY: `sll` is a valid sockaddr_ll of the given size.
+    let r = unsafe {
+        libc::bind(
+            raw,
+            (&sll as *const libc::sockaddr_ll).cast(),
+            size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(os_err("bind", interface));
+    }
+
+    let mreq = libc::packet_mreq {
+        mr_ifindex: ifindex,
+        mr_type: libc::PACKET_MR_PROMISC as u16,
+        mr_alen: 0,
+        mr_address: [0; 8],
+    };
+    if setsockopt(raw, libc::SOL_PACKET, libc::PACKET_ADD_MEMBERSHIP, &mreq) < 0 {
+        return Err(os_err("PACKET_ADD_MEMBERSHIP promiscuous", interface));
+    }
+
+    if fanout {
+        // Group id from the ifindex: every worker on this interface joins the same.
+        let arg: u32 = (ifindex as u32 & 0xffff) | (libc::PACKET_FANOUT_HASH << 16);
+        if setsockopt(raw, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg) < 0 {
+            return Err(os_err("PACKET_FANOUT hash", interface));
+        }
+    }
+
+    Ok(())
+}
+
+/// The transmit staging: `TXQ` frame buffers, an iovec for each and an mmsghdr for each,
+/// pointing at one another (so one `sendmmsg` sends what is queued).
+/// Transmit buffers, their iovecs and their message headers.
+type TxVectors = (Box<[u8]>, Box<[libc::iovec]>, Box<[libc::mmsghdr]>);
+
+fn tx_vectors() -> TxVectors {
+    let mut tx_buf = vec![0u8; TXQ * FRAME].into_boxed_slice();
+    let mut tx_iov: Box<[libc::iovec]> = (0..TXQ)
+        .map(|i| libc::iovec {
+            // SAFETY: in bounds of `tx_buf`.
+            iov_base: unsafe { tx_buf.as_mut_ptr().add(i * FRAME) }.cast(),
+            iov_len: 0,
+        })
+        .collect();
+    let tx_msgs: Box<[libc::mmsghdr]> = (0..TXQ)
+        .map(|i| {
+            // SAFETY: all-zero is a valid mmsghdr (null name and control).
+            let mut m: libc::mmsghdr = unsafe { zeroed() };
+            // SAFETY: in bounds of `tx_iov`.
+            m.msg_hdr.msg_iov = unsafe { tx_iov.as_mut_ptr().add(i) };
+            m.msg_hdr.msg_iovlen = 1;
+            m
+        })
+        .collect();
+
+    (tx_buf, tx_iov, tx_msgs)
 }

@@ -235,23 +235,7 @@ impl AfXdpPort {
         info.from_name(&cname).map_err(errno_io)?;
         info.set_queue(queue);
 
-        let mut bound = None;
-        if opts.zero_copy {
-            match setup(&area, &info, SocketConfig::XDP_BIND_ZEROCOPY, false) {
-                Ok(b) => bound = Some(b),
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(libc::EOPNOTSUPP) | Some(libc::EINVAL)
-                    ) => {}
-                Err(e) => return Err(io::Error::new(e.kind(), format!("bind: {e}"))),
-            }
-        }
-        let mut b = match bound {
-            Some(b) => b,
-            None => setup(&area, &info, SocketConfig::XDP_BIND_COPY, true)
-                .map_err(|e| io::Error::new(e.kind(), format!("bind: {e}")))?,
-        };
+        let mut b = bind_socket(&area, &info, opts.zero_copy)?;
 
         // Every rx chunk goes to the fill ring (it is as large as the rx half).
         {
@@ -265,22 +249,7 @@ impl AfXdpPort {
 
         let mut tx_free = Vec::with_capacity((UMEM_FRAMES - RX_FRAMES) as usize);
         tx_free.extend((RX_FRAMES..UMEM_FRAMES).rev().map(|i| u64::from(i * CHUNK)));
-        let detail = format!(
-            "{}, {}, {}, queue {queue}",
-            if b.zero_copy {
-                "zero-copy"
-            } else {
-                "copy mode"
-            },
-            prog.describe(ifindex),
-            if area.huge {
-                "huge pages"
-            } else if opts.hugepages {
-                "4 KiB pages (no huge pages free)"
-            } else {
-                "4 KiB pages"
-            }
-        );
+        let detail = describe(b.zero_copy, &prog.describe(ifindex), &area, opts, queue);
         Ok(AfXdpPort {
             name: name.to_string(),
             queue,
@@ -494,4 +463,40 @@ impl Drop for AfXdpPort {
         // Stop steering to this socket before it closes (closing would remove it anyway).
         self.prog.unregister(self.ifindex, self.queue);
     }
+}
+
+/// Bind the socket: zero-copy first when asked (falling back where the driver refuses),
+/// else copy mode.
+fn bind_socket(area: &Area, info: &IfInfo, zero_copy: bool) -> io::Result<Bound> {
+    let mut bound = None;
+    if zero_copy {
+        match setup(area, info, SocketConfig::XDP_BIND_ZEROCOPY, false) {
+            Ok(b) => bound = Some(b),
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EOPNOTSUPP) | Some(libc::EINVAL)
+                ) => {}
+            Err(e) => return Err(io::Error::new(e.kind(), format!("bind: {e}"))),
+        }
+    }
+    let b = match bound {
+        Some(b) => b,
+        None => setup(area, info, SocketConfig::XDP_BIND_COPY, true)
+            .map_err(|e| io::Error::new(e.kind(), format!("bind: {e}")))?,
+    };
+    Ok(b)
+}
+
+/// What `flowpath stats` says about the port: mode, program, pages, queue.
+fn describe(zero_copy: bool, prog: &str, area: &Area, opts: &AfXdpOptions, queue: u32) -> String {
+    let pages = if area.huge {
+        "huge pages"
+    } else if opts.hugepages {
+        "4 KiB pages (no huge pages free)"
+    } else {
+        "4 KiB pages"
+    };
+    let mode = if zero_copy { "zero-copy" } else { "copy mode" };
+    format!("{mode}, {prog}, {pages}, queue {queue}")
 }

@@ -230,45 +230,58 @@ pub(crate) fn scaling(
             .map(|h| h.join().expect("scaling worker panicked"))
             .collect()
     });
-    let hz = tsc_hz();
+    let pinned = |n: usize| pin && per_worker[..n].iter().all(|w| w.1);
+    let dts: Vec<&Vec<Vec<u64>>> = per_worker.iter().map(|w| &w.0).collect();
     cores
         .iter()
         .enumerate()
-        .map(|(ci, &n)| {
-            let dt = |k: usize, r: usize| per_worker[k].0[ci][r].max(1);
-            let agg: Vec<f64> = (0..runs)
-                .map(|r| {
-                    let slowest = (0..n).map(|k| dt(k, r)).max().unwrap_or(1);
-                    (packets * n as u64) as f64 * hz / slowest as f64 / 1e6
-                })
-                .collect();
-            let cyc: Vec<f64> = (0..runs)
-                .map(|r| {
-                    (0..n)
-                        .map(|k| dt(k, r) as f64 / packets as f64)
-                        .sum::<f64>()
-                        / n as f64
-                })
-                .collect();
-            let aggregate_mpps = Spread::of(&agg);
-            let median_run = agg
-                .iter()
-                .position(|&a| a == aggregate_mpps.median)
-                .unwrap_or(0);
-            ScalingPoint {
-                cores: n,
-                mpps_per_core: aggregate_mpps.median / n as f64,
-                worker_mpps: (0..n)
-                    .map(|k| packets as f64 * hz / dt(k, median_run) as f64 / 1e6)
-                    .collect(),
-                aggregate_mpps,
-                cycles_per_packet: Spread::of(&cyc),
-                efficiency: 0.0,
-                pinned: pin && per_worker[..n].iter().all(|w| w.1),
-                packets_per_run_per_core: packets,
-            }
-        })
+        .map(|(ci, &n)| scaling_point(&dts, ci, n, runs, packets, pinned(n)))
         .collect()
+}
+
+/// The point for `n` workers (`cores[ci]`) from every worker's TSC cycles per run
+/// (`dts[k][ci][r]`).
+fn scaling_point(
+    dts: &[&Vec<Vec<u64>>],
+    ci: usize,
+    n: usize,
+    runs: usize,
+    packets: u64,
+    pinned: bool,
+) -> ScalingPoint {
+    let hz = tsc_hz();
+    let dt = |k: usize, r: usize| dts[k][ci][r].max(1);
+    let agg: Vec<f64> = (0..runs)
+        .map(|r| {
+            let slowest = (0..n).map(|k| dt(k, r)).max().unwrap_or(1);
+            (packets * n as u64) as f64 * hz / slowest as f64 / 1e6
+        })
+        .collect();
+    let cyc: Vec<f64> = (0..runs)
+        .map(|r| {
+            (0..n)
+                .map(|k| dt(k, r) as f64 / packets as f64)
+                .sum::<f64>()
+                / n as f64
+        })
+        .collect();
+    let aggregate_mpps = Spread::of(&agg);
+    let median_run = agg
+        .iter()
+        .position(|&a| a == aggregate_mpps.median)
+        .unwrap_or(0);
+    ScalingPoint {
+        cores: n,
+        mpps_per_core: aggregate_mpps.median / n as f64,
+        worker_mpps: (0..n)
+            .map(|k| packets as f64 * hz / dt(k, median_run) as f64 / 1e6)
+            .collect(),
+        aggregate_mpps,
+        cycles_per_packet: Spread::of(&cyc),
+        efficiency: 0.0,
+        pinned,
+        packets_per_run_per_core: packets,
+    }
 }
 
 /// The CPUs this process may use (Linux `sched_getaffinity`); pinning is the foundation's.

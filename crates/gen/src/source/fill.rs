@@ -36,26 +36,18 @@ impl InMemorySource {
             let slot = self.slots[idx];
             let at = base + idx * ss + HEADROOM;
             let len = slot.len as usize;
-            // The arena is larger than L1: start loading a slot a few frames ahead.
-            prefetch(&self.arena, base + ((idx + 8) % n_slots) * ss + HEADROOM);
-            let info = &self.templates[slot.tpl as usize].stamp;
-            let new_flow = if LIFE {
-                let n = draws_new_flow(&mut self.rng, threshold, info.ip);
-                if let Some(l) = self.life.as_deref_mut().filter(|_| !n) {
-                    let frame = &mut self.arena[at..at + len];
-                    step(
-                        l,
-                        &mut self.templates,
-                        slot.tpl,
-                        idx,
-                        frame,
-                        &mut self.new_flows,
-                    );
-                }
-                n
-            } else {
-                draws_new_flow(&mut self.rng, threshold, info.ip)
+            // No draw, and no look at the template, without a new-flow share.
+            let new_flow = threshold != 0 && {
+                let ip = self.templates[slot.tpl as usize].stamp.ip;
+                draws_new_flow(&mut self.rng, threshold, ip)
             };
+            if LIFE && !new_flow {
+                if let Some(l) = self.life.as_deref_mut() {
+                    let frame = &mut self.arena[at..at + len];
+                    let (t, n) = (&mut self.templates, &mut self.new_flows);
+                    step(l, t, slot.tpl, idx, frame, n);
+                }
+            }
             idx += 1;
             // Whole cache lines: the slot's tailroom and the batch slot both have room for
             // the rounded-up length, and fixed 64-byte copies inline as vector moves where a
@@ -85,21 +77,6 @@ impl InMemorySource {
         self.packets += count as u64;
         out
     }
-}
-
-/// A hint to load the cache line at `buf[at]` (ignored off x86_64 or out of bounds).
-#[inline(always)]
-fn prefetch(buf: &[u8], at: usize) {
-    #[cfg(target_arch = "x86_64")]
-    if let Some(b) = buf.get(at) {
-        // SAFETY: prefetching is a hint; the address is that of a live element.
-        unsafe {
-            use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            _mm_prefetch::<_MM_HINT_T0>((b as *const u8).cast());
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (buf, at);
 }
 
 /// What one [`InMemorySource::fill`] delivered.
