@@ -65,7 +65,10 @@ pub trait Port: Send {
         frames.iter().filter(|f| self.send(f)).count()
     }
     /// Push queued frames out (at most one system call) and reclaim completed buffers.
-    fn flush(&mut self) -> io::Result<()>;
+    /// Ports that send at once keep the default, which does nothing.
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
     fn stats(&self) -> PortStats;
     fn info(&self) -> PortInfo;
 }

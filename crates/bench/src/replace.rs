@@ -6,6 +6,20 @@ use flowpath_pipeline::{Backend, Change, RuleSpec, RuleStore};
 use flowpath_switch::StateFile;
 use std::time::{Duration, Instant};
 
+/// `n` flows like a routing table: /24 routes from 10.0.0.0 up, all to `port`.
+pub fn route_flows(n: usize, port: u32) -> String {
+    let mut s = String::with_capacity(n * 72);
+    for i in 0..n {
+        s.push_str(&format!(
+            "table=0,priority=100,ip,nw_dst={}.{}.{}.0/24 actions=output:{port}\n",
+            10 + i / 65_536,
+            (i / 256) % 256,
+            i % 256
+        ));
+    }
+    s
+}
+
 /// How long the steps of a `replace` take (see [`time_replace`]).
 #[derive(Clone, Debug, Default)]
 pub struct ReplaceTiming {
@@ -20,19 +34,7 @@ pub struct ReplaceTiming {
 /// holds `n` different ones, through the same path a control request takes: parse,
 /// one atomic apply, save the state file in `dir`. Runs `runs` times; returns each.
 pub fn time_replace(n: usize, dir: &std::path::Path, runs: usize) -> Vec<ReplaceTiming> {
-    let text = |port: u32| {
-        let mut s = String::with_capacity(n * 72);
-        for i in 0..n {
-            s.push_str(&format!(
-                "table=0,priority=100,ip,nw_dst={}.{}.{}.0/24 actions=output:{port}\n",
-                10 + i / 65_536,
-                (i / 256) % 256,
-                i % 256
-            ));
-        }
-        s
-    };
-    let (a, b) = (text(1), text(2));
+    let (a, b) = (route_flows(n, 1), route_flows(n, 2));
     let state = StateFile::new(dir.join("flows.state"));
     let store = RuleStore::new(Backend::TupleSpace);
     let mut out = Vec::new();

@@ -77,15 +77,7 @@ fn flows(dir: &Path, args: &[&str]) -> (bool, String, String) {
 
 /// The flows file of a set: `n` flows, all to `port`.
 fn set_file(dir: &Path, name: &str, n: u32, port: u32) -> PathBuf {
-    let mut s = String::new();
-    for i in 0..n {
-        s.push_str(&format!(
-            "table=0,priority=100,ip,nw_dst={}.{}.{}.0/24 actions=output:{port}\n",
-            10 + i / 65_536,
-            (i / 256) % 256,
-            i % 256
-        ));
-    }
+    let s = flowpath_bench::replace::route_flows(n as usize, port);
     let p = dir.join(name);
     std::fs::write(&p, s).unwrap();
     p

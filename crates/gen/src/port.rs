@@ -59,10 +59,6 @@ impl Port for GeneratedPort {
         frames.len()
     }
 
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-
     fn stats(&self) -> PortStats {
         self.stats
     }

@@ -143,10 +143,6 @@ impl Port for MemoryPort {
         true
     }
 
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-
     fn stats(&self) -> PortStats {
         self.stats
     }
