@@ -80,6 +80,27 @@ impl PacketBatch {
         true
     }
 
+    /// Append a frame of `len` bytes from `lines`, which holds it rounded up to whole
+    /// 64-byte lines (a source with tailroom): copied line by line, which compiles to
+    /// plain vector moves where a copy of `len` bytes would call `memcpy`. Returns the
+    /// frame's bytes (to stamp in place), or `None` (nothing appended) when the batch is
+    /// full or the frame does not fit a slot.
+    #[inline(always)]
+    pub fn push_lines(&mut self, lines: &[u8], len: usize) -> Option<&mut [u8]> {
+        let n = lines.len();
+        if self.n >= self.cap || n > MAX_FRAME || len > n || n % 64 != 0 {
+            return None;
+        }
+        let at = self.n * STRIDE + HEADROOM;
+        let dst = &mut self.buf[at..at + n];
+        for (d, s) in dst.chunks_exact_mut(64).zip(lines.chunks_exact(64)) {
+            d.copy_from_slice(s);
+        }
+        self.lens[self.n] = len as u16;
+        self.n += 1;
+        Some(&mut dst[..len])
+    }
+
     /// The writable area of the next slot ([`MAX_FRAME`] bytes), for ports that read
     /// straight into it (e.g. `read(2)` on a TAP); follow with [`PacketBatch::commit`].
     /// `None` when the batch is full.

@@ -49,29 +49,19 @@ impl InMemorySource {
                 }
             }
             idx += 1;
-            // Whole cache lines: the slot's tailroom and the batch slot both have room for
-            // the rounded-up length, and fixed 64-byte copies inline as vector moves where a
-            // variable-length copy would call memcpy per frame.
+            // Whole cache lines: the slot's tailroom has room for the rounded-up length.
             let lines = len.div_ceil(64) * 64;
-            let Some(dst) = batch.next_slot().filter(|d| d.len() >= lines) else {
+            let Some(dst) = batch.push_lines(&self.arena[at..at + lines], len) else {
                 out.dropped += 1;
                 continue;
             };
-            let src = &self.arena[at..at + lines];
-            for (d, s) in dst[..lines].chunks_exact_mut(64).zip(src.chunks_exact(64)) {
-                d.copy_from_slice(s);
-            }
             out.frames += 1;
             out.bytes += len as u64;
             if new_flow {
-                stamp(
-                    &mut dst[..len],
-                    &self.templates[slot.tpl as usize].stamp,
-                    self.new_flows,
-                );
+                let info = &self.templates[slot.tpl as usize].stamp;
+                stamp(dst, info, self.new_flows);
                 self.new_flows += 1;
             }
-            batch.commit(len);
         }
         self.next = if idx == n_slots { 0 } else { idx };
         self.packets += count as u64;
