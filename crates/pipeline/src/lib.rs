@@ -4,12 +4,15 @@
 pub mod pipeline;
 pub mod reference;
 pub mod rule;
+pub mod store;
 pub mod table;
+mod translate;
 
-pub use pipeline::{Applied, Change, Ending, Pipeline, RuleRef, RuleStore, Translation};
+pub use pipeline::{Ending, Pipeline, RuleRef, Translation};
 pub use rule::{
     now_ns, Match, Rule, RuleCounters, RuleError, RuleId, RuleSpec, Selector, MAX_TABLES,
 };
+pub use store::{Applied, Change, RuleStore};
 pub use table::{Backend, Table};
 
 #[cfg(feature = "testing")]

@@ -1,0 +1,180 @@
+//! Translating actions while a key is classified: each action changes the key later
+//! tables see and un-wildcards every bit it depended on, so the megaflow stays exact.
+
+use crate::pipeline::Ending;
+use flowpath_packet::key::{ethertype, ipproto, FRAG_LATER, VLAN_PRESENT, VLAN_VID_MASK};
+use flowpath_packet::{Action, Field, FlowKey};
+use smallvec::SmallVec;
+
+/// The actions a megaflow runs, as the translation collects them.
+pub(crate) type ActionList = SmallVec<[Action; 4]>;
+
+/// Apply one action to the key being classified, recording what it depended on.
+///
+/// Later tables match on the key as the actions left it. Bits an action reads are
+/// un-wildcarded in the original key's field; where an action moves a value between fields
+/// (VLAN push/pop) both fields are un-wildcarded whole, so a later match on the moved value
+/// is covered. Extra mask bits only make a megaflow narrower; a missing one would be wrong.
+pub(crate) fn translate_action(
+    a: &Action,
+    k: &mut FlowKey,
+    wc: &mut FlowKey,
+    out: &mut ActionList,
+) -> Option<Ending> {
+    match *a {
+        Action::Output(_) | Action::InPort | Action::Controller { .. } => out.push(*a),
+        Action::SetTunnel(id) => set(k, out, a, Field::TunId, id as u128),
+        Action::SetEthSrc(m) => set(k, out, a, Field::EthSrc, mac(m)),
+        Action::SetEthDst(m) => set(k, out, a, Field::EthDst, mac(m)),
+        Action::SetIpv4Src(ip) | Action::SetIpv4Dst(ip) => {
+            let f = if matches!(a, Action::SetIpv4Src(_)) {
+                Field::Ipv4Src
+            } else {
+                Field::Ipv4Dst
+            };
+            let v = u32::from_be_bytes(ip) as u128;
+            set_if_eth_type(k, wc, out, a, ethertype::IPV4, f, v);
+        }
+        Action::SetIpv6Src(ip) | Action::SetIpv6Dst(ip) => {
+            let f = if matches!(a, Action::SetIpv6Src(_)) {
+                Field::Ipv6Src
+            } else {
+                Field::Ipv6Dst
+            };
+            set_if_eth_type(k, wc, out, a, ethertype::IPV6, f, u128::from_be_bytes(ip));
+        }
+        Action::SetNwTos(tos) => set_tos(k, wc, out, a, tos),
+        Action::SetTpSrc(p) | Action::SetTpDst(p) => set_tp(k, wc, out, a, p),
+        Action::PushVlan { .. } => return push_vlan(k, wc, out, a),
+        Action::PopVlan => pop_vlan(k, wc, out, a),
+        Action::SetVlanVid(_) | Action::SetVlanPcp(_) => set_vlan(k, wc, out, a),
+        Action::DecTtl => return dec_ttl(k, wc, out, a),
+    }
+    None
+}
+
+/// A field set unconditionally (its value is not read, so nothing is un-wildcarded).
+fn set(k: &mut FlowKey, out: &mut ActionList, a: &Action, f: Field, v: u128) {
+    k.set(f, v);
+    out.push(*a);
+}
+
+/// An address set only on packets of `eth_type` (the type is un-wildcarded).
+fn set_if_eth_type(
+    k: &mut FlowKey,
+    wc: &mut FlowKey,
+    out: &mut ActionList,
+    a: &Action,
+    eth_type: u16,
+    f: Field,
+    v: u128,
+) {
+    wc.set_all(Field::EthType);
+    if k.get(Field::EthType) as u16 == eth_type {
+        set(k, out, a, f, v);
+    }
+}
+
+/// `mod_nw_tos`: IPv4 and IPv6 only; the ECN bits stay.
+fn set_tos(k: &mut FlowKey, wc: &mut FlowKey, out: &mut ActionList, a: &Action, tos: u8) {
+    wc.set_all(Field::EthType);
+    if is_ip(k.get(Field::EthType) as u16) {
+        let old = k.get(Field::NwTos) as u8;
+        set(
+            k,
+            out,
+            a,
+            Field::NwTos,
+            ((tos & 0xfc) | (old & 0x03)) as u128,
+        );
+    }
+}
+
+/// `mod_tp_src`/`mod_tp_dst`: TCP and UDP with an L4 header (not later fragments).
+fn set_tp(k: &mut FlowKey, wc: &mut FlowKey, out: &mut ActionList, a: &Action, p: u16) {
+    wc.set_all(Field::EthType);
+    wc.set_all(Field::NwProto);
+    wc.or_field(Field::NwFrag, FRAG_LATER as u128);
+    let proto = k.get(Field::NwProto) as u8;
+    let later = k.get(Field::NwFrag) as u8 & FRAG_LATER != 0;
+    let ip = is_ip(k.get(Field::EthType) as u16);
+    if ip && (proto == ipproto::TCP || proto == ipproto::UDP) && !later {
+        let f = if matches!(a, Action::SetTpSrc(_)) {
+            Field::TpSrc
+        } else {
+            Field::TpDst
+        };
+        set(k, out, a, f, p as u128);
+    }
+}
+
+/// `push_vlan`: the outer tag moves inside; a third tag ends the walk (dropped).
+fn push_vlan(
+    k: &mut FlowKey,
+    wc: &mut FlowKey,
+    out: &mut ActionList,
+    a: &Action,
+) -> Option<Ending> {
+    wc.set_all(Field::VlanTci);
+    wc.set_all(Field::VlanInnerTci);
+    let outer = k.get(Field::VlanTci) as u16;
+    let inner = k.get(Field::VlanInnerTci) as u16;
+    out.push(*a);
+    if inner & VLAN_PRESENT != 0 {
+        return Some(Ending::TooManyVlans);
+    }
+    k.set(Field::VlanInnerTci, outer as u128);
+    k.set(Field::VlanTci, (outer | VLAN_PRESENT) as u128);
+    None
+}
+
+/// `strip_vlan`: the inner tag (if any) becomes the outer one.
+fn pop_vlan(k: &mut FlowKey, wc: &mut FlowKey, out: &mut ActionList, a: &Action) {
+    wc.set_all(Field::VlanTci);
+    wc.set_all(Field::VlanInnerTci);
+    if k.get(Field::VlanTci) as u16 & VLAN_PRESENT != 0 {
+        let inner = k.get(Field::VlanInnerTci);
+        k.set(Field::VlanTci, inner);
+        k.set(Field::VlanInnerTci, 0);
+        out.push(*a);
+    }
+}
+
+/// `mod_vlan_vid`/`mod_vlan_pcp`: an untagged packet gets an 802.1Q tag with TCI 0 first.
+fn set_vlan(k: &mut FlowKey, wc: &mut FlowKey, out: &mut ActionList, a: &Action) {
+    wc.set_all(Field::VlanTci);
+    wc.set_all(Field::VlanInnerTci);
+    let mut tci = k.get(Field::VlanTci) as u16;
+    if tci & VLAN_PRESENT == 0 {
+        tci = VLAN_PRESENT;
+    }
+    tci = match *a {
+        Action::SetVlanVid(v) => (tci & !VLAN_VID_MASK) | (v & VLAN_VID_MASK),
+        Action::SetVlanPcp(p) => (tci & 0x1fff) | ((p as u16 & 7) << 13),
+        _ => unreachable!("set_vlan is called for the VLAN set actions only"),
+    };
+    set(k, out, a, Field::VlanTci, tci as u128);
+}
+
+/// `dec_ttl`: IP only; TTL 0 or 1 ends the walk (dropped), so the TTL is matched exactly.
+fn dec_ttl(k: &mut FlowKey, wc: &mut FlowKey, out: &mut ActionList, a: &Action) -> Option<Ending> {
+    wc.set_all(Field::EthType);
+    if is_ip(k.get(Field::EthType) as u16) {
+        wc.set_all(Field::NwTtl);
+        out.push(*a);
+        let ttl = k.get(Field::NwTtl) as u8;
+        if ttl <= 1 {
+            return Some(Ending::TtlExpired);
+        }
+        k.set(Field::NwTtl, (ttl - 1) as u128);
+    }
+    None
+}
+
+fn is_ip(eth_type: u16) -> bool {
+    eth_type == ethertype::IPV4 || eth_type == ethertype::IPV6
+}
+
+fn mac(m: [u8; 6]) -> u128 {
+    m.iter().fold(0u128, |acc, &b| (acc << 8) | b as u128)
+}
