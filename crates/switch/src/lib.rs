@@ -1,15 +1,19 @@
 //! The running switch: the control socket that programs the datapath's flows in
 //! `ovs-ofctl` syntax, flow timeouts, and the state file that keeps flows across restarts.
 
+pub mod config;
 pub mod control;
 pub mod daemon;
+pub mod metrics;
 pub mod pmd;
 pub mod state;
 pub mod switch;
 pub mod tier;
 
+pub use config::DaemonConfig;
 pub use control::{call, ControlSocket, Op, Request, Response};
-pub use daemon::{format_stats, prometheus_text, Daemon, DaemonConfig};
+pub use daemon::Daemon;
+pub use metrics::{format_stats, prometheus_text};
 pub use pmd::{spawn_worker, spawn_worker_with_tier, WorkerConfig, WorkerPort, WorkerSnapshot};
 pub use state::{StateError, StateFile};
 pub use switch::{

@@ -1,0 +1,239 @@
+//! The `flowpath switch` config file: its sections, defaults, and the checks that name the
+//! field at fault.
+
+use flowpath_datapath::DatapathConfig;
+use flowpath_ports::{PortConfig, PortKind};
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// The whole config file.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DaemonConfig {
+    #[serde(default)]
+    pub switch: SwitchSection,
+    #[serde(default)]
+    pub datapath: DatapathSection,
+    #[serde(default, rename = "worker")]
+    pub workers: Vec<WorkerSection>,
+    #[serde(default, rename = "port")]
+    pub ports: Vec<PortConfig>,
+}
+
+/// `[switch]`
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchSection {
+    /// The state file (flows survive restarts); default `flowpath run`'s.
+    pub state: Option<PathBuf>,
+    /// The control socket; default `flowpath run`'s.
+    pub control: Option<PathBuf>,
+    /// A flows file (ovs-ofctl syntax) installed on the first start, when there is no
+    /// state file yet. Afterwards the state file is what the switch restores.
+    pub flows: Option<PathBuf>,
+    /// `host:port` for the Prometheus text endpoint (keep it on localhost).
+    pub metrics: Option<String>,
+}
+
+fn default_true() -> bool {
+    true
+}
+fn default_emc_prob() -> u32 {
+    100
+}
+fn default_megaflows() -> usize {
+    65536
+}
+fn default_idle_sleep() -> u64 {
+    500
+}
+fn default_xdp_tier_max() -> u32 {
+    65536
+}
+
+/// `[datapath]`
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatapathSection {
+    #[serde(default = "default_true")]
+    pub emc: bool,
+    /// Insert one flow in N into the exact-match cache.
+    #[serde(default = "default_emc_prob")]
+    pub emc_insert_inv_prob: u32,
+    #[serde(default = "default_megaflows")]
+    pub megaflow_max: usize,
+    /// Longest idle nap of a worker in microseconds; 0 = never sleep (pure busy poll).
+    #[serde(default = "default_idle_sleep")]
+    pub idle_sleep_max_us: u64,
+    /// Run the XDP tier: one `flow_tier` program on every afxdp port's interface answers
+    /// cached flows in the kernel (docs/xdp-tier.md). Other port types do not take part.
+    #[serde(default)]
+    pub xdp_tier: bool,
+    /// Entries the XDP tier holds (all workers together; new megaflows are not offered
+    /// while it is full).
+    #[serde(default = "default_xdp_tier_max")]
+    pub xdp_tier_max: u32,
+}
+
+impl Default for DatapathSection {
+    fn default() -> Self {
+        DatapathSection {
+            emc: true,
+            emc_insert_inv_prob: default_emc_prob(),
+            megaflow_max: default_megaflows(),
+            idle_sleep_max_us: default_idle_sleep(),
+            xdp_tier: false,
+            xdp_tier_max: default_xdp_tier_max(),
+        }
+    }
+}
+
+/// `[[worker]]`
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerSection {
+    /// The CPU this worker is pinned to.
+    pub core: Option<usize>,
+}
+
+impl DaemonConfig {
+    /// Read and check a config file; errors name the file and the field.
+    pub fn load(path: &Path) -> Result<DaemonConfig, String> {
+        let text =
+            std::fs::read_to_string(path).map_err(|e| format!("config {}: {e}", path.display()))?;
+        DaemonConfig::parse(&text).map_err(|e| format!("config {}: {e}", path.display()))
+    }
+
+    /// Parse and check config text.
+    pub fn parse(text: &str) -> Result<DaemonConfig, String> {
+        let cfg: DaemonConfig =
+            toml::from_str(text).map_err(|e| e.to_string().trim().to_string())?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if self.ports.is_empty() {
+            return Err("no [[port]]: a switch needs at least one port".into());
+        }
+        self.validate_workers()?;
+        self.validate_ports()?;
+        if self.datapath.xdp_tier {
+            self.validate_tier()?;
+        }
+        if self.datapath.emc_insert_inv_prob == 0 {
+            return Err("datapath.emc_insert_inv_prob: must be at least 1".into());
+        }
+        if let Some(m) = &self.switch.metrics {
+            m.parse::<SocketAddr>()
+                .map_err(|e| format!("switch.metrics: '{m}' is not host:port ({e})"))?;
+        }
+        Ok(())
+    }
+
+    /// Pinned cores exist and are not shared.
+    fn validate_workers(&self) -> Result<(), String> {
+        let cpus = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        let online = online_cpus().unwrap_or(cpus);
+        for (i, w) in self.workers.iter().enumerate() {
+            if let Some(c) = w.core {
+                if c >= online {
+                    return Err(format!(
+                        "worker[{i}].core: CPU {c} does not exist (this machine has CPUs 0..{})",
+                        online - 1
+                    ));
+                }
+                if self.workers[..i].iter().any(|o| o.core == Some(c)) {
+                    return Err(format!("worker[{i}].core: CPU {c} already has a worker"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Each port is well formed, named and numbered once, with a queue per worker.
+    fn validate_ports(&self) -> Result<(), String> {
+        let workers = self.workers.len().max(1) as u32;
+        for (i, p) in self.ports.iter().enumerate() {
+            p.validate().map_err(|e| format!("port[{i}]: {e}"))?;
+            if p.number == 0 || p.number > 0xff00 {
+                return Err(format!(
+                    "port[{i}].number: {} is not a usable OpenFlow port number (1..=65280)",
+                    p.number
+                ));
+            }
+            if let Some(o) = self.ports[..i].iter().find(|o| o.name == p.name) {
+                return Err(format!(
+                    "port[{i}].name: '{}' is used twice (also number {})",
+                    p.name, o.number
+                ));
+            }
+            if let Some(o) = self.ports[..i].iter().find(|o| o.number == p.number) {
+                return Err(format!(
+                    "port[{i}].number: {} is already port '{}'",
+                    p.number, o.name
+                ));
+            }
+            if p.queues < workers {
+                return Err(format!(
+                    "port[{i}].queues: {} queue(s) but {workers} workers; every worker needs a queue \
+                     of every port to transmit on without locks (set queues = {workers})",
+                    p.queues
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The XDP tier has afxdp ports to serve, within its limits.
+    fn validate_tier(&self) -> Result<(), String> {
+        {
+            let max = flowpath_xdptier::MAX_FLOWS;
+            if self.datapath.xdp_tier_max == 0 || self.datapath.xdp_tier_max > max {
+                return Err(format!("datapath.xdp_tier_max: must be 1..={max}"));
+            }
+            if !self.ports.iter().any(|p| p.kind == PortKind::Afxdp) {
+                return Err(
+                    "datapath.xdp_tier: no port of type afxdp (only those take part)".into(),
+                );
+            }
+            let queues: u32 = self
+                .ports
+                .iter()
+                .filter(|p| p.kind == PortKind::Afxdp)
+                .map(|p| p.queues)
+                .sum();
+            if queues > flowpath_xdptier::MAX_XSKS {
+                return Err(format!(
+                    "datapath.xdp_tier: the afxdp ports have {queues} queues together; the XDP \
+                     tier serves at most {}",
+                    flowpath_xdptier::MAX_XSKS
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn datapath_config(&self) -> DatapathConfig {
+        DatapathConfig {
+            emc: self.datapath.emc,
+            emc_insert_inv_prob: self.datapath.emc_insert_inv_prob,
+            megaflow_max: self.datapath.megaflow_max,
+            ..DatapathConfig::default()
+        }
+    }
+}
+
+fn online_cpus() -> Option<usize> {
+    // /sys/devices/system/cpu/online looks like "0-1" or "0,2-3".
+    let s = std::fs::read_to_string("/sys/devices/system/cpu/online").ok()?;
+    let mut max = 0;
+    for part in s.trim().split(',') {
+        let hi = part.rsplit('-').next()?.parse::<usize>().ok()?;
+        max = max.max(hi);
+    }
+    Some(max + 1)
+}
