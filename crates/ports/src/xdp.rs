@@ -136,6 +136,18 @@ fn attach_prog(
         .map_err(|e| io::Error::other(format!("{prog}: {e}")))?;
     p.load()
         .map_err(|e| io::Error::other(format!("loading {prog}: {e}")))?;
+    attach_loaded(p, prog, ifname, ifindex, mode)
+}
+
+/// Attach a loaded XDP program to `ifindex` as `mode` asks (Auto: native, then generic):
+/// the one attach path of the ports' programs and the XDP tier. Says which mode it got.
+pub fn attach_loaded(
+    p: &mut Xdp,
+    prog: &str,
+    ifname: &str,
+    ifindex: u32,
+    mode: crate::XdpMode,
+) -> io::Result<(aya::programs::xdp::XdpLinkId, Attached)> {
     let tries: &[(AyaMode, Attached)] = match mode {
         crate::XdpMode::Auto => &[
             (AyaMode::Driver, Attached::Native),

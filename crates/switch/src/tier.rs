@@ -66,7 +66,7 @@ pub struct TierPort<'a> {
     pub number: u32,
     pub interface: &'a str,
     pub queues: u32,
-    pub mode: flowpath_ports::XdpMode,
+    pub mode: XdpMode,
 }
 
 struct Inner {
@@ -130,13 +130,8 @@ impl XdpTier {
             }
             flowpath_ports::xdp::clear_stale_xdp(p.interface)
                 .map_err(|e| io::Error::new(e.kind(), format!("port '{}': {e}", p.name)))?;
-            let mode = match p.mode {
-                flowpath_ports::XdpMode::Auto => XdpMode::Auto,
-                flowpath_ports::XdpMode::Native => XdpMode::Native,
-                flowpath_ports::XdpMode::Generic => XdpMode::Generic,
-            };
             let attached = tier
-                .attach(p.interface, mode)
+                .attach(p.interface, p.mode)
                 .map_err(|e| io::Error::new(e.kind(), format!("port '{}': {e}", p.name)))?;
             let ifindex = flowpath_xdptier::ifindex(p.interface)?;
             tier.set_in_port(ifindex, p.number, base)?;
@@ -210,17 +205,10 @@ impl XdpTier {
                 "; {} ({}): {}",
                 i.interface,
                 i.port_name,
-                attached_str(i.attached)
+                i.attached.as_str()
             ));
         }
         s
-    }
-}
-
-fn attached_str(a: Attached) -> &'static str {
-    match a {
-        Attached::Native => "native XDP",
-        Attached::Generic => "generic XDP",
     }
 }
 
@@ -263,7 +251,7 @@ impl XskRegistrar for XdpTier {
 
     fn describe(&self, ifindex: u32) -> String {
         match self.ifaces.iter().find(|i| i.ifindex == ifindex) {
-            Some(i) => format!("{} (XDP tier)", attached_str(i.attached)),
+            Some(i) => format!("{} (XDP tier)", i.attached.as_str()),
             None => "XDP tier".into(),
         }
     }

@@ -1,0 +1,136 @@
+//! Which cached action lists the program can run, and their kernel form.
+
+use crate::layout::{act, FpActions, MAX_DEVS};
+use bytemuck::Zeroable;
+use flowpath_packet::Action;
+
+/// The cached form of a flowpath action list, or `None` when the program cannot run it
+/// with the same result: `Controller`, `InPort`, `SetTunnel` (and so VXLAN), more than one
+/// output, anything after the output, an output port `port_to_dev` has no devmap index
+/// for, `DecTtl` twice, both an IPv4 and an IPv6 rewrite of the same address, and VLAN
+/// actions out of the order the program runs them (pops, then at most one push, then
+/// VID/PCP sets). Without an output the flow drops. `version` is left 0:
+/// [`FlowTier::insert`] stamps the current one.
+///
+/// Output to the packet's own ingress port (which flowpath skips) is checked by the
+/// program, which hands such packets to user space.
+pub fn actions_from(
+    actions: &[Action],
+    port_to_dev: impl Fn(u32) -> Option<u32>,
+) -> Option<FpActions> {
+    let mut a = FpActions::zeroed();
+    a.vlan_keep = 0xffff;
+    // 0: pops allowed; 1: after a push; 2: after a TCI set.
+    let mut vlan_phase = 0u8;
+    for act in actions {
+        if a.flags & act::OUTPUT != 0 {
+            return None; // nothing may follow the output
+        }
+        match *act {
+            Action::Output(p) => {
+                let dev = port_to_dev(p).filter(|&d| d < MAX_DEVS)?;
+                a.flags |= act::OUTPUT;
+                a.out_port = p;
+                a.out_dev = dev;
+            }
+            Action::InPort | Action::Controller { .. } | Action::SetTunnel(_) => return None,
+            Action::PopVlan | Action::PushVlan { .. } => {
+                vlan_push_pop(&mut a, act, &mut vlan_phase)?
+            }
+            Action::SetVlanVid(_) | Action::SetVlanPcp(_) => {
+                vlan_phase = 2;
+                vlan_set(&mut a, act);
+            }
+            _ => rewrite(&mut a, act)?,
+        }
+    }
+    Some(a)
+}
+
+/// A header rewrite (MAC, IP, TOS, ports, TTL); `None` when it conflicts with an earlier
+/// one (an IPv4 and an IPv6 rewrite of the same address, `dec_ttl` twice).
+fn rewrite(a: &mut FpActions, act: &Action) -> Option<()> {
+    let refuse = |conflict: u32| (a.flags & conflict == 0).then_some(());
+    match *act {
+        Action::SetEthSrc(m) => {
+            a.flags |= act::SET_ETH_SRC;
+            a.eth_src = m;
+        }
+        Action::SetEthDst(m) => {
+            a.flags |= act::SET_ETH_DST;
+            a.eth_dst = m;
+        }
+        Action::SetIpv4Src(ip) => {
+            refuse(act::SET_IP6_SRC)?;
+            a.flags |= act::SET_IP4_SRC;
+            a.ip_src[..4].copy_from_slice(&ip);
+        }
+        Action::SetIpv4Dst(ip) => {
+            refuse(act::SET_IP6_DST)?;
+            a.flags |= act::SET_IP4_DST;
+            a.ip_dst[..4].copy_from_slice(&ip);
+        }
+        Action::SetIpv6Src(ip) => {
+            refuse(act::SET_IP4_SRC)?;
+            a.flags |= act::SET_IP6_SRC;
+            a.ip_src = ip;
+        }
+        Action::SetIpv6Dst(ip) => {
+            refuse(act::SET_IP4_DST)?;
+            a.flags |= act::SET_IP6_DST;
+            a.ip_dst = ip;
+        }
+        Action::SetNwTos(t) => {
+            a.flags |= act::SET_NW_TOS;
+            a.nw_tos = t & 0xfc;
+        }
+        Action::SetTpSrc(p) => {
+            a.flags |= act::SET_TP_SRC;
+            a.tp_src = p.to_be_bytes();
+        }
+        Action::SetTpDst(p) => {
+            a.flags |= act::SET_TP_DST;
+            a.tp_dst = p.to_be_bytes();
+        }
+        Action::DecTtl => {
+            refuse(act::DEC_TTL)?;
+            a.flags |= act::DEC_TTL;
+        }
+        _ => return None,
+    }
+    Some(())
+}
+
+/// Pops, then at most one push, in the order the program runs them.
+fn vlan_push_pop(a: &mut FpActions, act: &Action, vlan_phase: &mut u8) -> Option<()> {
+    if *vlan_phase != 0 {
+        return None;
+    }
+    match *act {
+        // A packet has at most two tags: further pops are no-ops.
+        Action::PopVlan => a.pop_vlans = (a.pop_vlans + 1).min(2),
+        Action::PushVlan { tpid } => {
+            *vlan_phase = 1;
+            a.flags |= act::PUSH_VLAN;
+            a.push_tpid = tpid.to_be_bytes();
+        }
+        _ => return None,
+    }
+    Some(())
+}
+
+/// `mod_vlan_vid` / `mod_vlan_pcp`: composed into one TCI rewrite.
+fn vlan_set(a: &mut FpActions, act: &Action) {
+    a.flags |= act::SET_VLAN_TCI;
+    match *act {
+        Action::SetVlanVid(vid) => compose_tci(a, !0x0fff, vid & 0x0fff),
+        Action::SetVlanPcp(pcp) => compose_tci(a, !0xe000, u16::from(pcp & 7) << 13),
+        _ => {}
+    }
+}
+
+/// Follow `tci = (tci & keep) | set` by another such step.
+fn compose_tci(a: &mut FpActions, keep: u16, set: u16) {
+    a.vlan_keep &= keep;
+    a.vlan_set = (a.vlan_set & keep) | set;
+}
