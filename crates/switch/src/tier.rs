@@ -12,10 +12,16 @@
 //!   the megaflow cache's events: it offers each megaflow the slow path installed whose actions
 //!   [`actions_from`] accepts and whose mask has one of the 8 mask slots (masks are
 //!   registered on first use and never retired) to `fp_flows`, stamped with the rule
-//!   version the worker classified it under. The per-packet path takes no lock: the shared
-//!   [`FlowTier`] is behind a mutex only installs, re-stamps, counter reads and rule changes
-//!   take. When `xdp_tier_max` entries are in use, new ones are refused (counted); an entry
-//!   goes when its megaflow goes.
+//!   version the worker classified it under; it deletes the kernel entry of every megaflow
+//!   the cache removes. When `xdp_tier_max` entries are in use, new ones are refused
+//!   (counted).
+//! - **Locks.** The per-packet path takes none. Workers install, re-stamp and delete
+//!   entries at the same time: the flow table locks only the bucket being written, and the
+//!   [`FlowTier`] handle is shared for reading (an `RwLock` whose write side only mask
+//!   registration, version changes and socket registration take). Each worker keeps its
+//!   own pool of free kernel slots, refilled 64 at a time, and its own copy of the masks
+//!   it has seen, so the shared registry is locked once per 64 installs or per new mask,
+//!   not per miss. (A worker's pool can hold up to 63 slots another worker could have used.)
 //! - **Consistency.** The switch calls [`RuleChangeHook::before_apply`] before every rule
 //!   change (`fp_config.version = INVALID`: every kernel lookup misses, packets go to the
 //!   workers, which answer with the rules they have) and
@@ -40,7 +46,8 @@ use flowpath_xdptier::{
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// The kernel version stamp of a rule-store version: its low 32 bits, never
 /// [`INVALID_VERSION`] (that version is not offered: its entries would never hit).
@@ -69,40 +76,25 @@ pub struct TierPort<'a> {
     pub mode: XdpMode,
 }
 
-struct Inner {
-    tier: FlowTier,
+/// Kernel slots a worker takes from the shared pool at a time (it then installs that
+/// many flows without touching shared state but the flow table's bucket locks).
+const SLOT_CHUNK: usize = 64;
+
+/// Masks and free kernel slots: shared, but taken rarely (a mask the worker has not seen;
+/// a chunk of slots every [`SLOT_CHUNK`] installs).
+struct Registry {
     masks: Vec<(u32, FlowKey)>,
     free_slots: Vec<u32>,
-    max: u32,
-}
-
-impl Inner {
-    fn mask_id(&mut self, mask: &FlowKey) -> Option<u32> {
-        if let Some((id, _)) = self.masks.iter().find(|(_, m)| m == mask) {
-            return Some(*id);
-        }
-        if self.masks.len() >= MAX_MASKS {
-            return None;
-        }
-        let id = self.masks.len() as u32;
-        self.masks.push((id, *mask));
-        if let Err(e) = self.tier.set_masks(&self.masks) {
-            eprintln!("flowpath: xdp tier: fp_masks: {e}");
-            self.masks.pop();
-            return None;
-        }
-        Some(id)
-    }
-
-    fn forget(&mut self, t: &Tracked) {
-        let _ = self.tier.remove(t.mask_id, &t.mask, &t.key);
-        self.free_slots.push(t.kslot);
-    }
 }
 
 /// The shared tier: the loaded program and maps, and what is attached where.
 pub struct XdpTier {
-    inner: Mutex<Inner>,
+    /// Read side: flow inserts and removes (the flow table serialises writers per bucket)
+    /// and counter reads, by every worker at once. Write side: masks, the version, sockets.
+    tier: RwLock<FlowTier>,
+    registry: Mutex<Registry>,
+    /// Kernel entries in use (all workers).
+    in_use: AtomicUsize,
     ifaces: Vec<TierIface>,
     /// `in_tier[n]`: port number n is an afxdp port with a `fp_ports` entry.
     in_tier: Vec<bool>,
@@ -152,19 +144,59 @@ impl XdpTier {
         }
         let max = max_entries.clamp(1, MAX_FLOWS);
         Ok(XdpTier {
-            inner: Mutex::new(Inner {
-                tier,
+            tier: RwLock::new(tier),
+            registry: Mutex::new(Registry {
                 masks: Vec::new(),
                 free_slots: (0..max).rev().collect(),
-                max,
             }),
+            in_use: AtomicUsize::new(0),
             ifaces,
             in_tier,
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    fn read(&self) -> RwLockReadGuard<'_, FlowTier> {
+        self.tier.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, FlowTier> {
+        self.tier.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn registry(&self) -> MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The slot of `mask` in `fp_masks`, registering it on first use; `None` when all
+    /// [`MAX_MASKS`] are taken (masks are never retired).
+    fn mask_id(&self, mask: &FlowKey) -> Option<u32> {
+        let mut r = self.registry();
+        if let Some((id, _)) = r.masks.iter().find(|(_, m)| m == mask) {
+            return Some(*id);
+        }
+        if r.masks.len() >= MAX_MASKS {
+            return None;
+        }
+        let id = r.masks.len() as u32;
+        r.masks.push((id, *mask));
+        if let Err(e) = self.write().set_masks(&r.masks) {
+            eprintln!("flowpath: xdp tier: fp_masks: {e}");
+            r.masks.pop();
+            return None;
+        }
+        Some(id)
+    }
+
+    /// Up to `n` free kernel slots for a worker's own pool.
+    fn take_slots(&self, n: usize) -> Vec<u32> {
+        let mut r = self.registry();
+        let at = r.free_slots.len().saturating_sub(n);
+        r.free_slots.split_off(at)
+    }
+
+    /// Slots a worker no longer needs.
+    fn return_slots(&self, slots: &mut Vec<u32>) {
+        self.registry().free_slots.append(slots);
     }
 
     pub fn interfaces(&self) -> &[TierIface] {
@@ -182,13 +214,13 @@ impl XdpTier {
 
     /// Verdict counts of the program (summed over CPUs).
     pub fn reason_counts(&self) -> io::Result<[u64; Reason::COUNT]> {
-        self.lock().tier.reason_counts()
+        self.read().reason_counts()
     }
 
     /// Masks registered, entries in use.
     pub fn usage(&self) -> (usize, usize) {
-        let g = self.lock();
-        (g.masks.len(), g.max as usize - g.free_slots.len())
+        let masks = self.registry().masks.len();
+        (masks, self.in_use.load(Ordering::Relaxed))
     }
 
     /// One line for `flowpath stats`.
@@ -240,12 +272,12 @@ impl XskRegistrar for XdpTier {
                 i.interface, i.queues
             )));
         }
-        self.lock().tier.register_xsk(i.xsk_base + queue, fd)
+        self.write().register_xsk(i.xsk_base + queue, fd)
     }
 
     fn unregister(&self, ifindex: u32, queue: u32) {
         if let Some(i) = self.ifaces.iter().find(|i| i.ifindex == ifindex) {
-            let _ = self.lock().tier.unregister_xsk(i.xsk_base + queue);
+            let _ = self.write().unregister_xsk(i.xsk_base + queue);
         }
     }
 
@@ -259,13 +291,13 @@ impl XskRegistrar for XdpTier {
 
 impl RuleChangeHook for XdpTier {
     fn before_apply(&self) {
-        if let Err(e) = self.lock().tier.set_version(INVALID_VERSION) {
+        if let Err(e) = self.write().set_version(INVALID_VERSION) {
             eprintln!("flowpath: xdp tier: invalidating the kernel cache: {e}");
         }
     }
 
     fn after_apply(&self, version: u64) {
-        if let Err(e) = self.lock().tier.set_version(stamp(version)) {
+        if let Err(e) = self.write().set_version(stamp(version)) {
             eprintln!("flowpath: xdp tier: setting the kernel cache version: {e}");
         }
     }
@@ -290,6 +322,10 @@ pub struct TierAgent {
     /// Megaflow → its kernel entry.
     tracked: HashMap<MegaflowId, Tracked>,
     events: Vec<MegaflowEvent>,
+    /// This worker's own free kernel slots (taken from the tier in chunks).
+    free: Vec<u32>,
+    /// Masks this worker has seen registered (so it asks the tier only for new ones).
+    masks: Vec<(u32, FlowKey)>,
     /// Where the next partial [`Tier::collect`] starts.
     cursor: usize,
     /// Packets and bytes the kernel forwarded (or dropped) for this worker's entries.
@@ -308,6 +344,8 @@ impl TierAgent {
             tier,
             tracked: HashMap::new(),
             events: Vec::with_capacity(256),
+            free: Vec::with_capacity(SLOT_CHUNK),
+            masks: Vec::new(),
             cursor: 0,
             hits: 0,
             bytes: 0,
@@ -321,14 +359,15 @@ impl TierAgent {
         self.tracked.len()
     }
 
-    /// Offer the megaflows in `installed` (one lock for all of them).
+    /// Offer the megaflows in `installed`. Shared state is touched only through the flow
+    /// table's bucket locks, except for a mask this worker has not seen and a refill of
+    /// its slot pool.
     fn offer(&mut self, dp: &Datapath, installed: &[MegaflowId]) {
         let version = stamp(dp.rule_version());
         if version == INVALID_VERSION || installed.is_empty() {
             return;
         }
         let tier = self.tier.clone();
-        let mut g = tier.lock();
         for &id in installed {
             let Some(mf) = dp.megaflow(id) else {
                 continue; // already gone again (evicted within the batch)
@@ -343,26 +382,22 @@ impl TierAgent {
                 self.unsupported += 1;
                 continue;
             }
-            let Some(mask_id) = g.mask_id(&mask) else {
+            let (Some(mask_id), Some(kslot)) = (self.mask_id(&mask), self.slot()) else {
                 self.refused += 1;
                 continue;
             };
-            let Some(kslot) = g.free_slots.pop() else {
-                self.refused += 1;
-                continue;
-            };
+            let t = tier.read();
             // The slot's counters may hold a former owner's counts: start from them.
-            let last = g.tier.stats(kslot).unwrap_or_default();
-            if let Err(err) = g
-                .tier
-                .insert_versioned(mask_id, &mask, &key, act, kslot, version)
-            {
+            let last = t.stats(kslot).unwrap_or_default();
+            if let Err(err) = t.insert_versioned(mask_id, &mask, &key, act, kslot, version) {
                 eprintln!("flowpath: xdp tier: {err}");
-                g.free_slots.push(kslot);
+                self.free.push(kslot);
                 self.refused += 1;
                 continue;
             }
-            let t = Tracked {
+            drop(t);
+            tier.in_use.fetch_add(1, Ordering::Relaxed);
+            let tracked = Tracked {
                 mask_id,
                 mask,
                 key,
@@ -370,20 +405,40 @@ impl TierAgent {
                 kslot,
                 last,
             };
-            self.tracked.insert(id, t);
+            self.tracked.insert(id, tracked);
         }
+    }
+
+    /// The id of `mask`: from this worker's cache, else registered with the tier.
+    fn mask_id(&mut self, mask: &FlowKey) -> Option<u32> {
+        if let Some((id, _)) = self.masks.iter().find(|(_, m)| m == mask) {
+            return Some(*id);
+        }
+        let id = self.tier.mask_id(mask)?;
+        self.masks.push((id, *mask));
+        Some(id)
+    }
+
+    /// A free kernel slot from this worker's pool (refilled from the tier in chunks).
+    fn slot(&mut self) -> Option<u32> {
+        if self.free.is_empty() {
+            self.free = self.tier.take_slots(SLOT_CHUNK);
+        }
+        self.free.pop()
+    }
+
+    /// Delete one kernel entry; its slot goes back to this worker's pool.
+    fn drop_entry(&mut self, t: &Tracked) {
+        let _ = self.tier.read().remove(t.mask_id, &t.mask, &t.key);
+        self.tier.in_use.fetch_sub(1, Ordering::Relaxed);
+        self.free.push(t.kslot);
     }
 
     /// Delete the kernel entries of megaflows the cache removed.
     fn forget(&mut self, removed: &[MegaflowId]) {
-        if removed.iter().all(|id| !self.tracked.contains_key(id)) {
-            return;
-        }
-        let tier = self.tier.clone();
-        let mut g = tier.lock();
         for id in removed {
             if let Some(t) = self.tracked.remove(id) {
-                g.forget(&t);
+                self.drop_entry(&t);
             }
         }
     }
@@ -393,23 +448,20 @@ impl TierAgent {
     fn resync(&mut self, dp: &Datapath) {
         let version = stamp(dp.rule_version());
         let tier = self.tier.clone();
-        let mut g = tier.lock();
         let mut dead = Vec::new();
-        for (&id, t) in &self.tracked {
-            let alive = dp.megaflow(id).is_some() && version != INVALID_VERSION;
-            if !alive
-                || g.tier
-                    .insert_versioned(t.mask_id, &t.mask, &t.key, t.act, t.kslot, version)
-                    .is_err()
-            {
-                dead.push(id);
+        {
+            let t = tier.read();
+            for (&id, e) in &self.tracked {
+                let alive = dp.megaflow(id).is_some() && version != INVALID_VERSION;
+                if !alive
+                    || t.insert_versioned(e.mask_id, &e.mask, &e.key, e.act, e.kslot, version)
+                        .is_err()
+                {
+                    dead.push(id);
+                }
             }
         }
-        for id in dead {
-            if let Some(t) = self.tracked.remove(&id) {
-                g.forget(&t);
-            }
-        }
+        self.forget(&dead);
     }
 
     /// Credit the kernel's counts since the last read for at most `max` entries from the
@@ -419,12 +471,12 @@ impl TierAgent {
             return 0;
         }
         let tier = self.tier.clone();
-        let mut g = tier.lock();
+        let g = tier.read();
         let mut dead = Vec::new();
         let mut seen = 0;
         for (&id, t) in self.tracked.iter_mut().skip(skip).take(max) {
             seen += 1;
-            let now = g.tier.stats(t.kslot).unwrap_or(t.last);
+            let now = g.stats(t.kslot).unwrap_or(t.last);
             let (dpk, dby) = (
                 now.packets.saturating_sub(t.last.packets),
                 now.bytes.saturating_sub(t.last.bytes),
@@ -437,11 +489,8 @@ impl TierAgent {
                 dead.push(id);
             }
         }
-        for id in dead {
-            if let Some(t) = self.tracked.remove(&id) {
-                g.forget(&t);
-            }
-        }
+        drop(g);
+        self.forget(&dead);
         seen
     }
 }
@@ -491,11 +540,10 @@ impl Tier for TierAgent {
 
     /// Delete every kernel entry of this worker (it is stopping).
     fn clear(&mut self, _dp: &mut Datapath) {
+        let all: Vec<MegaflowId> = self.tracked.keys().copied().collect();
+        self.forget(&all);
         let tier = self.tier.clone();
-        let mut g = tier.lock();
-        for (_, t) in self.tracked.drain() {
-            g.forget(&t);
-        }
+        tier.return_slots(&mut self.free);
     }
 
     fn counters(&self) -> (u64, u64, u64) {

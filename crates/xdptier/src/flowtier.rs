@@ -194,7 +194,7 @@ impl FlowTier {
     /// (`mask` must be the one registered under that id) run `actions`, counted in `slot`.
     /// The entry gets the current version.
     pub fn insert(
-        &mut self,
+        &self,
         mask_id: u32,
         mask: &FlowKey,
         key: &FlowKey,
@@ -209,7 +209,7 @@ impl FlowTier {
     /// classified under) instead of the current one: it is a hit only while
     /// `fp_config.version == version`.
     pub fn insert_versioned(
-        &mut self,
+        &self,
         mask_id: u32,
         mask: &FlowKey,
         key: &FlowKey,
@@ -243,7 +243,7 @@ impl FlowTier {
     }
 
     /// Remove a cached flow (as inserted).
-    pub fn remove(&mut self, mask_id: u32, mask: &FlowKey, key: &FlowKey) -> io::Result<()> {
+    pub fn remove(&self, mask_id: u32, mask: &FlowKey, key: &FlowKey) -> io::Result<()> {
         let Some(k) = flow_key(mask_id, mask, key) else {
             return Ok(()); // never inserted
         };

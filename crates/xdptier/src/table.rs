@@ -10,7 +10,7 @@ use bytemuck::{Pod, Zeroable};
 use std::io;
 use std::mem::size_of;
 use std::os::fd::{AsFd, AsRawFd};
-use std::sync::atomic::{fence, AtomicU32, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
 
 /// `FP_TABLE_BUCKETS`.
 pub const TABLE_BUCKETS: u32 = 65536;
@@ -55,15 +55,31 @@ pub fn bucket_of(k: &FpFlowKey) -> u32 {
     (table_hash(k) as u32 & (TABLE_BUCKETS - 1)) * TABLE_WAYS
 }
 
-/// The mmap of `fp_flows`. Writers are serialised by `&mut self`; the program reads
-/// concurrently and discards entries whose `seq` is odd or changes under it.
+/// Bucket locks: writers of different buckets never wait for each other (a lock guards
+/// the buckets whose index is equal modulo this).
+const WRITE_LOCKS: usize = 1024;
+
+/// The mmap of `fp_flows`. Any number of user-space writers (workers installing flows)
+/// work at once: each holds the lock of the bucket it writes, for the few hundred cycles of
+/// the write. The program reads concurrently and discards entries whose `seq` is odd or
+/// changes under it.
 pub struct FlowTable {
     base: *mut FpEntry,
     len: usize,
+    locks: Box<[AtomicBool]>,
 }
 
-// SAFETY: the mapping is process-wide shared memory owned by this value; access goes
-// through &self/&mut self.
+/// A held bucket lock, released when dropped.
+struct BucketLock<'a>(&'a AtomicBool);
+
+impl Drop for BucketLock<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+// SAFETY: the mapping is process-wide shared memory owned by this value; entry writes are
+// serialised per bucket by `locks`, and the kernel only reads.
 unsafe impl Send for FlowTable {}
 unsafe impl Sync for FlowTable {}
 
@@ -103,6 +119,7 @@ impl FlowTable {
         Ok(FlowTable {
             base: p.cast(),
             len,
+            locks: (0..WRITE_LOCKS).map(|_| AtomicBool::new(false)).collect(),
         })
     }
 
@@ -117,14 +134,28 @@ impl FlowTable {
         unsafe { AtomicU32::from_ptr(std::ptr::addr_of_mut!((*self.entry(i)).seq)) }
     }
 
+    /// Read entry `i`. Only called with its bucket's lock held (or by tests and scans,
+    /// which tolerate a torn entry): the kernel never writes entries.
     fn read(&self, i: u32) -> FpEntry {
-        // SAFETY: in bounds; the only concurrent writer is the kernel never (it only
-        // reads), and we are the only user-space writer.
+        // SAFETY: in bounds; writers of this bucket are excluded by its lock.
         unsafe { std::ptr::read_volatile(self.entry(i)) }
     }
 
-    /// Write entry `i` as (used, key, val), seqlock style.
-    fn write(&mut self, i: u32, used: bool, key: FpFlowKey, val: FpFlowValue) {
+    /// Take the lock of the bucket starting at entry `b` (spinning: it is held for one
+    /// entry write).
+    fn lock_bucket(&self, b: u32) -> BucketLock<'_> {
+        let l = &self.locks[(b / TABLE_WAYS) as usize % WRITE_LOCKS];
+        while l
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            std::hint::spin_loop();
+        }
+        BucketLock(l)
+    }
+
+    /// Write entry `i` as (used, key, val), seqlock style (its bucket lock held).
+    fn write(&self, i: u32, used: bool, key: FpFlowKey, val: FpFlowValue) {
         let seq = self.seq(i);
         let s = seq.load(Ordering::Relaxed);
         seq.store(s | 1, Ordering::Relaxed);
@@ -150,7 +181,8 @@ impl FlowTable {
     }
 
     /// Insert or replace `k`'s entry.
-    pub fn insert(&mut self, k: FpFlowKey, v: FpFlowValue) -> Result<u32, TableFull> {
+    pub fn insert(&self, k: FpFlowKey, v: FpFlowValue) -> Result<u32, TableFull> {
+        let _held = self.lock_bucket(bucket_of(&k));
         let i = match self.find(&k) {
             Some(i) => i,
             None => {
@@ -165,7 +197,8 @@ impl FlowTable {
     }
 
     /// Remove `k`'s entry; false when it was not there.
-    pub fn remove(&mut self, k: &FpFlowKey) -> bool {
+    pub fn remove(&self, k: &FpFlowKey) -> bool {
+        let _held = self.lock_bucket(bucket_of(k));
         match self.find(k) {
             Some(i) => {
                 self.write(i, false, FpFlowKey::zeroed(), FpFlowValue::zeroed());

@@ -178,7 +178,7 @@ fn cached_actions_equal_flowpath_rewrites() {
 
 #[test]
 fn output_to_in_port_or_empty_devmap_slot_is_an_upcall() {
-    let Some(mut t) = setup() else { return };
+    let Some(t) = setup() else { return };
     let f = build(&FrameSpec::udp4(v4(1, 1), v4(2, 2), 1, 2, 64));
     let key = key_of(&f);
     for actions in [
@@ -263,7 +263,7 @@ fn megaflow_masks_are_tried_in_order() {
 
 #[test]
 fn per_cpu_counters_sum_per_slot() {
-    let Some(mut t) = setup() else { return };
+    let Some(t) = setup() else { return };
     let f = build(&FrameSpec::udp4(v4(1, 1), v4(2, 2), 1, 2, 128));
     let g = build(&FrameSpec::udp6(v6(1), v6(2), 1, 2, 300));
     let out = actions_from(
