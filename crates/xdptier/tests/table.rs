@@ -51,7 +51,7 @@ fn three_in_one_bucket() -> [Vec<u8>; 3] {
 
 #[test]
 fn a_bucket_holds_two_flows_and_refuses_a_third() {
-    let Some(mut t) = setup() else { return };
+    let Some(t) = setup() else { return };
     let out = actions_from(&[Action::Output(5)], |p| (p == 5).then_some(DEV)).unwrap();
     let [f1, f2, f3] = three_in_one_bucket();
     let (k1, k2, k3) = (key_of(&f1), key_of(&f2), key_of(&f3));
@@ -100,7 +100,7 @@ fn an_entry_being_written_is_a_miss_not_a_forward() {
 
 #[test]
 fn thousands_of_flows_are_all_found_where_rust_hashed_them() {
-    let Some(mut t) = setup() else { return };
+    let Some(t) = setup() else { return };
     let out = actions_from(&[Action::Output(5)], |p| (p == 5).then_some(DEV)).unwrap();
     let frames: Vec<Vec<u8>> = (0..3000u16).map(|i| frame(10_000 + i, 53)).collect();
     let mut installed = Vec::new();
