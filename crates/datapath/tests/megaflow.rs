@@ -1,0 +1,197 @@
+//! `MegaflowCache` on its own: install and lookup (one key and a batch, against a simple
+//! reference), CLOCK eviction, generations, revalidation, flush, counters, events.
+
+use flowpath_datapath::{MegaflowCache, MegaflowEvent};
+use flowpath_packet::{Action, Field, FlowKey};
+use flowpath_pipeline::{Backend, Change, Match, Pipeline, RuleSpec, RuleStore};
+use std::sync::Arc;
+
+/// Table 0: 10.0.0.0/8 → port 2, other IPv4 → port 3; table 1 is never reached.
+fn store() -> RuleStore {
+    let s = RuleStore::new(Backend::TupleSpace);
+    let ip = || Match::any().exact(Field::EthType, 0x0800);
+    s.add([
+        RuleSpec::new(0, 10, ip().prefix(Field::Ipv4Dst, 0x0a00_0000, 8))
+            .actions([Action::Output(2)]),
+        RuleSpec::new(0, 5, ip()).actions([Action::Output(3)]),
+    ])
+    .unwrap();
+    s
+}
+
+fn key(src: u32, dst: u32) -> FlowKey {
+    let mut k = FlowKey::ZERO;
+    k.set(Field::InPort, 1);
+    k.set(Field::EthType, 0x0800);
+    k.set(Field::Ipv4Src, src as u128);
+    k.set(Field::Ipv4Dst, dst as u128);
+    k
+}
+
+fn install(c: &mut MegaflowCache, p: &Pipeline, k: &FlowKey) -> u32 {
+    c.install(k, p.translate(k), p)
+}
+
+#[test]
+fn an_installed_megaflow_answers_every_key_it_covers_and_no_other() {
+    let s = store();
+    let p = s.snapshot();
+    let mut c = MegaflowCache::new(1024, 7);
+    let slot = install(&mut c, &p, &key(1, 0x0a01_0101));
+    assert_eq!(c.entry(slot).actions(), &[Action::Output(2)]);
+    // The source address was never looked at: any source hits; another /8 does not.
+    assert_eq!(c.lookup(&key(99, 0x0a02_0202)), Some(slot));
+    assert_eq!(c.lookup(&key(1, 0x0b01_0101)), None);
+    let other = install(&mut c, &p, &key(1, 0x0b01_0101));
+    assert_ne!(other, slot);
+    assert_eq!(c.len(), 2);
+
+    // The batch lookup gives what one lookup per key gives (the reference).
+    let keys: Vec<FlowKey> = (0..32u32)
+        .map(|i| {
+            key(
+                i,
+                [0x0a00_0001, 0x0b00_0001, 0x0c00_0001][i as usize % 3] + i,
+            )
+        })
+        .collect();
+    let want: Vec<Option<u32>> = keys.iter().map(|k| c.lookup(k)).collect();
+    let mut out = [u32::MAX; 32];
+    let left = c.lookup_batch(&keys, u32::MAX, &mut out);
+    for (i, w) in want.iter().enumerate() {
+        match w {
+            Some(s) => assert!(left & (1 << i) == 0 && out[i] == *s, "key {i}"),
+            None => assert!(left & (1 << i) != 0, "key {i} must stay pending"),
+        }
+    }
+}
+
+#[test]
+fn clock_evicts_what_was_not_used_since_the_hand_last_passed() {
+    let s = store();
+    let p = s.snapshot();
+    let mut c = MegaflowCache::new(4, 7);
+    let dst = |n: u32| (11 + n) << 24; // one megaflow per /8 (the /8 rule's bits are examined)
+    let ids: Vec<_> = (0..4)
+        .map(|n| {
+            c.begin_batch();
+            let slot = install(&mut c, &p, &key(1, dst(n)));
+            c.id(slot)
+        })
+        .collect();
+    // Full: the next install sweeps (clearing every "recently used" bit) and evicts the
+    // first entry.
+    c.begin_batch();
+    let e = install(&mut c, &p, &key(1, dst(4)));
+    let _ = c.id(e);
+    assert!(
+        c.get(ids[0]).is_none(),
+        "the oldest unreferenced entry goes"
+    );
+    assert_eq!(c.len(), 4);
+    // Entry 1 is used again; entry 2 is not: the next eviction spares 1 and takes 2.
+    c.begin_batch();
+    c.hit(ids[1].slot(), 60);
+    c.begin_batch();
+    install(&mut c, &p, &key(1, dst(5)));
+    assert!(c.get(ids[1]).is_some(), "a recently hit entry is kept");
+    assert!(c.get(ids[2]).is_none(), "the unreferenced one is evicted");
+    assert_eq!(c.counters.evictions, 2);
+}
+
+#[test]
+fn a_removed_megaflow_is_never_reached_through_an_old_reference() {
+    let s = store();
+    let p = s.snapshot();
+    let mut c = MegaflowCache::new(64, 7);
+    let slot = install(&mut c, &p, &key(1, 0x0a01_0101));
+    let id = c.id(slot);
+    let gen = c.entry(slot).generation();
+    assert!(c.claim(slot, gen));
+    c.remove(slot, &p);
+    assert!(!c.claim(slot, gen), "a stale generation is refused");
+    assert!(c.get(id).is_none());
+    assert!(
+        !c.credit(id, 5, 300),
+        "credit to a removed megaflow is refused"
+    );
+    // The slot is reused by the next install, under a new generation.
+    let again = install(&mut c, &p, &key(1, 0x0b01_0101));
+    assert_eq!(again, slot);
+    assert!(
+        c.get(id).is_none(),
+        "the old id does not name the new entry"
+    );
+    assert!(c.get(c.id(again)).is_some());
+}
+
+#[test]
+fn revalidation_keeps_unchanged_decisions_and_removes_changed_ones() {
+    let s = store();
+    let old = s.snapshot();
+    let mut c = MegaflowCache::new(64, 7);
+    let a = install(&mut c, &old, &key(1, 0x0a01_0101)); // → 2
+    let a = c.id(a);
+    let b = install(&mut c, &old, &key(1, 0x0b01_0101)); // → 3
+    let b = c.id(b);
+
+    // A rule in a table no packet reaches changes no decision: everything is kept.
+    s.add([RuleSpec::new(1, 1, Match::any()).actions([Action::Output(9)])])
+        .unwrap();
+    let new = s.snapshot();
+    assert_eq!(c.revalidate(&old, &new), (2, 0));
+
+    // Now 10/8 goes to port 4: its megaflow is removed, the other one stays.
+    let old = new;
+    s.apply(vec![Change::Add(
+        RuleSpec::new(
+            0,
+            20,
+            Match::any()
+                .exact(Field::EthType, 0x0800)
+                .prefix(Field::Ipv4Dst, 0x0a00_0000, 8),
+        )
+        .actions([Action::Output(4)]),
+    )])
+    .unwrap();
+    let new = s.snapshot();
+    let (kept, removed) = c.revalidate(&old, &new);
+    assert_eq!(removed, 1);
+    assert_eq!(kept, 1);
+    assert!(c.get(a).is_none() && c.get(b).is_some());
+}
+
+#[test]
+fn counters_reach_the_rules_and_events_come_in_order() {
+    let s = store();
+    let p: Arc<Pipeline> = s.snapshot();
+    let mut c = MegaflowCache::new(64, 7);
+    c.watch(true);
+    let slot = install(&mut c, &p, &key(1, 0x0a01_0101));
+    let id = c.id(slot);
+    for _ in 0..3 {
+        c.hit(slot, 60);
+    }
+    assert!(c.credit(id, 2, 120), "another tier's hits are credited");
+    c.push_stats(&p);
+    let rule = p.rules().find(|r| r.spec.priority == 10).unwrap();
+    assert_eq!(rule.counters.get(), (5, 300));
+    c.rerank();
+    assert_eq!(
+        c.lookup(&key(2, 0x0a00_0009)),
+        Some(slot),
+        "re-ranking loses nothing"
+    );
+    c.remove(slot, &p);
+    install(&mut c, &p, &key(1, 0x0b01_0101));
+    c.flush(&p);
+    assert!(c.is_empty());
+    let mut ev = Vec::new();
+    c.take_events(&mut ev);
+    assert_eq!(ev.len(), 4, "{ev:?}");
+    assert_eq!(ev[0], MegaflowEvent::Installed(id));
+    assert_eq!(ev[1], MegaflowEvent::Removed(id));
+    assert!(matches!(ev[2], MegaflowEvent::Installed(_)));
+    assert_eq!(ev[3], MegaflowEvent::Flushed);
+    assert!(!c.has_events(), "taking empties the log");
+}
