@@ -403,12 +403,7 @@ impl FlowTier {
     /// Attach to `ifname` (Auto: native, then generic); says which mode it got.
     pub fn attach(&mut self, ifname: &str, mode: XdpMode) -> io::Result<Attached> {
         let idx = ifindex(ifname)?;
-        let p: &mut Xdp = self
-            .ebpf
-            .program_mut(PROGRAM)
-            .ok_or_else(|| err("flow_tier missing"))?
-            .try_into()
-            .map_err(|e| err(format!("{PROGRAM}: {e}")))?;
+        let p = program(&mut self.ebpf)?;
         let (id, a) = flowpath_ports::xdp::attach_loaded(p, PROGRAM, ifname, idx, mode)?;
         self.links.push((idx, id, a));
         Ok(a)
@@ -417,12 +412,7 @@ impl FlowTier {
     /// Detach from `ifname` (no-op if not attached there).
     pub fn detach(&mut self, ifname: &str) -> io::Result<()> {
         let idx = ifindex(ifname)?;
-        let p: &mut Xdp = self
-            .ebpf
-            .program_mut(PROGRAM)
-            .ok_or_else(|| err("flow_tier missing"))?
-            .try_into()
-            .map_err(|e| err(format!("{PROGRAM}: {e}")))?;
+        let p = program(&mut self.ebpf)?;
         let mut keep = Vec::new();
         for (i, id, a) in self.links.drain(..) {
             if i == idx {
@@ -449,6 +439,14 @@ impl FlowTier {
         }
         Ok(())
     }
+}
+
+/// The `flow_tier` program of the object.
+fn program(ebpf: &mut Ebpf) -> io::Result<&mut Xdp> {
+    ebpf.program_mut(PROGRAM)
+        .ok_or_else(|| err("flow_tier missing"))?
+        .try_into()
+        .map_err(|e| err(format!("{PROGRAM}: {e}")))
 }
 
 impl Drop for FlowTier {
