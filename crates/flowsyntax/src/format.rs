@@ -246,7 +246,14 @@ fn write_match(s: &mut String, spec: &RuleSpec) {
         skip_type = true;
         skip_proto = covers_proto;
     }
+    write_tunnel(s, m);
+    write_l2(s, m, eth, skip_type);
+    write_l3(s, m, eth, proto, skip_proto);
+    write_l4(s, m, eth, proto);
+}
 
+/// Tunnel metadata: `tun_id`, addresses, flags.
+fn write_tunnel(s: &mut String, m: &Match) {
     let (v, mk) = get(m, Field::TunId);
     if mk != 0 {
         s.push_str(",tun_id=");
@@ -267,7 +274,10 @@ fn write_match(s: &mut String, spec: &RuleSpec) {
             let _ = write!(s, "/{mk:#x}");
         }
     }
+}
 
+/// Ingress port, VLAN tags, Ethernet addresses and type.
+fn write_l2(s: &mut String, m: &Match, eth: Option<u16>, skip_type: bool) {
     let (v, mk) = get(m, Field::InPort);
     if mk != 0 {
         let _ = write!(s, ",in_port={v}");
@@ -289,7 +299,10 @@ fn write_match(s: &mut String, spec: &RuleSpec) {
             let _ = write!(s, ",dl_type=0x{e:04x}");
         }
     }
+}
 
+/// Addresses (IPv4, IPv6 or ARP, by the type), protocol, TOS/ECN, TTL, fragments.
+fn write_l3(s: &mut String, m: &Match, eth: Option<u16>, proto: Option<u8>, skip_proto: bool) {
     let v6 = eth == Some(ethertype::IPV6);
     let arp = eth == Some(ethertype::ARP);
     let (src4, dst4) = if arp {
@@ -333,7 +346,11 @@ fn write_match(s: &mut String, spec: &RuleSpec) {
             }
         }
     }
+}
 
+/// Ports (or ICMP type and code) and TCP flags.
+fn write_l4(s: &mut String, m: &Match, eth: Option<u16>, proto: Option<u8>) {
+    let v6 = eth == Some(ethertype::IPV6);
     let icmp = (eth == Some(ethertype::IPV4) && proto == Some(ipproto::ICMP))
         || (v6 && proto == Some(ipproto::ICMPV6));
     let (sn, dn) = if icmp {
