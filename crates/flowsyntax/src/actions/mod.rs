@@ -241,16 +241,7 @@ impl Ctx<'_> {
             Arg::Plain(v) => self.num(k, v, 65535, "a max_len 0..65535")? as u16,
             Arg::Paren(inner, at) => {
                 let mut max_len = u16::MAX;
-                let mut lx = Lexer::new(inner, 0);
-                while let Some(ik) = lx.next_key() {
-                    let v = match ik.delim {
-                        Delim::Value => lx.value().0,
-                        _ => "",
-                    };
-                    let ik = Key {
-                        at: at + ik.at,
-                        ..ik
-                    };
+                self.options(inner, at, |ik, v| {
                     match ik.name {
                         "max_len" => {
                             max_len = self.num(&ik, v, 65535, "a max_len 0..65535")? as u16;
@@ -266,11 +257,36 @@ impl Ctx<'_> {
                             }))
                         }
                     }
-                }
+                    Ok(())
+                })?;
                 max_len
             }
         };
         Ok(Action::Controller { max_len })
+    }
+
+    /// Each `key=value` of a parenthesised argument `inner` (at byte `at` of the flow).
+    fn options<'t>(
+        &self,
+        inner: &'t str,
+        at: usize,
+        mut each: impl FnMut(Key<'t>, &'t str) -> Result<(), SyntaxError>,
+    ) -> Result<(), SyntaxError> {
+        let mut lx = Lexer::new(inner, 0);
+        while let Some(ik) = lx.next_key() {
+            let v = match ik.delim {
+                Delim::Value => lx.value().0,
+                _ => "",
+            };
+            each(
+                Key {
+                    at: at + ik.at,
+                    ..ik
+                },
+                v,
+            )?;
+        }
+        Ok(())
     }
 
     /// `output:N`, `output(port=N)`.
@@ -278,16 +294,7 @@ impl Ctx<'_> {
         match arg {
             Arg::Paren(inner, at) => {
                 let mut port = None;
-                let mut lx = Lexer::new(inner, 0);
-                while let Some(ik) = lx.next_key() {
-                    let v = match ik.delim {
-                        Delim::Value => lx.value().0,
-                        _ => "",
-                    };
-                    let ik = Key {
-                        at: at + ik.at,
-                        ..ik
-                    };
+                self.options(inner, at, |ik, v| {
                     match ik.name {
                         "port" => port = Some(self.port(&ik, v)?),
                         "max_len" => {
@@ -301,7 +308,8 @@ impl Ctx<'_> {
                             }))
                         }
                     }
-                }
+                    Ok(())
+                })?;
                 port.ok_or_else(|| {
                     self.err(k.at, |c| format!("missing port=N in output at column {c}"))
                 })
