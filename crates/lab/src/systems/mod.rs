@@ -1,0 +1,225 @@
+//! The switches under test, each started inside the `sw` namespace on `swin` -> `swout`
+//! and stopped again: flowpath (AF_XDP or AF_PACKET ports), Open vSwitch's user-space
+//! datapath with afxdp ports, DPDK testpmd io-forward over net_af_xdp, Linux forwarding.
+
+mod flowpath;
+mod linux;
+mod ovs;
+mod testpmd;
+
+pub use flowpath::{flowpath_config, parse_flowpath_stats, Flowpath, FlowpathCounters, XdpForward};
+pub use linux::{Linux, LINUX_BACKLOG};
+pub use ovs::Ovs;
+pub use testpmd::Testpmd;
+
+use crate::pmdperf;
+use crate::sh;
+use crate::topo::{self, Topology, SINK_IP, SINK_MAC, SWIN_IF, SWIN_IP, SWOUT_IF, SWOUT_IP};
+use crate::Case;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The rules every switch runs, in ovs-ofctl syntax with port numbers (1 = swin, 2 =
+/// swout). The never-hit priority-200 rule on `nw_src` makes a cache that un-wildcards
+/// what it looked at keep the source address in each megaflow, so in the `miss` case
+/// (a new source per packet) every packet is a new megaflow, as it is a new 5-tuple.
+pub const FLOWS: &str = "\
+priority=200,ip,in_port=1,nw_src=10.10.1.254,actions=drop
+priority=100,in_port=1,actions=output:2
+priority=0,actions=drop
+";
+
+/// A switch's own account of a measurement window.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Own {
+    pub cycles_per_packet: Option<f64>,
+    pub packets: u64,
+    pub upcalls: u64,
+    pub lost_upcalls: u64,
+}
+
+/// What the lab hands each system.
+pub struct Ctx<'a> {
+    pub topo: &'a Topology,
+    pub switch_cpu: usize,
+    pub gen_cpu: usize,
+    /// The flowpath binary (for `flowpath switch`).
+    pub exe: &'a Path,
+    /// OVS afxdp `options:xdp-mode`.
+    pub ovs_xdp_mode: &'a str,
+}
+
+/// One switch under test.
+pub trait Switch {
+    /// Start it for `case` (fresh each case: no cache carried over); Ok once forwarding.
+    fn start(&mut self, ctx: &Ctx, case: Case) -> Result<(), String>;
+    /// Still running? (checked after the warm-up and after each window)
+    fn check(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+    /// Just before a measurement window (OVS clears its PMD statistics here).
+    fn before_window(&mut self, _ctx: &Ctx) {}
+    /// Just after a window: the system's own account of it, when it keeps one.
+    fn after_window(&mut self, _ctx: &Ctx) -> Option<Own> {
+        None
+    }
+    /// Stop it and undo its setup in the `sw` namespace.
+    fn stop(&mut self, ctx: &Ctx);
+    /// Remarks for the table (modes chosen, fallbacks taken).
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// Names accepted by `--systems`, in the order they run.
+pub const SYSTEMS: &[&str] = &[
+    "generator",
+    "trafgen",
+    "linux",
+    "ovs-afxdp",
+    "testpmd-afxdp",
+    "flowpath-afxdp",
+    "flowpath-afpacket",
+    "flowpath-xdp",
+    "xdp-forward",
+];
+
+/// The switch for a name of `SYSTEMS` (not the two generator rows).
+pub fn make(name: &str) -> Option<Box<dyn Switch>> {
+    Some(match name {
+        "linux" => Box::new(Linux),
+        "ovs-afxdp" => Box::<Ovs>::default(),
+        "testpmd-afxdp" => Box::<Testpmd>::default(),
+        "flowpath-afxdp" => Box::new(Flowpath::new("afxdp")),
+        "flowpath-afpacket" => Box::new(Flowpath::new("afpacket")),
+        "flowpath-xdp" => Box::new(Flowpath::with_xdp_tier()),
+        "xdp-forward" => Box::<XdpForward>::default(),
+        _ => return None,
+    })
+}
+
+/// Remove any XDP program (native or generic) a previous system left on the switch ports,
+/// and GRO and threaded NAPI the lab may have turned on.
+pub fn reset_switch_ports(t: &Topology) {
+    for ifname in [SWIN_IF, SWOUT_IF] {
+        t.napi_unthreaded(&t.sw, ifname);
+        for mode in ["xdp", "xdpgeneric"] {
+            let _ = sh::ip(&["-n", &t.sw, "link", "set", "dev", ifname, mode, "off"]);
+        }
+        let _ = sh::run(Some(&t.sw), "ethtool", &["-K", ifname, "gro", "off"]);
+        let _ = sh::ip(&["-n", &t.sw, "link", "set", "dev", ifname, "up"]);
+    }
+}
+
+fn in_sw(ctx: &Ctx, prog: &str, args: &[&str]) -> Result<String, String> {
+    sh::run(Some(&ctx.topo.sw), prog, args)
+}
+
+fn cpu_mask(cpu: usize) -> String {
+    format!("{:x}", 1u64 << cpu)
+}
+
+// ---------------------------------------------------------------------------------------
+// Linux
+
+/// Lines a child printed on stdout, collected by a thread.
+#[derive(Clone, Default)]
+pub struct Lines(Arc<Mutex<Vec<String>>>);
+
+impl Lines {
+    /// Collect `child`'s stdout (which must be piped), echoing nothing.
+    pub fn collect(child: &mut Child) -> Lines {
+        let lines = Lines::default();
+        if let Some(out) = child.stdout.take() {
+            let l = lines.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(out).lines() {
+                    let Ok(line) = line else { break };
+                    let mut v = l.0.lock().unwrap_or_else(|e| e.into_inner());
+                    if v.len() > 10_000 {
+                        v.drain(..5_000);
+                    }
+                    v.push(line);
+                }
+            });
+        }
+        lines
+    }
+
+    /// Does any line so far satisfy `f`?
+    pub fn any(&self, f: impl Fn(&str) -> bool) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .any(|l| f(l))
+    }
+
+    /// The last `n` non-empty lines, joined.
+    pub fn tail(&self, n: usize) -> String {
+        let v = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let v: Vec<&String> = v.iter().filter(|l| !l.trim().is_empty()).collect();
+        v[v.len().saturating_sub(n)..]
+            .iter()
+            .map(|s| s.trim())
+            .collect::<Vec<_>>()
+            .join(" | ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flows_parse_as_three_rules_in_flowpaths_syntax() {
+        let flows =
+            flowpath_flowsyntax::parse_flows_file(FLOWS, flowpath_flowsyntax::FlowCommand::Add)
+                .expect("flowpath accepts the lab's flows");
+        assert_eq!(flows.len(), 3);
+    }
+
+    #[test]
+    fn flowpath_stats_sum_over_workers() {
+        let j = r#"[{"busy_cycles": 100, "packets": 10, "upcalls": 2, "misses": 3, "core": 1},
+                   {"busy_cycles": 50, "packets": 5, "upcalls": 1, "misses": 1}]"#;
+        assert_eq!(
+            parse_flowpath_stats(j),
+            Some(FlowpathCounters {
+                busy_cycles: 150,
+                packets: 15,
+                upcalls: 3,
+                misses: 4,
+                xdp_hits: 0,
+            })
+        );
+        assert_eq!(parse_flowpath_stats("{}"), None);
+    }
+
+    #[test]
+    fn flowpath_config_is_the_daemons_toml() {
+        let c = flowpath_config(Path::new("/tmp/x"), "afxdp", 1, false);
+        assert!(!c.contains("xdp_tier"));
+        assert!(flowpath_config(Path::new("/tmp/x"), "afxdp", 1, true)
+            .contains("[datapath]\nxdp_tier = true"));
+        assert!(c.contains("state = \"/tmp/x/state\""));
+        assert!(c.contains("control = \"/tmp/x/control.sock\""));
+        assert!(c.contains("[[worker]]\ncore = 1"));
+        assert_eq!(c.matches("[[port]]").count(), 2);
+        assert_eq!(c.matches("type = \"afxdp\"").count(), 2);
+        assert!(c.contains("number = 2"));
+    }
+
+    #[test]
+    fn every_system_name_is_known() {
+        for s in SYSTEMS {
+            assert!(make(s).is_some() || s.ends_with("generator") || *s == "trafgen");
+        }
+        assert!(make("nope").is_none());
+        assert_eq!(cpu_mask(1), "2");
+        assert_eq!(cpu_mask(4), "10");
+    }
+}
