@@ -1,0 +1,119 @@
+//! What a lab run is asked to do: the cases, the generator, the systems and CPUs, and the
+//! checks before anything is set up.
+
+use crate::{sh, systems};
+use std::path::{Path, PathBuf};
+
+/// The two workloads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Case {
+    /// Established flows (`--flows`, default 1,000): every packet a cache hit.
+    Hit,
+    /// Every packet a new flow (a new source address).
+    Miss,
+}
+
+impl Case {
+    pub fn name(self) -> &'static str {
+        match self {
+            Case::Hit => "hit",
+            Case::Miss => "miss",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Case, String> {
+        match s.trim() {
+            "hit" => Ok(Case::Hit),
+            "miss" => Ok(Case::Miss),
+            o => Err(format!("unknown case '{o}' (hit, miss)")),
+        }
+    }
+}
+
+/// Which generator to drive the switches with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GenChoice {
+    /// `flowpath gen --tx` when available, else trafgen.
+    Auto,
+    Flowpath,
+    Trafgen,
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct LabConfig {
+    /// Names from `systems::SYSTEMS`.
+    pub systems: Vec<String>,
+    pub cases: Vec<Case>,
+    /// Seconds per measurement window.
+    pub duration: f64,
+    /// Windows per system and case.
+    pub runs: usize,
+    /// Seconds of traffic before the first window.
+    pub warmup: f64,
+    /// Established flows in the hit case.
+    pub flows: u32,
+    pub switch_cpu: usize,
+    pub gen_cpu: usize,
+    /// The flowpath binary (`flowpath switch`, `flowpath gen`).
+    pub exe: PathBuf,
+    pub ovs_xdp_mode: String,
+    pub generator: GenChoice,
+    /// Run `swin`'s receive (NAPI: XDP programs, the copy into AF_XDP sockets, the
+    /// kernel stack) in a thread pinned to the switch CPU, so that every system's
+    /// figure is one core's work. False: it runs in the generator CPU's softirq, as a
+    /// veth does by default, and is in no system's figure.
+    pub napi_on_switch_cpu: bool,
+}
+
+impl Default for LabConfig {
+    fn default() -> Self {
+        LabConfig {
+            systems: systems::SYSTEMS.iter().map(|s| s.to_string()).collect(),
+            cases: vec![Case::Hit, Case::Miss],
+            duration: 5.0,
+            runs: 3,
+            warmup: 2.0,
+            flows: 1000,
+            switch_cpu: 1,
+            gen_cpu: 0,
+            exe: std::env::current_exe().unwrap_or_else(|_| "flowpath".into()),
+            ovs_xdp_mode: "native".into(),
+            generator: GenChoice::Auto,
+            napi_on_switch_cpu: true,
+        }
+    }
+}
+
+/// Checks before anything is built: root, `ip`, a known system list.
+pub fn preflight(cfg: &LabConfig) -> Result<(), String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("the lab needs root (network namespaces, XDP, huge pages)".into());
+    }
+    if sh::which("ip").is_none() {
+        return Err("`ip` (iproute2) not found".into());
+    }
+    for s in &cfg.systems {
+        if !systems::SYSTEMS.contains(&s.as_str()) {
+            return Err(format!(
+                "unknown system '{s}' (known: {})",
+                systems::SYSTEMS.join(", ")
+            ));
+        }
+    }
+    if cfg.runs == 0 || cfg.duration <= 0.0 {
+        return Err("--runs and --duration must be positive".into());
+    }
+    Ok(())
+}
+
+/// Write an XDP object to `dir`; None when it was not built.
+pub(crate) fn xdp_object(dir: &Path, name: &str, bytes: &[u8]) -> Option<PathBuf> {
+    if bytes.is_empty() {
+        return None;
+    }
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).ok()?;
+    Some(p)
+}

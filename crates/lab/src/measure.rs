@@ -1,0 +1,287 @@
+//! Measuring one system on one case: wait for a quiet CPU, start the switch with its
+//! receive on the measured CPU, run the generator's windows, read the CPU's and the
+//! switch's own counters, and note what could make the numbers lie.
+
+use crate::generator::{GenJob, Generator};
+use crate::report::{Row, Sample};
+use crate::systems::{self, Switch};
+use crate::{generator, procstat, progress, report, sh, topo, Case, Lab};
+use std::time::{Duration, Instant};
+
+/// Where traffic goes and which CPU's time is the cost.
+pub(crate) struct Path3<'a> {
+    pub(crate) gen_if: &'a str,
+    pub(crate) dst_mac: &'a str,
+    pub(crate) src_mac: &'a str,
+    pub(crate) sink_if: &'a str,
+    pub(crate) cpu: usize,
+}
+
+impl Lab {
+    pub(crate) fn measure(
+        &mut self,
+        sys: &str,
+        case: Case,
+        g: &Generator,
+        path: &Path3,
+        mut switch: Option<Box<dyn Switch>>,
+    ) -> Row {
+        let mut row = Row {
+            system: sys.into(),
+            case: case.name().into(),
+            generator: g.name().into(),
+            cpu: path.cpu,
+            tsc_hz: self.tsc_hz,
+            ..Row::default()
+        };
+        if let Some(n) = &self.topo.sink_xdp_note {
+            row.notes.push(n.clone());
+        }
+        self.wait_quiet(path.cpu, &mut row);
+        systems::reset_switch_ports(&self.topo);
+        if let Some(s) = switch.as_mut() {
+            if let Err(e) = self.start_switch(s.as_mut(), case, path, &mut row) {
+                row.error = Some(e);
+                return row;
+            }
+        }
+        let result = self.windows(case, g, path, &mut switch, &mut row);
+        if let Some(s) = switch.as_mut() {
+            s.stop(&self.ctx());
+        }
+        // Other work on the measured CPU right after the run probably ran during it too.
+        if result.is_ok() {
+            self.note_busy_after(path.cpu, &mut row);
+        }
+        if let Err(e) = result {
+            row.error = Some(e);
+            row.samples.clear();
+        }
+        row.summarise();
+        row
+    }
+
+    /// Wait up to 30 s for background load on the measured CPU to go quiet, before
+    /// anything of ours runs there; say so in the row when it does not.
+    pub(crate) fn wait_quiet(&self, cpu: usize, row: &mut Row) {
+        let quiet = sh::wait_for(Duration::from_secs(30), || {
+            self.busy_share(cpu, Duration::from_millis(300))
+                .filter(|&b| b < 10.0)
+        });
+        if quiet.is_none() {
+            let b = self
+                .busy_share(cpu, Duration::from_millis(300))
+                .unwrap_or(0.0);
+            progress(&format!("  cpu{cpu} is {b:.0}% busy with other work"));
+            row.notes
+                .push(format!("NOISY: cpu{cpu} was {b:.0}% busy before the run"));
+        }
+    }
+
+    /// Start the switch under test and put its receive work on the measured CPU.
+    pub(crate) fn start_switch(
+        &self,
+        s: &mut dyn Switch,
+        case: Case,
+        path: &Path3,
+        row: &mut Row,
+    ) -> Result<(), String> {
+        let ctx = self.ctx();
+        if let Err(e) = s.start(&ctx, case) {
+            s.stop(&ctx);
+            return Err(e);
+        }
+        row.notes.extend(s.notes());
+        if !self.topo.has_native_xdp(&self.topo.sw, topo::SWIN_IF) {
+            row.notes.push(self.let_swin_take_xdp_frames());
+        }
+        if self.cfg.napi_on_switch_cpu {
+            row.notes.push(
+                match self
+                    .topo
+                    .napi_on_cpu(&self.topo.sw, topo::SWIN_IF, path.cpu)
+                {
+                    Ok(_) => format!(
+                        "swin's receive (threaded NAPI, XDP included) pinned to cpu{}",
+                        path.cpu
+                    ),
+                    Err(e) => {
+                        format!("NOT per-core: swin's receive stays on the sender's CPU ({e})")
+                    }
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// Other work on the measured CPU right after the run: note it.
+    pub(crate) fn note_busy_after(&self, cpu: usize, row: &mut Row) {
+        if let Some(b) = self.busy_share(cpu, Duration::from_millis(300)) {
+            if b > 10.0 {
+                progress(&format!("  cpu{cpu} is {b:.0}% busy right after the run"));
+                row.notes.push(format!(
+                    "NOISY: cpu{cpu} was {b:.0}% busy with other work right after the run"
+                ));
+            }
+        }
+    }
+
+    pub(crate) fn windows(
+        &mut self,
+        case: Case,
+        g: &Generator,
+        path: &Path3,
+        switch: &mut Option<Box<dyn Switch>>,
+        row: &mut Row,
+    ) -> Result<(), String> {
+        let total = self.cfg.warmup + self.cfg.runs as f64 * (self.cfg.duration + 1.0) + 10.0;
+        let job = GenJob {
+            ns: &self.topo.gen,
+            iface: path.gen_if,
+            src_mac: path.src_mac,
+            dst_mac: path.dst_mac,
+            dst_ip: topo::SINK_IP,
+            case,
+            flows: self.cfg.flows,
+            secs: total.ceil() as u64,
+            cpu: self.cfg.gen_cpu,
+            dir: &self.topo.dir,
+        };
+        let (mut child, log) = g.spawn(&job)?;
+        let result = (|| {
+            if !sh::sleep(Duration::from_secs_f64(self.cfg.warmup)) {
+                return Err("interrupted".to_string());
+            }
+            for run in 0..self.cfg.runs {
+                if let Ok(Some(st)) = child.try_wait() {
+                    return Err(format!(
+                        "{} exited ({st}): {}",
+                        g.name(),
+                        generator::tail(&log, 3)
+                    ));
+                }
+                if let Some(s) = switch.as_mut() {
+                    s.check()?;
+                    s.before_window(&self.ctx());
+                }
+                let mut sample = self.window(path)?;
+                if let Some(s) = switch.as_mut() {
+                    if let Some(own) = s.after_window(&self.ctx()) {
+                        sample.own_cycles_per_packet = own.cycles_per_packet;
+                        sample.own_packets = Some(own.packets);
+                        sample.upcalls = Some(own.upcalls);
+                        sample.lost_upcalls = Some(own.lost_upcalls);
+                    }
+                    s.check()?;
+                }
+                progress(&format!(
+                    "  run {}/{}: {:.3} Mpps at the sink (offered {:.3}), {} cycles/pkt, cpu{} {:.0}% busy",
+                    run + 1,
+                    self.cfg.runs,
+                    sample.mpps,
+                    sample.offered_mpps,
+                    sample.cycles_per_packet.map_or("-".into(), report::thousands),
+                    path.cpu,
+                    sample.cpu_busy_pct
+                ));
+                row.samples.push(sample);
+            }
+            Ok(())
+        })();
+        sh::stop(&mut child, libc::SIGINT, Duration::from_secs(3));
+        // Nothing but generators runs in the gen namespace: no straggler may load CPU 0
+        // during the next system.
+        let left = topo::kill_namespace_processes(&self.topo.gen);
+        if left > 0 {
+            progress(&format!("  killed {left} leftover generator process(es)"));
+        }
+        if let Some(n) = upcall_note(row) {
+            row.notes.push(n);
+        }
+        result
+    }
+
+    /// One measurement window on `path`.
+    pub(crate) fn window(&self, path: &Path3) -> Result<Sample, String> {
+        let t = &self.topo;
+        let (rx0, _) = t.counters(&t.sink, path.sink_if)?;
+        let (_, tx0) = t.counters(&t.gen, path.gen_if)?;
+        let c0 = procstat::read_cpu(path.cpu)?;
+        let t0 = Instant::now();
+        if !sh::sleep(Duration::from_secs_f64(self.cfg.duration)) {
+            return Err("interrupted".into());
+        }
+        let c1 = procstat::read_cpu(path.cpu)?;
+        let secs = t0.elapsed().as_secs_f64();
+        let (rx1, _) = t.counters(&t.sink, path.sink_if)?;
+        let (_, tx1) = t.counters(&t.gen, path.gen_if)?;
+        let d = c1.since(&c0);
+        let delivered = rx1.saturating_sub(rx0);
+        let offered = tx1.saturating_sub(tx0);
+        let busy_s = d.busy() as f64 / self.tick_hz;
+        Ok(Sample {
+            secs,
+            delivered,
+            offered,
+            mpps: delivered as f64 / secs / 1e6,
+            offered_mpps: offered as f64 / secs / 1e6,
+            cpu_busy_pct: if d.total() > 0 {
+                100.0 * d.busy() as f64 / d.total() as f64
+            } else {
+                0.0
+            },
+            cycles_per_packet: (delivered > 0).then(|| busy_s * self.tsc_hz / delivered as f64),
+            ..Sample::default()
+        })
+    }
+
+    pub(crate) fn busy_share(&self, cpu: usize, d: Duration) -> Option<f64> {
+        let a = procstat::read_cpu(cpu).ok()?;
+        std::thread::sleep(d);
+        let b = procstat::read_cpu(cpu).ok()?.since(&a);
+        (b.total() > 0).then(|| 100.0 * b.busy() as f64 / b.total() as f64)
+    }
+}
+
+/// "upcalls x% of packets (y% lost)" from the switch's own counters.
+pub(crate) fn upcall_note(row: &Row) -> Option<String> {
+    if row.samples.iter().all(|s| s.upcalls.is_none()) {
+        return None;
+    }
+    let up: u64 = row.samples.iter().filter_map(|s| s.upcalls).sum();
+    let lost: u64 = row.samples.iter().filter_map(|s| s.lost_upcalls).sum();
+    let pkts: u64 = row.samples.iter().filter_map(|s| s.own_packets).sum();
+    let pct = |n: u64| 100.0 * n as f64 / pkts.max(1) as f64;
+    Some(if lost > 0 {
+        format!(
+            "upcalls {:.1}% of packets, plus {:.1}% misses not installed (lost upcalls)",
+            pct(up),
+            pct(lost)
+        )
+    } else {
+        format!("upcalls {:.1}% of packets", pct(up))
+    })
+}
+
+/// Mark rows whose rate is within 10 % of what the generator alone reaches for that case:
+/// there the generator, not the switch, may be the limit.
+pub fn annotate_generator_bound(rows: &mut [Row]) {
+    let gen: Vec<(String, f64)> = rows
+        .iter()
+        .filter(|r| r.system == "generator")
+        .filter_map(|r| Some((r.case.clone(), r.mpps?)))
+        .collect();
+    for r in rows.iter_mut() {
+        if r.system == "generator" || r.system == "trafgen" {
+            continue;
+        }
+        let Some(m) = r.mpps else { continue };
+        if let Some((_, g)) = gen.iter().find(|(c, _)| *c == r.case) {
+            if m >= 0.9 * g {
+                r.notes.push(format!(
+                    "GENERATOR-BOUND: the generator alone reaches {g:.3} Mpps"
+                ));
+            }
+        }
+    }
+}
