@@ -259,6 +259,26 @@ impl Topology {
     }
 
     fn build(&self, xdp_obj: Option<&Path>) -> Result<Option<String>, String> {
+        self.add_namespaces()?;
+        self.add_links()?;
+        let note = self.sink_xdp(xdp_obj);
+        for (ns, ifname) in [
+            (&self.gen, GEN_IF),
+            (&self.gen, GDIR_IF),
+            (&self.sw, SWIN_IF),
+            (&self.sw, SWOUT_IF),
+            (&self.sink, SINK_IF),
+            (&self.sink, SDIR_IF),
+        ] {
+            sh::ip(&["-n", ns, "link", "set", ifname, "up"])?;
+        }
+        self.add_routes()?;
+        Ok(note)
+    }
+
+    /// The three namespaces, without IPv6 (no neighbour discovery or MLD frames to count
+    /// at the sink), loopback up.
+    fn add_namespaces(&self) -> Result<(), String> {
         for ns in [&self.gen, &self.sw, &self.sink] {
             sh::ip(&["netns", "add", ns])?;
             with_registry(|r| r.namespaces.push(ns.clone()));
@@ -275,6 +295,11 @@ impl Topology {
             );
             sh::ip(&["-n", ns, "link", "set", "lo", "up"])?;
         }
+        Ok(())
+    }
+
+    /// The veth pairs gen—switch, switch—sink, gen—sink (direct), with their addresses.
+    fn add_links(&self) -> Result<(), String> {
         let pair = |ns: &str, a: &str, amac: &str, peer_ns: &str, b: &str, bmac: &str| {
             sh::ip(&[
                 "-n", ns, "link", "add", a, "address", amac, "type", "veth", "peer", "name", b,
@@ -292,6 +317,11 @@ impl Topology {
         ] {
             sh::ip(&["-n", ns, "addr", "add", &addr, "dev", ifname])?;
         }
+        Ok(())
+    }
+
+    /// The XDP drop program on the sinks; a note when it could not be attached.
+    fn sink_xdp(&self, xdp_obj: Option<&Path>) -> Option<String> {
         let mut note = None;
         match xdp_obj {
             Some(obj) => {
@@ -306,17 +336,11 @@ impl Topology {
             }
             None => note = Some("no XDP program on the sinks (built without clang)".into()),
         }
-        for (ns, ifname) in [
-            (&self.gen, GEN_IF),
-            (&self.gen, GDIR_IF),
-            (&self.sw, SWIN_IF),
-            (&self.sw, SWOUT_IF),
-            (&self.sink, SINK_IF),
-            (&self.sink, SDIR_IF),
-        ] {
-            sh::ip(&["-n", ns, "link", "set", ifname, "up"])?;
-        }
-        // The hosts' routes through the switch, with static neighbours (no ARP needed).
+        note
+    }
+
+    /// The hosts' routes through the switch, with static neighbours (no ARP needed).
+    fn add_routes(&self) -> Result<(), String> {
         sh::ip(&[
             "-n",
             &self.gen,
@@ -361,7 +385,7 @@ impl Topology {
             "nud",
             "permanent",
         ])?;
-        Ok(note)
+        Ok(())
     }
 
     /// Does `ifname` in `ns` have an XDP program attached in driver (native) mode? Only
