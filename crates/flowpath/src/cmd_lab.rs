@@ -142,42 +142,9 @@ pub fn run(args: LabArgs) -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
-    let cases: Result<Vec<Case>, String> = if args.cases.is_empty() {
-        Ok(vec![Case::Hit, Case::Miss])
-    } else {
-        args.cases.iter().map(|c| Case::parse(c)).collect()
-    };
-    let cases = match cases {
+    let cfg = match config(&args) {
         Ok(c) => c,
-        Err(e) => return usage(&format!("--cases: {e}")),
-    };
-    let generator = match args.generator.as_str() {
-        "auto" => GenChoice::Auto,
-        "flowpath" => GenChoice::Flowpath,
-        "trafgen" => GenChoice::Trafgen,
-        o => return usage(&format!("--generator: '{o}' (auto, flowpath, trafgen)")),
-    };
-    let systems: Vec<String> = if args.systems.is_empty() {
-        systems::SYSTEMS.iter().map(|s| s.to_string()).collect()
-    } else {
-        args.systems.iter().map(|s| s.trim().to_string()).collect()
-    };
-    if args.switch_cpu == args.gen_cpu {
-        return usage("--switch-cpu and --gen-cpu must differ");
-    }
-    let cfg = LabConfig {
-        systems,
-        cases,
-        duration: args.duration,
-        runs: args.runs,
-        warmup: args.warmup,
-        flows: args.flows.max(1),
-        switch_cpu: args.switch_cpu,
-        gen_cpu: args.gen_cpu,
-        ovs_xdp_mode: args.ovs_xdp_mode.clone(),
-        generator,
-        napi_on_switch_cpu: args.napi == "switch-cpu",
-        ..LabConfig::default()
+        Err(e) => return usage(&e),
     };
     if let Err(e) = flowpath_lab::preflight(&cfg) {
         return usage(&e);
@@ -221,6 +188,47 @@ pub fn run(args: LabArgs) -> ExitCode {
         return ExitCode::from(130);
     }
     ExitCode::SUCCESS
+}
+
+/// The lab's configuration from the flags; errors name the flag.
+fn config(args: &LabArgs) -> Result<LabConfig, String> {
+    let cases: Result<Vec<Case>, String> = if args.cases.is_empty() {
+        Ok(vec![Case::Hit, Case::Miss])
+    } else {
+        args.cases.iter().map(|c| Case::parse(c)).collect()
+    };
+    let cases = match cases {
+        Ok(c) => c,
+        Err(e) => return Err(format!("--cases: {e}")),
+    };
+    let generator = match args.generator.as_str() {
+        "auto" => GenChoice::Auto,
+        "flowpath" => GenChoice::Flowpath,
+        "trafgen" => GenChoice::Trafgen,
+        o => return Err(format!("--generator: '{o}' (auto, flowpath, trafgen)")),
+    };
+    let systems: Vec<String> = if args.systems.is_empty() {
+        systems::SYSTEMS.iter().map(|s| s.to_string()).collect()
+    } else {
+        args.systems.iter().map(|s| s.trim().to_string()).collect()
+    };
+    if args.switch_cpu == args.gen_cpu {
+        return Err("--switch-cpu and --gen-cpu must differ".into());
+    }
+    Ok(LabConfig {
+        systems,
+        cases,
+        duration: args.duration,
+        runs: args.runs,
+        warmup: args.warmup,
+        flows: args.flows.max(1),
+        switch_cpu: args.switch_cpu,
+        gen_cpu: args.gen_cpu,
+        ovs_xdp_mode: args.ovs_xdp_mode.clone(),
+        generator,
+        napi_on_switch_cpu: args.napi == "switch-cpu",
+        ..LabConfig::default()
+    })
 }
 
 fn usage(msg: &str) -> ExitCode {
