@@ -1,6 +1,8 @@
 //! Rows of the lab's results and how they are shown: a text table, JSON lines, an SVG
 //! bar chart.
 
+use flowpath_report::escape;
+pub use flowpath_report::thousands;
 use serde::Serialize;
 
 /// One measurement window.
@@ -113,24 +115,6 @@ impl Row {
     }
 }
 
-/// 12345.6 -> "12,346".
-pub fn thousands(x: f64) -> String {
-    let n = x.round() as i64;
-    let s = n.unsigned_abs().to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    if n < 0 {
-        format!("-{out}")
-    } else {
-        out
-    }
-}
-
 fn mpps_cell(r: &Row) -> String {
     match (r.mpps, r.mpps_min, r.mpps_max) {
         (Some(m), Some(lo), Some(hi)) if r.runs > 1 => format!("{m:.3} [{lo:.3}-{hi:.3}]"),
@@ -227,12 +211,6 @@ pub fn json_lines(rows: &[Row]) -> String {
         .collect()
 }
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
 /// A horizontal bar chart of Mpps at the sink per system and case (errors left out).
 pub fn svg(rows: &[Row], title: &str) -> String {
     let ok: Vec<&Row> = rows.iter().filter(|r| r.mpps.is_some()).collect();
@@ -247,7 +225,7 @@ pub fn svg(rows: &[Row], title: &str) -> String {
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"820\" height=\"{h}\" \
          font-family=\"sans-serif\" font-size=\"12\">\n\
          <text x=\"10\" y=\"22\" font-size=\"15\">{}</text>\n",
-        esc(title)
+        escape(title)
     );
     for (i, r) in ok.iter().enumerate() {
         let y = top + row_h * i as f64;
@@ -263,8 +241,8 @@ pub fn svg(rows: &[Row], title: &str) -> String {
              <rect x=\"{left}\" y=\"{}\" width=\"{w:.1}\" height=\"{}\" fill=\"{color}\"/>\n",
             left - 8.0,
             y + 15.0,
-            esc(&r.system),
-            esc(&r.case),
+            escape(&r.system),
+            escape(&r.case),
             y + 3.0,
             row_h - 6.0,
         ));

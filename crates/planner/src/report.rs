@@ -3,25 +3,8 @@
 
 use crate::plan::{cores_vs_miss_rate, Options, Plan};
 use crate::profile::Profile;
-use crate::units::{fmt_pps, pct, Rate, WIRE_OVERHEAD_BYTES};
-
-/// `12,345` (rounded to an integer).
-pub fn thousands(x: f64) -> String {
-    let neg = x < 0.0;
-    let digits = format!("{:.0}", x.abs());
-    let mut out = String::new();
-    for (i, ch) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    if neg && digits != "0" {
-        format!("-{out}")
-    } else {
-        out
-    }
-}
+use crate::units::{fmt_pps, Rate, WIRE_OVERHEAD_BYTES};
+pub use flowpath_report::{escape, pct, thousands};
 
 fn usd(x: f64) -> String {
     if x < 0.0 {
@@ -204,22 +187,6 @@ pub fn table(plan: &Plan, profile: &Profile, given: &Given) -> String {
 /// The plan as pretty JSON.
 pub fn json(plan: &Plan) -> String {
     serde_json::to_string_pretty(plan).expect("a plan serialises")
-}
-
-/// Escape text for HTML and SVG.
-pub fn escape(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for ch in s.chars() {
-        match ch {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            c => o.push(c),
-        }
-    }
-    o
 }
 
 const PALETTE: [&str; 6] = [

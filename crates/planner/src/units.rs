@@ -4,6 +4,7 @@
 //! (`--rate: ...`).
 
 use flowpath_bench::workload::FrameMix;
+pub use flowpath_report::pct;
 
 /// Ethernet preamble (7), start-of-frame delimiter (1) and the minimum inter-frame gap
 /// (12): bytes a frame occupies on the wire besides itself.
@@ -161,18 +162,6 @@ pub fn parse_share(s: &str) -> Result<f64, String> {
         return Err(format!("'{s}' is over 100 %"));
     }
     Ok(v)
-}
-
-/// `12.3 %` with sensible precision.
-pub fn pct(x: f64) -> String {
-    let p = x * 100.0;
-    if p != 0.0 && p.abs() < 1.0 {
-        format!("{p:.2} %")
-    } else if (p - p.round()).abs() < 1e-9 {
-        format!("{p:.0} %")
-    } else {
-        format!("{p:.1} %")
-    }
 }
 
 #[cfg(test)]

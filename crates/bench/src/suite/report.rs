@@ -3,34 +3,9 @@
 //! file per chart.
 
 use super::{charts, model, ClassResult, CurvePoint, Point, SuiteResults};
+pub use flowpath_report::{escape, pct, thousands};
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
-
-/// `0.1` → `10 %`, `0.005` → `0.5 %`.
-pub fn pct(share: f64) -> String {
-    let p = share * 100.0;
-    if (p - p.round()).abs() < 1e-9 {
-        format!("{p:.0} %")
-    } else {
-        format!("{p:.1} %")
-    }
-}
-
-/// Escape text for HTML (and SVG) content and attributes.
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for ch in s.chars() {
-        match ch {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            _ => out.push(ch),
-        }
-    }
-    out
-}
 
 /// Days since 1970-01-01 → (year, month, day) (H. Hinnant's `civil_from_days`).
 fn civil(days: i64) -> (i64, u32, u32) {
@@ -64,23 +39,6 @@ pub fn default_out_dir(unix: u64) -> PathBuf {
     PathBuf::from(format!(
         "flowpath-suite-{y:04}{mo:02}{d:02}-{h:02}{mi:02}{s:02}"
     ))
-}
-
-fn thousands(v: f64) -> String {
-    let n = v.round() as i64;
-    let s = n.abs().to_string();
-    let mut out = String::new();
-    for (i, ch) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    if n < 0 {
-        format!("-{out}")
-    } else {
-        out
-    }
 }
 
 /// One line per disagreeing curve point: what was measured, what the model says, and
@@ -744,7 +702,7 @@ mod tests {
             PathBuf::from("flowpath-suite-20260501-125456")
         );
         assert_eq!(pct(0.1), "10 %");
-        assert_eq!(pct(0.005), "0.5 %");
+        assert_eq!(pct(0.005), "0.50 %");
         assert_eq!(pct(1.0), "100 %");
         assert_eq!(thousands(50_000.4), "50,000");
         assert_eq!(thousands(999.0), "999");

@@ -4,6 +4,7 @@
 use flowpath_gen::pcap::Summary;
 use flowpath_gen::TrafficSpec;
 use flowpath_ports::xdpgen::TxReport;
+pub use flowpath_report::{grouped, pct};
 
 /// How the packets of a report came about.
 #[derive(Clone, Copy, PartialEq)]
@@ -102,23 +103,6 @@ pub fn tx_text(
             .unwrap_or_default()
     );
     t
-}
-
-pub fn pct(x: f64) -> String {
-    format!("{:.2}%", x * 100.0)
-}
-
-/// 1234567 -> "1,234,567".
-pub fn grouped(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// Packets and bytes (written to `out`, would be, or held by a capture), flows, and the

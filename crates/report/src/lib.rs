@@ -1,0 +1,91 @@
+//! How flowpath's reports write numbers and text, in one place for every report (bench,
+//! suite, planner, lab, `flowpath gen`): digit grouping, percentages, HTML/SVG escaping.
+
+/// `digits` (ASCII digits, no sign) with a comma every three from the right.
+fn group(digits: &str) -> String {
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// `12,346` from 12345.6: rounded to an integer, digits grouped; `-0` is `0`.
+pub fn thousands(x: f64) -> String {
+    let digits = format!("{:.0}", x.abs());
+    if x < 0.0 && digits != "0" {
+        format!("-{}", group(&digits))
+    } else {
+        group(&digits)
+    }
+}
+
+/// `1,234,567`: an exact integer with its digits grouped.
+pub fn grouped(n: u64) -> String {
+    group(&n.to_string())
+}
+
+/// A share as a percentage: `5 %`, `12.3 %`, and two decimals below 1 % (`0.50 %`), so a
+/// small share never reads as zero.
+pub fn pct(share: f64) -> String {
+    let p = share * 100.0;
+    if p != 0.0 && p.abs() < 1.0 {
+        format!("{p:.2} %")
+    } else if (p - p.round()).abs() < 1e-9 {
+        format!("{p:.0} %")
+    } else {
+        format!("{p:.1} %")
+    }
+}
+
+/// Text made safe for HTML and SVG, in content and in attributes.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digits_are_grouped_by_three() {
+        assert_eq!(thousands(0.0), "0");
+        assert_eq!(thousands(-0.2), "0");
+        assert_eq!(thousands(999.4), "999");
+        assert_eq!(thousands(12345.6), "12,346");
+        assert_eq!(thousands(-1234567.0), "-1,234,567");
+        assert_eq!(grouped(1_234_567), "1,234,567");
+        assert_eq!(grouped(u64::MAX), "18,446,744,073,709,551,615");
+    }
+
+    #[test]
+    fn shares_read_as_percentages() {
+        assert_eq!(pct(0.0), "0 %");
+        assert_eq!(pct(0.05), "5 %");
+        assert_eq!(pct(0.1234), "12.3 %");
+        assert_eq!(pct(0.005), "0.50 %");
+        assert_eq!(pct(1.0), "100 %");
+    }
+
+    #[test]
+    fn markup_is_escaped() {
+        assert_eq!(
+            escape("<a href='x'>\"&\"</a>"),
+            "&lt;a href=&#39;x&#39;&gt;&quot;&amp;&quot;&lt;/a&gt;"
+        );
+    }
+}
