@@ -53,7 +53,7 @@ impl Machine {
         Machine {
             cpu,
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            tsc_ghz: flowpath_datapath::tsc::tsc_hz() / 1e9,
+            tsc_ghz: flowpath_base::clock::tsc_hz() / 1e9,
             kernel,
             git_rev,
             command: std::env::args().collect::<Vec<_>>().join(" "),

@@ -76,7 +76,7 @@ pub fn table(results: &[CaseResult], machine: &Machine) -> String {
 
 /// The `--rule-change` paragraph.
 pub fn rule_change(r: &crate::runner::RuleChangeResult) -> String {
-    let hz = flowpath_datapath::tsc::tsc_hz();
+    let hz = flowpath_base::clock::tsc_hz();
     let n = r.megaflows.max(1) as f64;
     format!(
         "rule change with {} megaflows cached (median of {} runs):\n  \

@@ -16,8 +16,6 @@ pub mod worker;
 pub use controller::{ControllerPacket, ControllerQueue};
 pub use datapath::{Datapath, DatapathConfig, OnRuleChange, OutputSink};
 pub use emc::ExactMatchCache;
-/// The TSC clock now lives in the foundation crate; this alias keeps old paths working.
-pub use flowpath_base::clock as tsc;
 pub use flowpath_base::BATCH;
 pub use megaflow::{MegaflowCache, MegaflowEntry};
 pub use sink::{CaptureSink, CountingSink};

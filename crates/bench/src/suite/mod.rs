@@ -19,16 +19,20 @@
 //! efficiency); [`report`] turns them into terminal tables, an HTML page and SVG charts.
 
 pub mod charts;
+mod findings;
 mod measure;
 pub mod model;
 pub mod report;
+mod run;
 
 use crate::machine::Machine;
 use crate::runner::StageShare;
 use crate::workload::{FrameMix, TrafficClass};
 use serde::{Deserialize, Serialize};
 
-pub use report::{default_out_dir, findings, html, tables, write_outputs};
+pub use findings::findings;
+pub use report::{default_out_dir, html, tables, write_outputs};
+pub use run::run;
 
 /// What to run and how long. [`SuiteConfig::full`] is the default of the command;
 /// [`SuiteConfig::quick`] runs every experiment with fewer packets, runs and points.
@@ -394,166 +398,6 @@ pub struct Progress {
     pub step: String,
 }
 
-/// Run the whole suite. `progress` is called when a step starts and after every timed run.
-pub fn run(cfg: &SuiteConfig, mut progress: impl FnMut(&Progress)) -> SuiteResults {
-    let cfg = cfg.normalised();
-    let started = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let wall = std::time::Instant::now();
-    let load_before = load_average();
-    let machine = Machine::probe();
-    let tsc_hz = flowpath_datapath::tsc::tsc_hz();
-
-    // The plan, with an estimate of each step's cost for the progress display.
-    let curve_specs = |class: TrafficClass| -> Vec<measure::Spec> {
-        cfg.miss_rates
-            .iter()
-            .map(|&m| measure::Spec {
-                class,
-                mix: FrameMix::Fixed(64),
-                m,
-            })
-            .collect()
-    };
-    let size_specs: Vec<measure::Spec> = cfg
-        .mixes
-        .iter()
-        .flat_map(|&mix| {
-            [0.0, 1.0].map(|m| measure::Spec {
-                class: TrafficClass::Ipv4,
-                mix,
-                m,
-            })
-        })
-        .collect();
-    let mut plan: Vec<(Step, u64)> = Vec::new();
-    for &class in &cfg.classes {
-        plan.push((
-            Step::Curve(class),
-            measure::estimate_points(&cfg, &curve_specs(class)),
-        ));
-    }
-    if !size_specs.is_empty() {
-        plan.push((Step::Sizes, measure::estimate_points(&cfg, &size_specs)));
-    }
-    if !cfg.cores.is_empty() {
-        for &m in &cfg.scaling_miss_rates {
-            let est = cfg
-                .cores
-                .iter()
-                .map(|&n| measure::estimate(&cfg, m, n))
-                .sum();
-            plan.push((Step::Scaling(m), est));
-        }
-    }
-    let total: u64 = plan.iter().map(|p| p.1).sum::<u64>().max(1);
-    let mut done = 0u64;
-
-    let mut curves: Vec<Vec<Point>> = vec![Vec::new(); cfg.classes.len()];
-    let mut size_points: Vec<Point> = Vec::new();
-    let mut scaling: Vec<ScalingSeries> = cfg
-        .scaling_miss_rates
-        .iter()
-        .map(|&m| ScalingSeries {
-            class: TrafficClass::Ipv4,
-            miss_rate: m,
-            points: Vec::new(),
-        })
-        .collect();
-
-    for (step, est) in plan {
-        let label = step.label();
-        progress(&Progress {
-            done,
-            total,
-            step: label.clone(),
-        });
-        let mut tick = |frac: f64| {
-            progress(&Progress {
-                done: done + (est as f64 * frac.clamp(0.0, 1.0)) as u64,
-                total,
-                step: label.clone(),
-            })
-        };
-        match step {
-            Step::Curve(class) => {
-                let i = cfg.classes.iter().position(|&c| c == class).unwrap();
-                curves[i] = measure::points(&cfg, &curve_specs(class), &mut tick);
-            }
-            Step::Sizes => size_points = measure::points(&cfg, &size_specs, &mut tick),
-            Step::Scaling(m) => {
-                let i = scaling.iter().position(|s| s.miss_rate == m).unwrap();
-                scaling[i].points =
-                    measure::scaling(&cfg, TrafficClass::Ipv4, m, &cfg.cores, &mut tick);
-            }
-        }
-        done += est;
-    }
-    progress(&Progress {
-        done: total,
-        total,
-        step: "done".into(),
-    });
-
-    for s in &mut scaling {
-        let one = s
-            .points
-            .iter()
-            .find(|p| p.cores == 1)
-            .map(|p| p.aggregate_mpps.median);
-        for p in &mut s.points {
-            p.efficiency = match one {
-                Some(one) if one > 0.0 => p.aggregate_mpps.median / (p.cores as f64 * one),
-                _ => 0.0,
-            };
-        }
-    }
-    let classes = cfg
-        .classes
-        .iter()
-        .zip(curves)
-        .map(|(&class, points)| class_result(class, points, tsc_hz))
-        .collect();
-    let sizes = cfg
-        .mixes
-        .iter()
-        .zip(size_points.chunks_exact(2))
-        .map(|(mix, hm)| {
-            let (hit, miss) = (hm[0].clone(), hm[1].clone());
-            SizePoint {
-                mix: mix.label(),
-                mean_frame_bytes: hit.frame_bytes,
-                hit_line_gbps: hit.mpps * (hit.frame_bytes + 20.0) * 8.0 / 1e3,
-                hit,
-                miss,
-            }
-        })
-        .collect();
-    let mut results = SuiteResults {
-        schema: SuiteResults::SCHEMA,
-        meta: Meta {
-            machine,
-            tsc_hz,
-            seed: cfg.seed,
-            quick: cfg.quick,
-            started_unix: started,
-            started_utc: report::utc(started),
-            wall_seconds: 0.0,
-            load_before,
-            load_after: load_average(),
-            config: cfg,
-        },
-        scaling,
-        sizes,
-        classes,
-        findings: Vec::new(),
-    };
-    results.meta.wall_seconds = wall.elapsed().as_secs_f64();
-    results.findings = findings(&results);
-    results
-}
-
 /// A class's curve points (sorted by miss rate, 0 first and 1 last) with the model.
 pub fn class_result(class: TrafficClass, points: Vec<Point>, tsc_hz: f64) -> ClassResult {
     let hit = points.first().expect("the curve has a 0 % point").clone();
@@ -574,23 +418,6 @@ pub fn class_result(class: TrafficClass, points: Vec<Point>, tsc_hz: f64) -> Cla
         hit,
         miss,
         curve,
-    }
-}
-
-#[derive(Clone, Copy, Debug)]
-enum Step {
-    Curve(TrafficClass),
-    Sizes,
-    Scaling(f64),
-}
-
-impl Step {
-    fn label(&self) -> String {
-        match *self {
-            Step::Curve(c) => format!("hit/miss and miss-rate curve, {}", c.name()),
-            Step::Sizes => "frame sizes".into(),
-            Step::Scaling(m) => format!("scaling over cores at {} new flows", report::pct(m)),
-        }
     }
 }
 

@@ -2,7 +2,8 @@
 //! report (inline SVG charts, no scripts, nothing fetched), `results.json` and one SVG
 //! file per chart.
 
-use super::{charts, model, ClassResult, CurvePoint, Point, SuiteResults};
+use super::findings::{disagreement_note, findings};
+use super::{charts, model, ClassResult, Point, SuiteResults};
 pub use flowpath_report::{escape, pct, thousands};
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
@@ -39,177 +40,6 @@ pub fn default_out_dir(unix: u64) -> PathBuf {
     PathBuf::from(format!(
         "flowpath-suite-{y:04}{mo:02}{d:02}-{h:02}{mi:02}{s:02}"
     ))
-}
-
-/// One line per disagreeing curve point: what was measured, what the model says, and
-/// what the tier counters suggest.
-fn disagreement_note(c: &ClassResult, p: &CurvePoint) -> String {
-    let mut s = format!(
-        "{} at {} new flows: measured {:.2} Mpps ({:.0} cycles/packet), model {:.2} Mpps ({:.0}) — \
-         the measurement disagrees by more than {} with the model ({:+.0} %; {}).",
-        c.class.name(),
-        pct(p.miss_rate),
-        p.measured.mpps,
-        p.measured.cycles.median,
-        p.model_mpps,
-        p.model_cycles,
-        pct(model::TOLERANCE),
-        p.disagreement * 100.0,
-        if p.ranges_overlap {
-            "within the run-to-run spread, so possibly noise"
-        } else {
-            "outside the run-to-run spread of both"
-        }
-    );
-    // Where the gap is, stage by stage: each stage's measured cycles per packet against
-    // the same interpolation of that stage's cycles at 0 % and 100 % misses.
-    let gap = p.measured.cycles.median - p.model_cycles;
-    if p.miss_rate > 0.0 && p.miss_rate < 1.0 && gap.abs() >= 1.0 {
-        let m = p.miss_rate;
-        let st = |pt: &Point| {
-            let s = &pt.stage_cycles;
-            [s.parse, s.emc, s.megaflow, s.upcall, s.actions]
-        };
-        let (here, hit, miss) = (st(&p.measured), st(&c.hit), st(&c.miss));
-        let names = ["parse", "EMC", "megaflow", "slow path", "actions"];
-        let mut parts: Vec<(f64, &str)> = (0..5)
-            .map(|i| (here[i] - model::cycles(m, hit[i], miss[i]), names[i]))
-            .collect();
-        let staged: f64 = parts.iter().map(|x| x.0).sum();
-        parts.push((gap - staged, "outside the stages (rx, stamps, batch loop)"));
-        let per_miss = |pt: &Point| {
-            if pt.upcall_share > 0.0 {
-                pt.stage_cycles.upcall / pt.upcall_share
-            } else {
-                0.0
-            }
-        };
-        let _ = write!(
-            s,
-            " Of the {:+.0} cycles/packet against the model, by stage: {}. The slow path costs {:.0} cycles \
-             per miss here and {:.0} when every packet misses.",
-            gap,
-            parts
-                .iter()
-                .map(|(v, n)| format!("{n} {v:+.0}"))
-                .collect::<Vec<_>>()
-                .join(", "),
-            per_miss(&p.measured),
-            per_miss(&c.miss),
-        );
-    }
-    // The model assumes established packets cost what they cost at 0 % misses, i.e. are
-    // answered by the same tier. Say when the exact-match cache answered fewer of them.
-    let expected_emc = (1.0 - p.miss_rate) * c.hit.emc_hit_share;
-    if p.measured.emc_hit_share + 0.02 < expected_emc {
-        let _ = write!(
-            s,
-            " The exact-match cache answered {} of packets where the hit point's rate would give {}: \
-             new flows displace established ones from it, so established packets cost more than a \
-             hit — a cost of misses the two-cost model does not carry.",
-            pct(p.measured.emc_hit_share),
-            pct(expected_emc)
-        );
-    }
-    s
-}
-
-/// What the run found, in sentences: hit/miss ratios, scaling, size sensitivity, and the
-/// miss-rate curve against the model (every point that disagrees by more than 10 %).
-pub fn findings(r: &SuiteResults) -> Vec<String> {
-    let mut f = Vec::new();
-    if r.meta.load_before > 0.5 {
-        f.push(format!(
-            "The machine was not idle: load average {:.2} when the suite started (other processes \
-             compete for the CPUs; expect wider min–max spreads and a lower multi-core efficiency \
-             than on an idle machine).",
-            r.meta.load_before
-        ));
-    }
-    for c in &r.classes {
-        f.push(format!(
-            "{}: a miss (new flow) costs {} cycles, a hit {}: {:.1}x (the talk: 10.8x for the OVS kernel \
-             datapath, 50,000 vs 4,600 cycles).",
-            c.class.name(),
-            thousands(c.miss_cycles),
-            thousands(c.hit_cycles),
-            c.miss_hit_ratio
-        ));
-    }
-    for s in &r.scaling {
-        if let (Some(one), Some(last)) = (s.points.first(), s.points.last()) {
-            if last.cores > one.cores {
-                f.push(format!(
-                    "Scaling at {} new flows: {} → {} cores, {:.2} → {:.2} Mpps aggregate, {:.2} Mpps per core, \
-                     {:.0} % of linear.",
-                    pct(s.miss_rate),
-                    one.cores,
-                    last.cores,
-                    one.aggregate_mpps.median,
-                    last.aggregate_mpps.median,
-                    last.mpps_per_core,
-                    last.efficiency * 100.0
-                ));
-            }
-        }
-    }
-    if r.sizes.len() > 1 {
-        let h: Vec<f64> = r.sizes.iter().map(|s| s.hit.cycles.median).collect();
-        let (lo, hi) = h
-            .iter()
-            .fold((f64::MAX, 0.0f64), |(a, b), &c| (a.min(c), b.max(c)));
-        f.push(format!(
-            "Cached packets cost {:.0}–{:.0} cycles across frame sizes {} ({:.0} % apart; the talk: flat).",
-            lo,
-            hi,
-            r.sizes
-                .iter()
-                .map(|s| s.mix.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
-            if lo > 0.0 { (hi / lo - 1.0) * 100.0 } else { 0.0 }
-        ));
-    }
-    for c in &r.classes {
-        let bad: Vec<&CurvePoint> = c.curve.iter().filter(|p| p.disagrees).collect();
-        if bad.is_empty() {
-            f.push(format!(
-                "{}: the measured throughput is within {} of the model at every miss rate ({}).",
-                c.class.name(),
-                pct(model::TOLERANCE),
-                c.curve
-                    .iter()
-                    .map(|p| pct(p.miss_rate))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-        } else {
-            let slower = bad.iter().all(|p| p.disagreement < 0.0);
-            let faster = bad.iter().all(|p| p.disagreement > 0.0);
-            f.push(format!(
-                "{}: the measurement disagrees by more than {} with the model at {} new flows ({}; {}). \
-                 The notes under its curve say where the cycles go.",
-                c.class.name(),
-                pct(model::TOLERANCE),
-                bad.iter()
-                    .map(|p| pct(p.miss_rate))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                bad.iter()
-                    .map(|p| format!("{:+.0} %", p.disagreement * 100.0))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                if slower {
-                    "slower than the model predicts"
-                } else if faster {
-                    "faster than the model predicts"
-                } else {
-                    "in both directions"
-                }
-            ));
-        }
-    }
-    f
 }
 
 fn stages(p: &Point) -> String {
@@ -541,19 +371,39 @@ fn inline_svg(svg: &str) -> &str {
 /// The self-contained report: tables, inline SVG charts, a short explanation of each,
 /// the machine and the command. No scripts, no external resources.
 pub fn html(r: &SuiteResults) -> String {
-    let charts = chart_files(r);
-    let chart = |name: &str| {
-        charts
-            .iter()
-            .find(|c| c.0 == name)
-            .map_or(String::new(), |c| {
-                format!(
-                    "<figure aria-label=\"{}\">\n{}\n</figure>\n",
-                    escape(&c.1),
-                    inline_svg(&c.2)
-                )
-            })
-    };
+    let charts = &chart_files(r);
+    let mut s = html_head(r);
+    html_scaling(&mut s, r, charts);
+    html_sizes(&mut s, r, charts);
+    html_hit_miss(&mut s, r, charts);
+    html_miss_rate(&mut s, r, charts);
+    s.push_str(
+        "<h2>Method</h2>\n<p>Each point builds a fresh datapath, fills its megaflow cache with new flows (so that \
+         every later install evicts, the steady state of a sustained miss rate and the state the 100 % point is \
+         measured in), warms up at the point's own miss rate, then times the runs. Runs above 10 % misses use \
+         proportionally fewer packets. <code>results.json</code> beside this page has every number, every run's \
+         sample, the model curve and the configuration.</p>\n",
+    );
+    s.push_str("</body>\n</html>\n");
+    s
+}
+
+/// A chart of `charts` by file name, as an inline figure (nothing when absent).
+fn figure(charts: &[(String, String, String)], name: &str) -> String {
+    charts
+        .iter()
+        .find(|c| c.0 == name)
+        .map_or(String::new(), |c| {
+            format!(
+                "<figure aria-label=\"{}\">\n{}\n</figure>\n",
+                escape(&c.1),
+                inline_svg(&c.2)
+            )
+        })
+}
+
+/// The page head, what was measured, the run's header and its findings.
+fn html_head(r: &SuiteResults) -> String {
     let mut s = String::new();
     s.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
     s.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
@@ -586,6 +436,11 @@ pub fn html(r: &SuiteResults) -> String {
     }
     s.push_str("</ul>\n");
 
+    s
+}
+
+/// 1. Throughput vs worker cores.
+fn html_scaling(s: &mut String, r: &SuiteResults, charts: &[(String, String, String)]) {
     s.push_str("<h2>1. Throughput vs worker cores</h2>\n");
     s.push_str(
         "<p>N worker threads, each with its own datapath (its own exact-match and megaflow caches) and its own \
@@ -594,9 +449,12 @@ pub fn html(r: &SuiteResults) -> String {
          aggregate over N times the one-core rate. Dashed: linear scaling. The talk found OVS's kernel datapath \
          near-linear to 4 cores.</p>\n",
     );
-    s.push_str(&chart("scaling.svg"));
+    s.push_str(&figure(charts, "scaling.svg"));
     s.push_str(&scaling_table(r).html());
+}
 
+/// 2. Cycles per packet vs frame size.
+fn html_sizes(s: &mut String, r: &SuiteResults, charts: &[(String, String, String)]) {
     s.push_str("<h2>2. Cycles per packet vs frame size</h2>\n");
     s.push_str(
         "<p>IPv4 traffic through the 1,000-rule pipeline at one frame size (or IMIX: 64, 570 and 1518 B in \
@@ -604,9 +462,12 @@ pub fn html(r: &SuiteResults) -> String {
          headers only, so the cost should not grow with the frame; the talk measured 4,600 cycles per cached \
          packet for OVS, flat from 64 B to the MTU. Line Gbps counts 20 B of preamble and gap per frame.</p>\n",
     );
-    s.push_str(&chart("frame_sizes.svg"));
+    s.push_str(&figure(charts, "frame_sizes.svg"));
     s.push_str(&sizes_table(r).html());
+}
 
+/// 3. Cycles per hit vs per miss, per traffic class.
+fn html_hit_miss(s: &mut String, r: &SuiteResults, charts: &[(String, String, String)]) {
     s.push_str("<h2>3. Cycles per hit vs per miss</h2>\n");
     s.push_str(
         "<p>Per traffic class, the same 3-table, 1,000-rule pipeline with 0 % new flows (every packet an \
@@ -615,7 +476,7 @@ pub fn html(r: &SuiteResults) -> String {
          50,000 per miss for OVS's kernel datapath, 10.8x. Stage columns are cycles per packet from the \
          datapath's own TSC stamps.</p>\n",
     );
-    s.push_str(&chart("hit_miss.svg"));
+    s.push_str(&figure(charts, "hit_miss.svg"));
     s.push_str(&hit_miss_table(r).html());
     s.push_str("<ul>\n");
     for c in &r.classes {
@@ -627,7 +488,10 @@ pub fn html(r: &SuiteResults) -> String {
         );
     }
     s.push_str("</ul>\n");
+}
 
+/// 4. Throughput vs miss rate, measured and modelled, per class.
+fn html_miss_rate(s: &mut String, r: &SuiteResults, charts: &[(String, String, String)]) {
     s.push_str("<h2>4. Throughput vs miss rate: measured and the model</h2>\n");
     s.push_str(
         "<p>The talk's projection: if a hit costs c<sub>hit</sub> and a miss c<sub>miss</sub> cycles, at miss \
@@ -645,7 +509,10 @@ pub fn html(r: &SuiteResults) -> String {
     );
     for c in &r.classes {
         let _ = writeln!(s, "<h3>{}</h3>", escape(c.class.name()));
-        s.push_str(&chart(&format!("miss_rate_{}.svg", c.class.name())));
+        s.push_str(&figure(
+            charts,
+            &format!("miss_rate_{}.svg", c.class.name()),
+        ));
         s.push_str(&curve_table(c).html());
         for p in c.curve.iter().filter(|p| p.disagrees) {
             let _ = writeln!(
@@ -655,15 +522,6 @@ pub fn html(r: &SuiteResults) -> String {
             );
         }
     }
-    s.push_str(
-        "<h2>Method</h2>\n<p>Each point builds a fresh datapath, fills its megaflow cache with new flows (so that \
-         every later install evicts, the steady state of a sustained miss rate and the state the 100 % point is \
-         measured in), warms up at the point's own miss rate, then times the runs. Runs above 10 % misses use \
-         proportionally fewer packets. <code>results.json</code> beside this page has every number, every run's \
-         sample, the model curve and the configuration.</p>\n",
-    );
-    s.push_str("</body>\n</html>\n");
-    s
 }
 
 /// Write `results.json`, `report.html` and every chart as its own `.svg` into `dir`

@@ -1,0 +1,217 @@
+//! Running the suite: plan the experiments (with a cost estimate each, for the progress
+//! display), measure them, and assemble [`SuiteResults`].
+
+use super::{
+    class_result, load_average, measure, report, Meta, Point, Progress, ScalingSeries, SizePoint,
+    SuiteConfig, SuiteResults,
+};
+use crate::machine::Machine;
+use crate::workload::{FrameMix, TrafficClass};
+
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    Curve(TrafficClass),
+    Sizes,
+    Scaling(f64),
+}
+
+impl Step {
+    fn label(&self) -> String {
+        match *self {
+            Step::Curve(c) => format!("hit/miss and miss-rate curve, {}", c.name()),
+            Step::Sizes => "frame sizes".into(),
+            Step::Scaling(m) => format!("scaling over cores at {} new flows", report::pct(m)),
+        }
+    }
+}
+
+/// The experiments to run, each with its estimated cost, and their operating points.
+struct Plan {
+    steps: Vec<(Step, u64)>,
+    size_specs: Vec<measure::Spec>,
+}
+
+/// What the steps measured, before it is assembled.
+struct Measured {
+    curves: Vec<Vec<Point>>,
+    size_points: Vec<Point>,
+    scaling: Vec<ScalingSeries>,
+}
+
+/// The miss-rate curve's operating points for `class`.
+fn curve_specs(cfg: &SuiteConfig, class: TrafficClass) -> Vec<measure::Spec> {
+    cfg.miss_rates
+        .iter()
+        .map(|&m| measure::Spec {
+            class,
+            mix: FrameMix::Fixed(64),
+            m,
+        })
+        .collect()
+}
+
+impl Plan {
+    fn new(cfg: &SuiteConfig) -> Plan {
+        let size_specs: Vec<measure::Spec> = cfg
+            .mixes
+            .iter()
+            .flat_map(|&mix| {
+                [0.0, 1.0].map(|m| measure::Spec {
+                    class: TrafficClass::Ipv4,
+                    mix,
+                    m,
+                })
+            })
+            .collect();
+        let mut steps: Vec<(Step, u64)> = Vec::new();
+        for &class in &cfg.classes {
+            let est = measure::estimate_points(cfg, &curve_specs(cfg, class));
+            steps.push((Step::Curve(class), est));
+        }
+        if !size_specs.is_empty() {
+            steps.push((Step::Sizes, measure::estimate_points(cfg, &size_specs)));
+        }
+        if !cfg.cores.is_empty() {
+            for &m in &cfg.scaling_miss_rates {
+                let est = cfg
+                    .cores
+                    .iter()
+                    .map(|&n| measure::estimate(cfg, m, n))
+                    .sum();
+                steps.push((Step::Scaling(m), est));
+            }
+        }
+        Plan { steps, size_specs }
+    }
+
+    /// Run every step, telling `progress` how far along the whole plan is.
+    fn execute(self, cfg: &SuiteConfig, progress: &mut impl FnMut(&Progress)) -> Measured {
+        let total: u64 = self.steps.iter().map(|p| p.1).sum::<u64>().max(1);
+        let mut done = 0u64;
+        let mut m = Measured {
+            curves: vec![Vec::new(); cfg.classes.len()],
+            size_points: Vec::new(),
+            scaling: cfg
+                .scaling_miss_rates
+                .iter()
+                .map(|&m| ScalingSeries {
+                    class: TrafficClass::Ipv4,
+                    miss_rate: m,
+                    points: Vec::new(),
+                })
+                .collect(),
+        };
+        for (step, est) in self.steps {
+            let label = step.label();
+            progress(&Progress {
+                done,
+                total,
+                step: label.clone(),
+            });
+            let mut tick = |frac: f64| {
+                progress(&Progress {
+                    done: done + (est as f64 * frac.clamp(0.0, 1.0)) as u64,
+                    total,
+                    step: label.clone(),
+                })
+            };
+            match step {
+                Step::Curve(class) => {
+                    let i = cfg.classes.iter().position(|&c| c == class).unwrap();
+                    m.curves[i] = measure::points(cfg, &curve_specs(cfg, class), &mut tick);
+                }
+                Step::Sizes => m.size_points = measure::points(cfg, &self.size_specs, &mut tick),
+                Step::Scaling(r) => {
+                    let i = m.scaling.iter().position(|s| s.miss_rate == r).unwrap();
+                    m.scaling[i].points =
+                        measure::scaling(cfg, TrafficClass::Ipv4, r, &cfg.cores, &mut tick);
+                }
+            }
+            done += est;
+        }
+        progress(&Progress {
+            done: total,
+            total,
+            step: "done".into(),
+        });
+        m
+    }
+}
+
+/// Each point's efficiency against the series' one-core rate.
+fn set_efficiencies(scaling: &mut [ScalingSeries]) {
+    for s in scaling {
+        let one = s
+            .points
+            .iter()
+            .find(|p| p.cores == 1)
+            .map(|p| p.aggregate_mpps.median);
+        for p in &mut s.points {
+            p.efficiency = match one {
+                Some(one) if one > 0.0 => p.aggregate_mpps.median / (p.cores as f64 * one),
+                _ => 0.0,
+            };
+        }
+    }
+}
+
+/// The frame-size points: a hit and a miss point per mix.
+fn size_points(cfg: &SuiteConfig, points: &[Point]) -> Vec<SizePoint> {
+    cfg.mixes
+        .iter()
+        .zip(points.chunks_exact(2))
+        .map(|(mix, hm)| {
+            let (hit, miss) = (hm[0].clone(), hm[1].clone());
+            SizePoint {
+                mix: mix.label(),
+                mean_frame_bytes: hit.frame_bytes,
+                hit_line_gbps: hit.mpps * (hit.frame_bytes + 20.0) * 8.0 / 1e3,
+                hit,
+                miss,
+            }
+        })
+        .collect()
+}
+
+/// Run the whole suite. `progress` is called when a step starts and after every timed run.
+pub fn run(cfg: &SuiteConfig, mut progress: impl FnMut(&Progress)) -> SuiteResults {
+    let cfg = cfg.normalised();
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let wall = std::time::Instant::now();
+    let load_before = load_average();
+    let machine = Machine::probe();
+    let tsc_hz = flowpath_base::clock::tsc_hz();
+    let mut m = Plan::new(&cfg).execute(&cfg, &mut progress);
+    set_efficiencies(&mut m.scaling);
+    let classes = cfg
+        .classes
+        .iter()
+        .zip(m.curves)
+        .map(|(&class, points)| class_result(class, points, tsc_hz))
+        .collect();
+    let sizes = size_points(&cfg, &m.size_points);
+    let mut results = SuiteResults {
+        schema: SuiteResults::SCHEMA,
+        meta: Meta {
+            machine,
+            tsc_hz,
+            seed: cfg.seed,
+            quick: cfg.quick,
+            started_unix: started,
+            started_utc: report::utc(started),
+            wall_seconds: 0.0,
+            load_before,
+            load_after: load_average(),
+            config: cfg,
+        },
+        scaling: m.scaling,
+        sizes,
+        classes,
+        findings: Vec::new(),
+    };
+    results.meta.wall_seconds = wall.elapsed().as_secs_f64();
+    results.findings = super::findings(&results);
+    results
+}
