@@ -353,82 +353,13 @@ pub fn profile_from(r: &SuiteResults, pass: &[Measured], name: &str) -> Profile 
         "Per-byte costs from the suite's IPv4 size sweep at 0 % and 100 % new flows ({} B; least squares over every run): {hit_note}; {miss_note}.",
         sizes.join(", ")
     ));
-    // Per class: (frame bytes, [(m, cycles)] including the ends).
-    let mut base: Vec<(TrafficClass, f64, Points)> = Vec::new();
-    for class in TrafficClass::ALL {
-        let from_pass = pass_curve(pass, class, FrameMix::Fixed(64), hz)
-            .filter(|(_, p)| at_rate(p, 0.0).is_some() && at_rate(p, 1.0).is_some());
-        let from_suite = || {
-            r.class(class).map(|c| {
-                let pts = c
-                    .curve
-                    .iter()
-                    .map(|p| (p.miss_rate, p.measured.cycles.median))
-                    .collect();
-                (c.frame_bytes, pts)
-            })
-        };
-        match from_pass.or_else(from_suite) {
-            Some((b, p)) => base.push((class, b, p)),
-            None => {
-                if let Some(ip) = base.iter().find(|x| x.0 == TrafficClass::Ipv4).cloned() {
-                    notes.push(format!(
-                        "{}: not measured; the IPv4 costs are used.",
-                        class.name()
-                    ));
-                    base.push((class, ip.1, ip.2));
-                }
-            }
-        }
-    }
-    // IPv4's larger-frame curves and their difference to 64 B.
+    let base = base_curves(r, pass, hz, &mut notes);
     let ipv4_64 = base
         .iter()
         .find(|x| x.0 == TrafficClass::Ipv4)
         .map(|x| x.2.clone())
         .unwrap_or_default();
-    let mut larger: Vec<(f64, Points)> = Vec::new();
-    let mut effects = Vec::new();
-    for &mix in &CURVE_MIXES[1..] {
-        let Some((bytes, pts)) = pass_curve(pass, TrafficClass::Ipv4, mix, hz) else {
-            continue;
-        };
-        let deltas: Vec<(f64, f64)> = pts
-            .iter()
-            .filter(|p| p.0 > 0.0 && p.0 < 1.0)
-            .filter_map(|&(m, c)| Some((m, c - at_rate(&ipv4_64, m)?)))
-            .collect();
-        if deltas.is_empty() {
-            continue;
-        }
-        let rel: Vec<String> = deltas
-            .iter()
-            .map(|&(m, d)| {
-                let b = at_rate(&ipv4_64, m).unwrap_or(f64::NAN);
-                format!("{} {:+.0} ({:+.0} %)", pct(m), d, d / b * 100.0)
-            })
-            .collect();
-        effects.push(format!(
-            "IPv4 {} ({bytes:.1} B mean): {}",
-            mix.label(),
-            rel.join(", ")
-        ));
-        larger.push((bytes, deltas));
-    }
-    if !effects.is_empty() {
-        notes.push(format!(
-            "Between the ends the cost depends on the frames (cycles per packet against 64 B, by miss rate; hits alone and misses alone are nearly flat): {}. Likely their memory footprint (the generator's buffer slots are as large as the largest frame: 256 B for 64-byte frames, 1,728 B for IMIX and 1518 B) competing with the slow path for the caches; so the profile keeps a curve per frame size.",
-            effects.join("; ")
-        ));
-    }
-    if !larger.is_empty() {
-        notes.push("Frame sizes are swept for IPv4 only: IPv6 and VXLAN use IPv4's per-byte slopes, and their larger-frame curves are their own smallest-frame curve plus IPv4's measured difference at the same miss rate.".into());
-    } else {
-        notes.push(
-            "Frame sizes are swept for IPv4 only: IPv6 and VXLAN use IPv4's per-byte slopes."
-                .into(),
-        );
-    }
+    let larger = larger_frames(pass, hz, &ipv4_64, &mut notes);
     let empty = || ClassCosts {
         hit: Cost::flat(1.0),
         miss: Cost::flat(1.0),
@@ -440,69 +371,8 @@ pub fn profile_from(r: &SuiteResults, pass: &[Measured], name: &str) -> Profile 
         vxlan: empty(),
     };
     for (class, fb, pts) in &base {
-        let (fb, class) = (*fb, *class);
-        let hit = at_rate(pts, 0.0).unwrap_or(1.0);
-        let miss = at_rate(pts, 1.0).unwrap_or(hit);
-        let at = |cycles: f64, pb: f64| {
-            let pb = round(pb, 0.001);
-            Cost {
-                fixed_cycles: round((cycles - pb * fb).max(0.0), 0.1),
-                per_byte_cycles: pb,
-            }
-        };
-        let inner: Vec<CurvePoint> = pts
-            .iter()
-            .filter(|p| p.0 > 0.0 && p.0 < 1.0)
-            .map(|&(miss_rate, cycles)| CurvePoint {
-                miss_rate,
-                cycles: round(cycles, 0.1),
-            })
-            .collect();
-        if let Some(c10) = at_rate(pts, 0.1) {
-            let line = 0.9 * hit + 0.1 * miss;
-            notes.push(format!(
-                "{}: hit {} and miss {} cycles ({:.1}x) at {fb:.0} B; at 10 % new flows {} cycles per packet where the two-cost line (1-m)*hit + m*miss gives {} ({:+.0} %): new flows also displace established flows from the exact-match cache, so the planner interpolates the measured curves.",
-                class.name(),
-                thousands(hit),
-                thousands(miss),
-                miss / hit,
-                thousands(c10),
-                thousands(line),
-                (c10 / line - 1.0) * 100.0
-            ));
-        }
-        let mut curves = Vec::new();
-        if !inner.is_empty() {
-            curves.push(Curve {
-                frame_bytes: round(fb, 0.01),
-                points: inner.clone(),
-            });
-            for (bytes, deltas) in &larger {
-                if *bytes <= fb {
-                    continue;
-                }
-                let shifted: Vec<CurvePoint> = inner
-                    .iter()
-                    .filter_map(|p| {
-                        Some(CurvePoint {
-                            miss_rate: p.miss_rate,
-                            cycles: round((p.cycles + at_rate(deltas, p.miss_rate)?).max(1.0), 0.1),
-                        })
-                    })
-                    .collect();
-                if !shifted.is_empty() {
-                    curves.push(Curve {
-                        frame_bytes: round(*bytes, 0.01),
-                        points: shifted,
-                    });
-                }
-            }
-        }
-        *classes.get_mut(class) = ClassCosts {
-            hit: at(hit, hit_pb),
-            miss: at(miss, miss_pb),
-            curves,
-        };
+        let pb = (hit_pb, miss_pb);
+        *classes.get_mut(*class) = class_costs(*class, *fb, pts, &larger, pb, &mut notes);
     }
     notes.push("hit and miss: the median cycles per packet (whole loop: rx from memory, parse, caches, slow path, actions, tx) with 0 % and 100 % new flows at each class's smallest frame (IPv4 64 B, IPv6 66 B, VXLAN 96 B on the wire: the least their headers allow), minus per_byte_cycles times that size.".into());
     let (effs, scaling_note) = scaling(r, pass);
@@ -541,6 +411,171 @@ pub fn profile_from(r: &SuiteResults, pass: &[Measured], name: &str) -> Profile 
             load_after: m.load_after,
         }),
         classes,
+    }
+}
+
+/// Per class, its frame size and its curve (including the 0 % and 100 % ends): from the
+/// calibration pass, else the suite's class results, else IPv4's.
+fn base_curves(
+    r: &SuiteResults,
+    pass: &[Measured],
+    hz: f64,
+    notes: &mut Vec<String>,
+) -> Vec<(TrafficClass, f64, Points)> {
+    let mut base: Vec<(TrafficClass, f64, Points)> = Vec::new();
+    for class in TrafficClass::ALL {
+        let from_pass = pass_curve(pass, class, FrameMix::Fixed(64), hz)
+            .filter(|(_, p)| at_rate(p, 0.0).is_some() && at_rate(p, 1.0).is_some());
+        let from_suite = || {
+            r.class(class).map(|c| {
+                let pts = c
+                    .curve
+                    .iter()
+                    .map(|p| (p.miss_rate, p.measured.cycles.median))
+                    .collect();
+                (c.frame_bytes, pts)
+            })
+        };
+        match from_pass.or_else(from_suite) {
+            Some((b, p)) => base.push((class, b, p)),
+            None => {
+                if let Some(ip) = base.iter().find(|x| x.0 == TrafficClass::Ipv4).cloned() {
+                    notes.push(format!(
+                        "{}: not measured; the IPv4 costs are used.",
+                        class.name()
+                    ));
+                    base.push((class, ip.1, ip.2));
+                }
+            }
+        }
+    }
+    base
+}
+
+/// IPv4's larger-frame curves as differences to its 64 B curve at the same miss rates,
+/// with notes on how much frames matter.
+fn larger_frames(
+    pass: &[Measured],
+    hz: f64,
+    ipv4_64: &Points,
+    notes: &mut Vec<String>,
+) -> Vec<(f64, Points)> {
+    let mut larger: Vec<(f64, Points)> = Vec::new();
+    let mut effects = Vec::new();
+    for &mix in &CURVE_MIXES[1..] {
+        let Some((bytes, pts)) = pass_curve(pass, TrafficClass::Ipv4, mix, hz) else {
+            continue;
+        };
+        let deltas: Vec<(f64, f64)> = pts
+            .iter()
+            .filter(|p| p.0 > 0.0 && p.0 < 1.0)
+            .filter_map(|&(m, c)| Some((m, c - at_rate(ipv4_64, m)?)))
+            .collect();
+        if deltas.is_empty() {
+            continue;
+        }
+        let rel: Vec<String> = deltas
+            .iter()
+            .map(|&(m, d)| {
+                let b = at_rate(ipv4_64, m).unwrap_or(f64::NAN);
+                format!("{} {:+.0} ({:+.0} %)", pct(m), d, d / b * 100.0)
+            })
+            .collect();
+        effects.push(format!(
+            "IPv4 {} ({bytes:.1} B mean): {}",
+            mix.label(),
+            rel.join(", ")
+        ));
+        larger.push((bytes, deltas));
+    }
+    if !effects.is_empty() {
+        notes.push(format!(
+        "Between the ends the cost depends on the frames (cycles per packet against 64 B, by miss rate; hits alone and misses alone are nearly flat): {}. Likely their memory footprint (the generator's buffer slots are as large as the largest frame: 256 B for 64-byte frames, 1,728 B for IMIX and 1518 B) competing with the slow path for the caches; so the profile keeps a curve per frame size.",
+        effects.join("; ")
+    ));
+    }
+    if !larger.is_empty() {
+        notes.push("Frame sizes are swept for IPv4 only: IPv6 and VXLAN use IPv4's per-byte slopes, and their larger-frame curves are their own smallest-frame curve plus IPv4's measured difference at the same miss rate.".into());
+    } else {
+        notes.push(
+            "Frame sizes are swept for IPv4 only: IPv6 and VXLAN use IPv4's per-byte slopes."
+                .into(),
+        );
+    }
+    larger
+}
+
+/// One class's costs: hit and miss less the per-byte share of its frame size, its
+/// measured curve between the ends, and the larger-frame curves derived from IPv4's.
+fn class_costs(
+    class: TrafficClass,
+    fb: f64,
+    pts: &Points,
+    larger: &[(f64, Points)],
+    (hit_pb, miss_pb): (f64, f64),
+    notes: &mut Vec<String>,
+) -> ClassCosts {
+    let hit = at_rate(pts, 0.0).unwrap_or(1.0);
+    let miss = at_rate(pts, 1.0).unwrap_or(hit);
+    let at = |cycles: f64, pb: f64| {
+        let pb = round(pb, 0.001);
+        Cost {
+            fixed_cycles: round((cycles - pb * fb).max(0.0), 0.1),
+            per_byte_cycles: pb,
+        }
+    };
+    let inner: Vec<CurvePoint> = pts
+        .iter()
+        .filter(|p| p.0 > 0.0 && p.0 < 1.0)
+        .map(|&(miss_rate, cycles)| CurvePoint {
+            miss_rate,
+            cycles: round(cycles, 0.1),
+        })
+        .collect();
+    if let Some(c10) = at_rate(pts, 0.1) {
+        let line = 0.9 * hit + 0.1 * miss;
+        notes.push(format!(
+            "{}: hit {} and miss {} cycles ({:.1}x) at {fb:.0} B; at 10 % new flows {} cycles per packet where the two-cost line (1-m)*hit + m*miss gives {} ({:+.0} %): new flows also displace established flows from the exact-match cache, so the planner interpolates the measured curves.",
+            class.name(),
+            thousands(hit),
+            thousands(miss),
+            miss / hit,
+            thousands(c10),
+            thousands(line),
+            (c10 / line - 1.0) * 100.0
+        ));
+    }
+    let mut curves = Vec::new();
+    if !inner.is_empty() {
+        curves.push(Curve {
+            frame_bytes: round(fb, 0.01),
+            points: inner.clone(),
+        });
+        for (bytes, deltas) in larger {
+            if *bytes <= fb {
+                continue;
+            }
+            let shifted: Vec<CurvePoint> = inner
+                .iter()
+                .filter_map(|p| {
+                    Some(CurvePoint {
+                        miss_rate: p.miss_rate,
+                        cycles: round((p.cycles + at_rate(deltas, p.miss_rate)?).max(1.0), 0.1),
+                    })
+                })
+                .collect();
+            if !shifted.is_empty() {
+                curves.push(Curve {
+                    frame_bytes: round(*bytes, 0.01),
+                    points: shifted,
+                });
+            }
+        }
+    }
+    ClassCosts {
+        hit: at(hit, hit_pb),
+        miss: at(miss, miss_pb),
+        curves,
     }
 }
 
