@@ -93,6 +93,17 @@ pub fn table(plan: &Plan, profile: &Profile, given: &Given) -> String {
             String::new()
         }
     ));
+    out.push_str(&scenario_table(plan));
+    let notes = plan_notes(plan);
+    out.push('\n');
+    for n in notes {
+        out.push_str(&format!(" - {n}\n"));
+    }
+    out
+}
+
+/// The scenarios as an aligned text table.
+fn scenario_table(plan: &Plan) -> String {
     let head = [
         "scenario",
         "cores",
@@ -131,34 +142,11 @@ pub fn table(plan: &Plan, profile: &Profile, given: &Given) -> String {
             },
         ]);
     }
-    let widths: Vec<usize> = (0..head.len())
-        .map(|c| {
-            rows.iter()
-                .map(|r| r[c].chars().count())
-                .chain([head[c].chars().count()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let line = |cells: &[String]| -> String {
-        let mut s = String::new();
-        for (c, cell) in cells.iter().enumerate() {
-            let pad = widths[c] - cell.chars().count();
-            if c == 0 {
-                s.push_str(cell);
-                s.push_str(&" ".repeat(pad));
-            } else {
-                s.push_str("  ");
-                s.push_str(&" ".repeat(pad));
-                s.push_str(cell);
-            }
-        }
-        s.trim_end().to_string() + "\n"
-    };
-    out.push_str(&line(&head.map(String::from)));
-    for r in &rows {
-        out.push_str(&line(r));
-    }
+    flowpath_report::columns(&head.map(String::from), &rows)
+}
+
+/// The plan's notes, the scenarios' and how speedup and savings are computed.
+fn plan_notes(plan: &Plan) -> Vec<String> {
     let mut notes: Vec<String> = plan.notes.clone();
     for o in &plan.scenarios {
         if let Some(h) = o.hit_cores {
@@ -177,11 +165,7 @@ pub fn table(plan: &Plan, profile: &Profile, given: &Given) -> String {
         pct(plan.miss_share_of_cycles),
         thousands(plan.core_year_usd)
     ));
-    out.push('\n');
-    for n in notes {
-        out.push_str(&format!(" - {n}\n"));
-    }
-    out
+    notes
 }
 
 /// The plan as pretty JSON.

@@ -1,5 +1,6 @@
 //! How flowpath's reports write numbers and text, in one place for every report (bench,
-//! suite, planner, lab, `flowpath gen`): digit grouping, percentages, HTML/SVG escaping.
+//! suite, planner, lab, `flowpath gen`): digit grouping, percentages, HTML/SVG escaping,
+//! aligned text columns.
 
 /// `digits` (ASCII digits, no sign) with a comma every three from the right.
 fn group(digits: &str) -> String {
@@ -57,6 +58,40 @@ pub fn escape(s: &str) -> String {
     out
 }
 
+/// Rows under a header as aligned text columns: the first left-aligned, the others right-
+/// aligned, two spaces apart, one line each (trailing blanks trimmed).
+pub fn columns<const N: usize>(head: &[String; N], rows: &[[String; N]]) -> String {
+    let widths: Vec<usize> = (0..N)
+        .map(|c| {
+            rows.iter()
+                .map(|r| r[c].chars().count())
+                .chain([head[c].chars().count()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: &[String; N]| -> String {
+        let mut s = String::new();
+        for (c, cell) in cells.iter().enumerate() {
+            let pad = widths[c] - cell.chars().count();
+            if c == 0 {
+                s.push_str(cell);
+                s.push_str(&" ".repeat(pad));
+            } else {
+                s.push_str("  ");
+                s.push_str(&" ".repeat(pad));
+                s.push_str(cell);
+            }
+        }
+        s.trim_end().to_string() + "\n"
+    };
+    let mut out = line(head);
+    for r in rows {
+        out.push_str(&line(r));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,6 +114,13 @@ mod tests {
         assert_eq!(pct(0.1234), "12.3 %");
         assert_eq!(pct(0.005), "0.50 %");
         assert_eq!(pct(1.0), "100 %");
+    }
+
+    #[test]
+    fn columns_line_up() {
+        let head = ["name".to_string(), "n".to_string()];
+        let rows = [["a".to_string(), "1234".to_string()]];
+        assert_eq!(columns(&head, &rows), "name     n\na     1234\n");
     }
 
     #[test]
