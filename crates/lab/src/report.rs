@@ -1,7 +1,7 @@
 //! Rows of the lab's results and how they are shown: a text table, JSON lines, an SVG
 //! bar chart.
 
-use flowpath_report::escape;
+use flowpath_report::chart::{bar_chart, Bar};
 pub use flowpath_report::thousands;
 use serde::Serialize;
 
@@ -211,64 +211,30 @@ pub fn json_lines(rows: &[Row]) -> String {
         .collect()
 }
 
-/// A horizontal bar chart of Mpps at the sink per system and case (errors left out).
+/// A horizontal bar chart of Mpps at the sink per system and case (errors left out), with
+/// the min–max spread and the cycles per packet.
 pub fn svg(rows: &[Row], title: &str) -> String {
-    let ok: Vec<&Row> = rows.iter().filter(|r| r.mpps.is_some()).collect();
-    let max = ok
+    let bars: Vec<Bar> = rows
         .iter()
-        .filter_map(|r| r.mpps_max.or(r.mpps))
-        .fold(0.0f64, f64::max)
-        .max(1e-3);
-    let (left, bar_w, row_h, top) = (230.0, 460.0, 24.0, 40.0);
-    let h = top + row_h * ok.len() as f64 + 30.0;
-    let mut s = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"820\" height=\"{h}\" \
-         font-family=\"sans-serif\" font-size=\"12\">\n\
-         <text x=\"10\" y=\"22\" font-size=\"15\">{}</text>\n",
-        escape(title)
-    );
-    for (i, r) in ok.iter().enumerate() {
-        let y = top + row_h * i as f64;
-        let m = r.mpps.unwrap_or(0.0);
-        let w = bar_w * m / max;
-        let color = if r.case == "miss" {
-            "#d9822b"
-        } else {
-            "#2b7bd9"
-        };
-        s.push_str(&format!(
-            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{} {}</text>\n\
-             <rect x=\"{left}\" y=\"{}\" width=\"{w:.1}\" height=\"{}\" fill=\"{color}\"/>\n",
-            left - 8.0,
-            y + 15.0,
-            escape(&r.system),
-            escape(&r.case),
-            y + 3.0,
-            row_h - 6.0,
-        ));
-        if let (Some(lo), Some(hi)) = (r.mpps_min, r.mpps_max) {
-            let (x0, x1) = (left + bar_w * lo / max, left + bar_w * hi / max);
-            s.push_str(&format!(
-                "<line x1=\"{x0:.1}\" x2=\"{x1:.1}\" y1=\"{}\" y2=\"{}\" stroke=\"#222\"/>\n",
-                y + row_h / 2.0,
-                y + row_h / 2.0
-            ));
-        }
-        let cyc = r
-            .cycles_per_packet
-            .map_or(String::new(), |c| format!(", {} cyc/pkt", thousands(c)));
-        s.push_str(&format!(
-            "<text x=\"{:.1}\" y=\"{}\">{m:.3} Mpps{cyc}</text>\n",
-            left + w + 6.0,
-            y + 15.0
-        ));
-    }
-    s.push_str(&format!(
-        "<text x=\"{left}\" y=\"{}\" fill=\"#555\">Mpps delivered at the sink (median, line: min-max); \
-         blue: hit, orange: miss</text>\n</svg>\n",
-        h - 10.0
-    ));
-    s
+        .filter_map(|r| {
+            let m = r.mpps?;
+            let cyc = r
+                .cycles_per_packet
+                .map_or(String::new(), |c| format!(", {} cyc/pkt", thousands(c)));
+            Some(Bar {
+                label: format!("{} {}", r.system, r.case),
+                value: m,
+                range: r.mpps_min.zip(r.mpps_max),
+                note: format!("{m:.3} Mpps{cyc}"),
+                color: usize::from(r.case == "miss"),
+            })
+        })
+        .collect();
+    bar_chart(
+        title,
+        "Mpps delivered at the sink (median, line: min-max); blue: hit, orange: miss",
+        &bars,
+    )
 }
 
 #[cfg(test)]
@@ -376,7 +342,8 @@ mod tests {
             Row::failed("x", "hit", "g", "e".into()),
         ];
         let s = svg(&rows, "a <title>");
-        assert_eq!(s.matches("<rect").count(), 2);
+        // One rectangle per measured row, besides the chart's background.
+        assert_eq!(s.matches("<rect").count(), 1 + 2);
         assert!(s.contains("a &lt;title&gt;"));
         assert!(s.ends_with("</svg>\n"));
     }

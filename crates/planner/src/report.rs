@@ -173,144 +173,24 @@ pub fn json(plan: &Plan) -> String {
     serde_json::to_string_pretty(plan).expect("a plan serialises")
 }
 
-const PALETTE: [&str; 6] = [
-    "#555555", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#d62728",
-];
-
-/// A step chart of integer series over x in `0..=x_max` as a standalone `<svg>`.
-///
-/// Written here rather than taken from `flowpath_bench::suite::charts`: that module's
-/// charts are public but each is bound to one suite result type (scaling series, size
-/// points, class results) and it has no generic line-chart function to call.
+/// Cores needed against the miss rate, one step line per scenario, as a standalone `<svg>`
+/// (the project's chart engine, `flowpath_report::chart`).
 pub fn step_chart(
     title: &str,
     series: &[(String, Vec<(f64, u64)>)],
     x_max: f64,
     marker: Option<f64>,
 ) -> String {
-    let (w, h) = (520.0, 340.0);
-    let (l, r, t, b) = (56.0, 16.0, 34.0, 92.0);
-    let pw = w - l - r;
-    let ph = h - t - b;
-    let y_top = series
-        .iter()
-        .flat_map(|s| s.1.iter().filter(|p| p.0 <= x_max + 1e-12).map(|p| p.1))
-        .max()
-        .unwrap_or(1)
-        .max(1) as f64;
-    let y_step = nice_step(y_top / 5.0);
-    let y_max = (y_top / y_step).ceil() * y_step;
-    let x = |v: f64| l + v / x_max * pw;
-    let y = |v: f64| t + ph - v / y_max * ph;
-    let mut s = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" font-family=\"sans-serif\" font-size=\"11\">\n\
-         <rect width=\"{w}\" height=\"{h}\" fill=\"white\"/>\n\
-         <text x=\"{}\" y=\"20\" text-anchor=\"middle\" font-size=\"14\">{}</text>\n",
-        w / 2.0,
-        escape(title)
-    );
-    // Grid and axes.
-    let mut v = 0.0;
-    while v <= y_max + 1e-9 {
-        s.push_str(&format!(
-            "<line x1=\"{l}\" x2=\"{}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#e4e4e4\"/>\
-             <text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\n",
-            l + pw,
-            y(v),
-            y(v),
-            l - 6.0,
-            y(v) + 4.0,
-            thousands(v)
-        ));
-        v += y_step;
-    }
-    let x_step = nice_step(x_max / 5.0);
-    let mut v = 0.0;
-    while v <= x_max + 1e-9 {
-        s.push_str(&format!(
-            "<line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{t}\" y2=\"{}\" stroke=\"#f0f0f0\"/>\
-             <text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
-            x(v),
-            x(v),
-            t + ph,
-            x(v),
-            t + ph + 15.0,
-            pct(v)
-        ));
-        v += x_step;
-    }
-    s.push_str(&format!(
-        "<rect x=\"{l}\" y=\"{t}\" width=\"{pw}\" height=\"{ph}\" fill=\"none\" stroke=\"#888\"/>\n\
-         <text x=\"{}\" y=\"{}\" text-anchor=\"middle\">miss rate (share of packets that are new flows)</text>\n\
-         <text x=\"14\" y=\"{}\" text-anchor=\"middle\" transform=\"rotate(-90 14 {})\">server cores needed</text>\n",
-        l + pw / 2.0,
-        t + ph + 32.0,
-        t + ph / 2.0,
-        t + ph / 2.0
-    ));
-    if let Some(m) = marker.filter(|m| *m <= x_max) {
-        s.push_str(&format!(
-            "<line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{t}\" y2=\"{}\" stroke=\"#000\" stroke-dasharray=\"3 3\"/>\
-             <text x=\"{:.1}\" y=\"{}\" font-size=\"10\">this plan</text>\n",
-            x(m),
-            x(m),
-            t + ph,
-            x(m) + 3.0,
-            t + 10.0
-        ));
-    }
-    for (i, (name, pts)) in series.iter().enumerate() {
-        let colour = PALETTE[i % PALETTE.len()];
-        let pts: Vec<&(f64, u64)> = pts.iter().filter(|p| p.0 <= x_max + 1e-12).collect();
-        if pts.is_empty() {
-            continue;
-        }
-        // Lines that coincide (whole cores often do) are drawn 2 px apart.
-        let dy = -2.0 * i as f64;
-        let mut d = format!("M{:.1},{:.1}", x(pts[0].0), y(pts[0].1 as f64) + dy);
-        for pair in pts.windows(2) {
-            // Whole cores: hold the level until the next rate, then step.
-            d.push_str(&format!(
-                " H{:.1} V{:.1}",
-                x(pair[1].0),
-                y(pair[1].1 as f64) + dy
-            ));
-        }
-        s.push_str(&format!(
-            "<path d=\"{d}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"{}\"/>\n",
-            if i == 0 { 2.5 } else { 1.8 }
-        ));
-        // Legend below the plot, two columns.
-        let (lx, ly) = (
-            l + (i % 2) as f64 * (pw / 2.0),
-            t + ph + 50.0 + (i / 2) as f64 * 15.0,
-        );
-        s.push_str(&format!(
-            "<line x1=\"{lx}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" stroke=\"{colour}\" stroke-width=\"3\"/>\
-             <text x=\"{}\" y=\"{}\">{}</text>\n",
-            lx + 18.0,
-            ly - 4.0,
-            ly - 4.0,
-            lx + 24.0,
-            ly,
-            escape(name)
-        ));
-    }
-    s.push_str("</svg>\n");
-    s
-}
-
-/// 1, 2 or 5 times a power of ten, at least `raw`.
-fn nice_step(raw: f64) -> f64 {
-    if raw <= 0.0 || !raw.is_finite() {
-        return 1.0;
-    }
-    let p = 10f64.powf(raw.log10().floor());
-    [1.0, 2.0, 5.0, 10.0]
-        .iter()
-        .map(|k| k * p)
-        .find(|&s| s >= raw)
-        .unwrap_or(10.0 * p)
+    flowpath_report::chart::step_chart(
+        title,
+        (
+            "miss rate (share of packets that are new flows)",
+            "server cores needed",
+        ),
+        series,
+        x_max,
+        marker.map(|m| (m, "this plan")),
+    )
 }
 
 /// The plan as a self-contained HTML page: inputs, the table, the cores-vs-miss-rate
@@ -426,13 +306,5 @@ mod tests {
         assert_eq!(thousands(1_234_567.0), "1,234,567");
         assert_eq!(thousands(-4000.0), "-4,000");
         assert_eq!(usd(-4000.0), "-$4,000");
-    }
-
-    #[test]
-    fn nice_steps() {
-        assert_eq!(nice_step(0.3), 0.5);
-        assert_eq!(nice_step(4.0), 5.0);
-        assert_eq!(nice_step(17.0), 20.0);
-        assert_eq!(nice_step(0.04), 0.05);
     }
 }

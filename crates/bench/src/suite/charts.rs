@@ -1,88 +1,17 @@
-//! The suite's charts as standalone SVG documents (plotters' SVG backend: text is written
-//! as `<text>` elements with a generic `sans-serif` family, so nothing here needs a font
-//! library or a system font, and the files render offline in any browser).
+//! The suite's charts as standalone SVG documents, drawn with the project's one chart
+//! engine (`flowpath_report::chart`).
 
 use super::{model, ClassResult, ScalingSeries, SizePoint};
 use plotters::coord::combinators::IntoLogRange;
-use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
 use plotters::prelude::*;
-use std::ops::Range;
 
-const W: u32 = 760;
-const H: u32 = 440;
-const FONT: &str = "sans-serif";
-const PALETTE: [RGBColor; 4] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(148, 103, 189),
-];
-const RED: RGBColor = RGBColor(214, 39, 40);
-const GREY: RGBColor = RGBColor(120, 120, 120);
-
-/// A linear f64 axis whose ticks are exactly `keys` (plotters' own `with_key_points`
-/// cannot be combined with an f64 axis's label formatter in 0.3.7).
-#[derive(Clone)]
-struct Keyed {
-    range: Range<f64>,
-    keys: Vec<f64>,
-}
-
-fn keyed(range: Range<f64>, keys: Vec<f64>) -> Keyed {
-    Keyed { range, keys }
-}
-
-impl Ranged for Keyed {
-    type FormatOption = DefaultFormatting;
-    type ValueType = f64;
-
-    fn map(&self, v: &f64, limit: (i32, i32)) -> i32 {
-        let span = self.range.end - self.range.start;
-        if span == 0.0 {
-            return (limit.0 + limit.1) / 2;
-        }
-        let t = (v - self.range.start) / span;
-        limit.0 + (t * (limit.1 - limit.0) as f64).round() as i32
-    }
-
-    fn key_points<Hint: KeyPointHint>(&self, _hint: Hint) -> Vec<f64> {
-        self.keys.clone()
-    }
-
-    fn range(&self) -> Range<f64> {
-        self.range.clone()
-    }
-}
-
-type DrawResult = Result<(), Box<dyn std::error::Error>>;
-
-/// Render with `draw`; if plotters reports an error, a small SVG that says so instead.
-fn render(
-    draw: impl FnOnce(DrawingArea<SVGBackend, plotters::coord::Shift>) -> DrawResult,
-) -> String {
-    let mut svg = String::new();
-    let res = {
-        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
-        draw(root)
-    };
-    match res {
-        Ok(()) => svg,
-        Err(e) => format!(
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"60\"><text x=\"10\" y=\"30\" \
-             font-family=\"sans-serif\">chart failed: {}</text></svg>",
-            super::report::escape(&e.to_string())
-        ),
-    }
-}
-
-fn max_of(it: impl Iterator<Item = f64>) -> f64 {
-    it.fold(0.0f64, f64::max)
-}
+use flowpath_report::chart::{keyed, max_of, render, FONT, GREY, PALETTE, RED};
+use flowpath_report::pct;
 
 /// Aggregate Mpps against worker cores, one measured line per miss rate with min–max
 /// bars and a dashed "linear from one core" line.
 pub fn scaling(series: &[ScalingSeries]) -> String {
-    render(|root| {
+    render((760, 440), |root| {
         root.fill(&WHITE)?;
         let max_cores = series
             .iter()
@@ -128,10 +57,7 @@ pub fn scaling(series: &[ScalingSeries]) -> String {
                 .collect();
             chart
                 .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?
-                .label(format!(
-                    "measured, {} new flows",
-                    super::report::pct(s.miss_rate)
-                ))
+                .label(format!("measured, {} new flows", pct(s.miss_rate)))
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
                 });
@@ -166,10 +92,7 @@ pub fn scaling(series: &[ScalingSeries]) -> String {
                         4,
                         color.mix(0.6).stroke_width(1),
                     ))?
-                    .label(format!(
-                        "linear from 1 core, {}",
-                        super::report::pct(s.miss_rate)
-                    ))
+                    .label(format!("linear from 1 core, {}", pct(s.miss_rate)))
                     .legend(move |(x, y)| {
                         PathElement::new(vec![(x, y), (x + 20, y)], color.mix(0.6))
                     });
@@ -189,7 +112,7 @@ pub fn scaling(series: &[ScalingSeries]) -> String {
 
 /// Cycles per packet against mean frame size, cached packets and new flows (log axis).
 pub fn sizes(points: &[SizePoint]) -> String {
-    render(|root| {
+    render((760, 440), |root| {
         root.fill(&WHITE)?;
         let all = points
             .iter()
@@ -282,7 +205,7 @@ pub fn sizes(points: &[SizePoint]) -> String {
 
 /// Cycles per hit and per miss for each traffic class, side by side, with the ratio.
 pub fn hit_miss(classes: &[ClassResult]) -> String {
-    render(|root| {
+    render((760, 440), |root| {
         root.fill(&WHITE)?;
         let n = classes.len().max(1);
         let ymax = max_of(
@@ -388,7 +311,7 @@ pub fn hit_miss(classes: &[ClassResult]) -> String {
 /// labelled with the gap. The x axis places the measured miss rates evenly (so 0–10 %,
 /// where the curve falls, is as wide as 10–100 %); the model is drawn between them.
 pub fn miss_curve(class: &ClassResult, tsc_hz: f64) -> String {
-    render(|root| {
+    render((760, 440), |root| {
         root.fill(&WHITE)?;
         let c = &class.curve;
         let n = c.len().max(1);
@@ -431,7 +354,7 @@ pub fn miss_curve(class: &ClassResult, tsc_hz: f64) -> String {
             .x_label_formatter(&|x| {
                 rates
                     .get(x.round().max(0.0) as usize)
-                    .map(|&m| super::report::pct(m))
+                    .map(|&m| pct(m))
                     .unwrap_or_default()
             })
             .label_style((FONT, 13))
