@@ -196,14 +196,6 @@ pub fn step_chart(
 /// The plan as a self-contained HTML page: inputs, the table, the cores-vs-miss-rate
 /// chart over 0…100 % and over 0…20 % side by side, and the profile's provenance.
 pub fn html(plan: &Plan, profile: &Profile, opts: &Options, given: &Given) -> String {
-    let rates: Vec<f64> = (0..=200).map(|i| i as f64 / 200.0).collect();
-    let mut fine: Vec<f64> = (0..=200).map(|i| i as f64 * 0.001).collect();
-    fine.push(plan.workload.miss_rate);
-    fine.sort_by(f64::total_cmp);
-    fine.dedup();
-    let full = cores_vs_miss_rate(profile, &plan.workload, opts, &rates);
-    let low = cores_vs_miss_rate(profile, &plan.workload, opts, &fine);
-    let m = Some(plan.workload.miss_rate);
     let mut h = String::new();
     h.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n");
     h.push_str("<title>flowpath plan</title>\n<style>\n\
@@ -225,6 +217,15 @@ pub fn html(plan: &Plan, profile: &Profile, opts: &Options, given: &Given) -> St
         escape(&fmt_pps(plan.pps_per_core)),
         escape(&pct(plan.headroom))
     ));
+    html_scenarios(&mut h, plan);
+    html_charts(&mut h, plan, profile, opts);
+    html_profile(&mut h, profile);
+    h.push_str("</body></html>\n");
+    h
+}
+
+/// The scenarios' table and their notes.
+fn html_scenarios(h: &mut String, plan: &Plan) {
     h.push_str("<table><tr><th>scenario</th><th>cores</th><th>utilisation per core</th><th>miss share of cycles</th><th>cycles per packet</th><th>speedup</th><th>cores freed</th><th>USD per year saved</th></tr>\n");
     for (i, o) in std::iter::once(&plan.baseline)
         .chain(&plan.scenarios)
@@ -257,6 +258,18 @@ pub fn html(plan: &Plan, profile: &Profile, opts: &Options, given: &Given) -> St
         }
         h.push_str("</ul>\n");
     }
+}
+
+/// Cores against the miss rate, full range and zoomed, with this plan's rate marked.
+fn html_charts(h: &mut String, plan: &Plan, profile: &Profile, opts: &Options) {
+    let rates: Vec<f64> = (0..=200).map(|i| i as f64 / 200.0).collect();
+    let mut fine: Vec<f64> = (0..=200).map(|i| i as f64 * 0.001).collect();
+    fine.push(plan.workload.miss_rate);
+    fine.sort_by(f64::total_cmp);
+    fine.dedup();
+    let full = cores_vs_miss_rate(profile, &plan.workload, opts, &rates);
+    let low = cores_vs_miss_rate(profile, &plan.workload, opts, &fine);
+    let m = Some(plan.workload.miss_rate);
     h.push_str(&format!(
         "<h2>Cores needed vs miss rate at {}</h2>\n<div class=\"charts\">\n",
         escape(&fmt_pps(plan.pps))
@@ -267,6 +280,10 @@ pub fn html(plan: &Plan, profile: &Profile, opts: &Options, given: &Given) -> St
         each line is the baseline or one scenario, in whole cores (lines that coincide are drawn 2 px apart). \
         The speed-up of a faster miss path is Amdahl's law, S = 1 / ((1 − p) + p / s), with p the share of the \
         cycles that goes to misses at this miss rate (from the profile, not assumed).</p>\n");
+}
+
+/// Where the profile's costs come from.
+fn html_profile(h: &mut String, profile: &Profile) {
     h.push_str(&format!(
         "<h2>Profile {}</h2>\n<pre>{}</pre>\n",
         escape(&profile.name),
@@ -290,8 +307,6 @@ pub fn html(plan: &Plan, profile: &Profile, opts: &Options, given: &Given) -> St
             escape(&mc.command)
         ));
     }
-    h.push_str("</body></html>\n");
-    h
 }
 
 #[cfg(test)]

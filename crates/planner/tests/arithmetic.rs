@@ -334,5 +334,20 @@ fn the_chart_has_a_line_per_scenario_over_the_miss_rates() {
         assert!(pts.windows(2).all(|w| w[0].1 <= w[1].1), "{pts:?}");
     }
     let html = flowpath_planner::report::step_chart("t", &lines, 1.0, Some(0.05));
-    assert_eq!(html.matches("<path ").count(), lines.len());
+    // One drawn line (more than one segment) per scenario; axes, ticks and legend swatches
+    // are single segments.
+    let drawn = html
+        .split("<polyline")
+        .skip(1)
+        .filter(|p| {
+            let pts = p.split("points=\"").nth(1).unwrap_or("");
+            pts.split('"')
+                .next()
+                .unwrap_or("")
+                .split_whitespace()
+                .count()
+                > 2
+        })
+        .count();
+    assert_eq!(drawn, lines.len());
 }

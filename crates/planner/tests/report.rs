@@ -95,9 +95,17 @@ fn html_is_self_contained_with_two_well_formed_charts() {
     while let Some(i) = rest.find("<svg") {
         let end = rest[i..].find("</svg>").unwrap() + i + 6;
         let doc = roxmltree::Document::parse(&rest[i..end]).expect("well-formed SVG");
-        // Baseline plus four scenarios, one path each.
+        // Baseline plus four scenarios, one drawn line (more than one segment) each.
         assert_eq!(
-            doc.descendants().filter(|n| n.has_tag_name("path")).count(),
+            doc.descendants()
+                .filter(|n| n.has_tag_name("polyline"))
+                .filter(|n| n
+                    .attribute("points")
+                    .unwrap_or("")
+                    .split_whitespace()
+                    .count()
+                    > 2)
+                .count(),
             5
         );
         svgs += 1;

@@ -237,3 +237,27 @@ pub fn bar_chart(title: &str, x_desc: &str, bars: &[Bar]) -> String {
         Ok(())
     })
 }
+
+/// A chart over a [`Keyed`] x axis and a linear y axis, as the suite's charts draw on.
+pub type KeyedChart<'a, 'b> =
+    ChartContext<'a, SVGBackend<'b>, Cartesian2d<Keyed, plotters::coord::types::RangedCoordf64>>;
+
+/// The legend every chart draws: at `pos`, on a translucent white box with a grey border.
+pub fn legend<'a, DB, CT>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    pos: SeriesLabelPosition,
+) -> DrawResult
+where
+    DB: DrawingBackend + 'a,
+    CT: CoordTranslate,
+    DB::ErrorType: 'static,
+{
+    chart
+        .configure_series_labels()
+        .position(pos)
+        .label_font((FONT, 13))
+        .background_style(WHITE.mix(0.85))
+        .border_style(GREY)
+        .draw()?;
+    Ok(())
+}

@@ -1,11 +1,17 @@
 //! The suite's charts as standalone SVG documents, drawn with the project's one chart
 //! engine (`flowpath_report::chart`).
+//!
+//! Each chart stays one function that reads top to bottom (range, axes, then each series
+//! with its markers and labels), so `scaling`, `sizes` and `hit_miss` run to 85–95 lines:
+//! splitting plotters' builder chains across functions would hide more than it shows.
 
 use super::{model, ClassResult, ScalingSeries, SizePoint};
 use plotters::coord::combinators::IntoLogRange;
 use plotters::prelude::*;
 
-use flowpath_report::chart::{keyed, max_of, render, FONT, GREY, PALETTE, RED};
+use flowpath_report::chart::{
+    keyed, legend, max_of, render, DrawResult, KeyedChart, FONT, PALETTE, RED,
+};
 use flowpath_report::pct;
 
 /// Aggregate Mpps against worker cores, one measured line per miss rate with min–max
@@ -98,13 +104,7 @@ pub fn scaling(series: &[ScalingSeries]) -> String {
                     });
             }
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .label_font((FONT, 13))
-            .background_style(WHITE.mix(0.85))
-            .border_style(GREY)
-            .draw()?;
+        legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
         root.present()?;
         Ok(())
     })
@@ -191,13 +191,7 @@ pub fn sizes(points: &[SizePoint]) -> String {
                 )
             }))?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::MiddleRight)
-            .label_font((FONT, 13))
-            .background_style(WHITE.mix(0.85))
-            .border_style(GREY)
-            .draw()?;
+        legend(&mut chart, SeriesLabelPosition::MiddleRight)?;
         root.present()?;
         Ok(())
     })
@@ -294,13 +288,7 @@ pub fn hit_miss(classes: &[ClassResult]) -> String {
                 (FONT, 14).into_font().color(&RED),
             )
         }))?;
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .label_font((FONT, 13))
-            .background_style(WHITE.mix(0.85))
-            .border_style(GREY)
-            .draw()?;
+        legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
         root.present()?;
         Ok(())
     })
@@ -316,20 +304,7 @@ pub fn miss_curve(class: &ClassResult, tsc_hz: f64) -> String {
         let c = &class.curve;
         let n = c.len().max(1);
         let rates: Vec<f64> = c.iter().map(|p| p.miss_rate).collect();
-        let hit = class.hit.cycles.median;
-        let miss = class.miss.cycles.median;
-        // The model between measured rates, at fractional x.
-        let model_pts: Vec<(f64, f64)> = (0..n.saturating_sub(1))
-            .flat_map(|i| {
-                let (a, b) = (rates[i], rates[i + 1]);
-                (0..24).map(move |s| {
-                    let t = s as f64 / 24.0;
-                    (i as f64 + t, a + t * (b - a))
-                })
-            })
-            .chain(rates.last().map(|&m| ((n - 1) as f64, m)))
-            .map(|(x, m)| (x, model::mpps(tsc_hz, model::cycles(m, hit, miss))))
-            .collect();
+        let model_pts = model_points(class, &rates, tsc_hz);
         let ymax = max_of(
             c.iter()
                 .map(|p| model::mpps(tsc_hz, p.measured.cycles.min))
@@ -360,86 +335,113 @@ pub fn miss_curve(class: &ClassResult, tsc_hz: f64) -> String {
             .label_style((FONT, 13))
             .light_line_style(TRANSPARENT)
             .draw()?;
-        let band: Vec<(f64, f64)> = model_pts
-            .iter()
-            .map(|&(x, y)| (x, y * (1.0 + model::TOLERANCE)))
-            .chain(
-                model_pts
-                    .iter()
-                    .rev()
-                    .map(|&(x, y)| (x, y * (1.0 - model::TOLERANCE))),
-            )
-            .collect();
-        chart
-            .draw_series(std::iter::once(Polygon::new(
-                band,
-                PALETTE[1].mix(0.15).filled(),
-            )))?
-            .label("model ±10 %")
-            .legend(|(x, y)| {
-                Rectangle::new([(x, y - 5), (x + 20, y + 5)], PALETTE[1].mix(0.15).filled())
-            });
-        chart
-            .draw_series(DashedLineSeries::new(
-                model_pts.clone(),
-                8,
-                4,
-                PALETTE[1].stroke_width(2),
-            ))?
-            .label("model (1−m)·c_hit + m·c_miss")
-            .legend(|(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], PALETTE[1].stroke_width(2))
-            });
-        let meas: Vec<(f64, f64)> = c
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (i as f64, p.measured.mpps))
-            .collect();
-        let color = PALETTE[0];
-        chart
-            .draw_series(LineSeries::new(meas.clone(), color.stroke_width(2)))?
-            .label("measured (median, min–max)")
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
-        chart.draw_series(meas.iter().map(|&p| Circle::new(p, 4, color.filled())))?;
-        chart.draw_series(c.iter().enumerate().map(|(i, p)| {
-            let cy = &p.measured.cycles;
-            ErrorBar::new_vertical(
-                i as f64,
-                model::mpps(tsc_hz, cy.max),
-                p.measured.mpps,
-                model::mpps(tsc_hz, cy.min),
-                color,
-                8,
-            )
-        }))?;
-        chart.draw_series(
-            c.iter()
-                .enumerate()
-                .filter(|(_, p)| p.disagrees)
-                .map(|(i, p)| Circle::new((i as f64, p.measured.mpps), 9, RED.stroke_width(2))),
-        )?;
-        chart.draw_series(
-            c.iter()
-                .enumerate()
-                .filter(|(_, p)| p.disagrees)
-                .map(|(i, p)| {
-                    Text::new(
-                        format!("{:+.0} %", p.disagreement * 100.0),
-                        (i as f64 + 0.1, p.measured.mpps + ymax * 0.05),
-                        (FONT, 13).into_font().color(&RED),
-                    )
-                }),
-        )?;
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .label_font((FONT, 13))
-            .background_style(WHITE.mix(0.85))
-            .border_style(GREY)
-            .draw()?;
+        draw_model(&mut chart, &model_pts)?;
+        draw_measured(&mut chart, class, tsc_hz, ymax)?;
+        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
         root.present()?;
         Ok(())
     })
+}
+
+/// The model `(1 − m)·c_hit + m·c_miss` in Mpps between the measured rates, at fractional
+/// x (point i is at x = i).
+fn model_points(class: &ClassResult, rates: &[f64], tsc_hz: f64) -> Vec<(f64, f64)> {
+    let n = rates.len().max(1);
+    let (hit, miss) = (class.hit.cycles.median, class.miss.cycles.median);
+    (0..n.saturating_sub(1))
+        .flat_map(|i| {
+            let (a, b) = (rates[i], rates[i + 1]);
+            (0..24).map(move |s| {
+                let t = s as f64 / 24.0;
+                (i as f64 + t, a + t * (b - a))
+            })
+        })
+        .chain(rates.last().map(|&m| ((n - 1) as f64, m)))
+        .map(|(x, m)| (x, model::mpps(tsc_hz, model::cycles(m, hit, miss))))
+        .collect()
+}
+
+/// The model line with its ±10 % band.
+fn draw_model(chart: &mut KeyedChart, model_pts: &[(f64, f64)]) -> DrawResult {
+    let band: Vec<(f64, f64)> = model_pts
+        .iter()
+        .map(|&(x, y)| (x, y * (1.0 + model::TOLERANCE)))
+        .chain(
+            model_pts
+                .iter()
+                .rev()
+                .map(|&(x, y)| (x, y * (1.0 - model::TOLERANCE))),
+        )
+        .collect();
+    chart
+        .draw_series(std::iter::once(Polygon::new(
+            band,
+            PALETTE[1].mix(0.15).filled(),
+        )))?
+        .label("model ±10 %")
+        .legend(|(x, y)| {
+            Rectangle::new([(x, y - 5), (x + 20, y + 5)], PALETTE[1].mix(0.15).filled())
+        });
+    chart
+        .draw_series(DashedLineSeries::new(
+            model_pts.to_vec(),
+            8,
+            4,
+            PALETTE[1].stroke_width(2),
+        ))?
+        .label("model (1−m)·c_hit + m·c_miss")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], PALETTE[1].stroke_width(2)));
+    Ok(())
+}
+
+/// The measured points (median, min–max bars); those outside the band ringed in red with
+/// their gap.
+fn draw_measured(
+    chart: &mut KeyedChart,
+    class: &ClassResult,
+    tsc_hz: f64,
+    ymax: f64,
+) -> DrawResult {
+    let c = &class.curve;
+    let meas: Vec<(f64, f64)> = c
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (i as f64, p.measured.mpps))
+        .collect();
+    let color = PALETTE[0];
+    chart
+        .draw_series(LineSeries::new(meas.clone(), color.stroke_width(2)))?
+        .label("measured (median, min–max)")
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+    chart.draw_series(meas.iter().map(|&p| Circle::new(p, 4, color.filled())))?;
+    chart.draw_series(c.iter().enumerate().map(|(i, p)| {
+        let cy = &p.measured.cycles;
+        ErrorBar::new_vertical(
+            i as f64,
+            model::mpps(tsc_hz, cy.max),
+            p.measured.mpps,
+            model::mpps(tsc_hz, cy.min),
+            color,
+            8,
+        )
+    }))?;
+    chart.draw_series(
+        c.iter()
+            .enumerate()
+            .filter(|(_, p)| p.disagrees)
+            .map(|(i, p)| Circle::new((i as f64, p.measured.mpps), 9, RED.stroke_width(2))),
+    )?;
+    chart.draw_series(
+        c.iter()
+            .enumerate()
+            .filter(|(_, p)| p.disagrees)
+            .map(|(i, p)| {
+                Text::new(
+                    format!("{:+.0} %", p.disagreement * 100.0),
+                    (i as f64 + 0.1, p.measured.mpps + ymax * 0.05),
+                    (FONT, 13).into_font().color(&RED),
+                )
+            }),
+    )?;
+    Ok(())
 }
