@@ -3,19 +3,17 @@
 //! column inside the text.
 
 use flowpath_flowsyntax::{format_flow, parse_flow, FlowCommand, ParsedFlow, SyntaxError};
+use flowpath_base::SplitMix64;
 use proptest::prelude::*;
 use std::fmt::Write;
 
-/// A small deterministic generator, so one proptest `u64` drives a whole flow.
-struct Rng(u64);
+/// A small deterministic generator (the project's SplitMix64), so one proptest `u64`
+/// drives a whole flow.
+struct Rng(SplitMix64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next()
     }
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n
@@ -273,7 +271,7 @@ struct Gen {
 }
 
 fn gen_flow(seed: u64) -> Gen {
-    let r = &mut Rng(seed);
+    let r = &mut Rng(SplitMix64::new(seed));
     let mut c: Vec<String> = Vec::new();
     let (ctx, eth, proto) = r.pick(CONTEXTS);
     c.extend(ctx.iter().map(|s| s.to_string()));
@@ -503,7 +501,7 @@ fn join_clauses(r: &mut Rng, clauses: &[String]) -> String {
 }
 
 fn add_text(seed: u64, g: &Gen) -> String {
-    let r = &mut Rng(seed ^ 0x5eed);
+    let r = &mut Rng(SplitMix64::new(seed ^ 0x5eed));
     let mut s = join_clauses(r, &g.clauses);
     if !s.is_empty() {
         s.push_str(r.pick(&[" ", ",", ", ", "  "]));
@@ -544,7 +542,7 @@ proptest! {
         prop_assert_eq!(&m.spec, &f.spec);
         // The match part alone: refused by add ("missing actions" at the end), and as a
         // delete it selects the same match.
-        let r = &mut Rng(seed);
+        let r = &mut Rng(SplitMix64::new(seed));
         let del = join_clauses(r, &g.clauses);
         check_any(&del)?;
         if !g.add_only {
