@@ -2,8 +2,8 @@
 //! through `format_flow`; arbitrary and damaged input never panics and always gets a
 //! column inside the text.
 
-use flowpath_flowsyntax::{format_flow, parse_flow, FlowCommand, ParsedFlow, SyntaxError};
 use flowpath_base::SplitMix64;
+use flowpath_flowsyntax::{format_flow, parse_flow, FlowCommand, ParsedFlow, SyntaxError};
 use proptest::prelude::*;
 use std::fmt::Write;
 
