@@ -280,42 +280,9 @@ pub fn outcome(
     let costs = profile.classes.get(w.class);
     let usable = 1.0 - opts.headroom;
     let (hits, misses, offloaded) = load(costs, w, what);
-    let demand = hits + misses;
     let mut notes = Vec::new();
-    let (cores, utilisation, extrapolated, miss_needed, hit_cores) = match what.miss_cores {
-        None => {
-            let s = solve(profile, demand, usable)?;
-            (s.cores, s.utilisation, s.extrapolated, None, None)
-        }
-        Some(n) => {
-            let h = solve(profile, hits, usable)?;
-            let m = solve(profile, misses, usable)?;
-            let miss_cores = n.max(m.cores);
-            if m.cores > n {
-                notes.push(format!(
-                    "{n} cores cannot carry the misses, they need {}: counted {}",
-                    m.cores, m.cores
-                ));
-            } else if n > 0 {
-                notes.push(format!("the misses need {} of the {n} miss cores", m.cores));
-            }
-            let (e, ex) = profile.efficiency(miss_cores);
-            let capacity = h.cores as f64 * h.efficiency * profile.tsc_hz
-                + miss_cores as f64 * e * profile.tsc_hz;
-            let util = if capacity > 0.0 {
-                demand / capacity
-            } else {
-                0.0
-            };
-            (
-                h.cores + miss_cores,
-                util,
-                h.extrapolated || (ex && miss_cores > 0),
-                Some(m.cores),
-                Some(h.cores),
-            )
-        }
-    };
+    let (cores, utilisation, extrapolated, miss_needed, hit_cores) =
+        sized(profile, (hits, misses), usable, what.miss_cores, &mut notes)?;
     // Per packet; at no load, the limit as the rate goes to 0 (no hardware rate cap).
     let (cycles_per_packet, miss_share) = {
         let wp = Workload {
@@ -363,6 +330,54 @@ pub fn outcome(
         hit_cores,
         offloaded_pps: (what.offload_share > 0.0).then_some(offloaded),
         notes,
+    })
+}
+
+/// (cores, utilisation, extrapolated, miss cores needed, hit cores) for `hits` and
+/// `misses` cycles per second: one pool, or with `miss_cores` set aside for the misses.
+type Sized = (u64, f64, bool, Option<u64>, Option<u64>);
+
+fn sized(
+    profile: &Profile,
+    (hits, misses): (f64, f64),
+    usable: f64,
+    miss_cores: Option<u64>,
+    notes: &mut Vec<String>,
+) -> Result<Sized, String> {
+    let demand = hits + misses;
+    Ok(match miss_cores {
+        None => {
+            let s = solve(profile, demand, usable)?;
+            (s.cores, s.utilisation, s.extrapolated, None, None)
+        }
+        Some(n) => {
+            let h = solve(profile, hits, usable)?;
+            let m = solve(profile, misses, usable)?;
+            let miss_cores = n.max(m.cores);
+            if m.cores > n {
+                notes.push(format!(
+                    "{n} cores cannot carry the misses, they need {}: counted {}",
+                    m.cores, m.cores
+                ));
+            } else if n > 0 {
+                notes.push(format!("the misses need {} of the {n} miss cores", m.cores));
+            }
+            let (e, ex) = profile.efficiency(miss_cores);
+            let capacity = h.cores as f64 * h.efficiency * profile.tsc_hz
+                + miss_cores as f64 * e * profile.tsc_hz;
+            let util = if capacity > 0.0 {
+                demand / capacity
+            } else {
+                0.0
+            };
+            (
+                h.cores + miss_cores,
+                util,
+                h.extrapolated || (ex && miss_cores > 0),
+                Some(m.cores),
+                Some(h.cores),
+            )
+        }
     })
 }
 
