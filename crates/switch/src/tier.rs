@@ -322,6 +322,8 @@ pub struct TierAgent {
     /// Megaflow → its kernel entry.
     tracked: HashMap<MegaflowId, Tracked>,
     events: Vec<MegaflowEvent>,
+    installed: Vec<MegaflowId>,
+    removed: Vec<MegaflowId>,
     /// This worker's own free kernel slots (taken from the tier in chunks).
     free: Vec<u32>,
     /// Masks this worker has seen registered (so it asks the tier only for new ones).
@@ -344,6 +346,8 @@ impl TierAgent {
             tier,
             tracked: HashMap::new(),
             events: Vec::with_capacity(256),
+            installed: Vec::with_capacity(64),
+            removed: Vec::with_capacity(64),
             free: Vec::with_capacity(SLOT_CHUNK),
             masks: Vec::new(),
             cursor: 0,
@@ -427,18 +431,16 @@ impl TierAgent {
         self.free.pop()
     }
 
-    /// Delete one kernel entry; its slot goes back to this worker's pool.
-    fn drop_entry(&mut self, t: &Tracked) {
-        let _ = self.tier.read().remove(t.mask_id, &t.mask, &t.key);
-        self.tier.in_use.fetch_sub(1, Ordering::Relaxed);
-        self.free.push(t.kslot);
-    }
-
-    /// Delete the kernel entries of megaflows the cache removed.
+    /// Delete the kernel entries of megaflows the cache removed (one read of the shared
+    /// handle for all of them).
     fn forget(&mut self, removed: &[MegaflowId]) {
+        let tier = self.tier.clone();
+        let t = tier.read();
         for id in removed {
-            if let Some(t) = self.tracked.remove(id) {
-                self.drop_entry(&t);
+            if let Some(e) = self.tracked.remove(id) {
+                let _ = t.remove(e.mask_id, &e.mask, &e.key);
+                tier.in_use.fetch_sub(1, Ordering::Relaxed);
+                self.free.push(e.kslot);
             }
         }
     }
@@ -504,8 +506,9 @@ impl Tier for TierAgent {
         }
         let mut events = std::mem::take(&mut self.events);
         dp.take_megaflow_events(&mut events);
-        let mut installed: Vec<MegaflowId> = Vec::new();
-        let mut removed: Vec<MegaflowId> = Vec::new();
+        // Scratch lists kept across batches (no allocation per batch).
+        let mut installed = std::mem::take(&mut self.installed);
+        let mut removed = std::mem::take(&mut self.removed);
         for ev in &events {
             match *ev {
                 MegaflowEvent::Installed(id) => installed.push(id),
@@ -526,7 +529,11 @@ impl Tier for TierAgent {
         self.forget(&removed);
         self.offer(dp, &installed);
         events.clear();
+        installed.clear();
+        removed.clear();
         self.events = events;
+        self.installed = installed;
+        self.removed = removed;
     }
 
     fn collect(&mut self, dp: &mut Datapath, budget: usize) {
