@@ -49,16 +49,25 @@ pub fn sh(args: &[&str]) {
 pub struct Lab {
     pub ns: String,
     pub dir: PathBuf,
+    /// One lab at a time per test binary: each runs a switch (an AF_XDP one busy-polls a
+    /// core) and traffic, and on a 2-CPU machine two at once can starve an AF_PACKET
+    /// worker long enough for its receive ring to overflow.
+    _serial: std::sync::MutexGuard<'static, ()>,
 }
+
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Lab {
     pub fn new(prefix: &str) -> Lab {
+        // A test that panicked while holding it leaves nothing inconsistent behind.
+        let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         let ns = format!("{prefix}-{}", std::process::id());
         let _ = Command::new("ip").args(["netns", "del", &ns]).output();
         sh(&["ip", "netns", "add", &ns]);
         let lab = Lab {
             dir: std::env::temp_dir().join(&ns),
             ns,
+            _serial: serial,
         };
         let _ = std::fs::remove_dir_all(&lab.dir);
         std::fs::create_dir_all(&lab.dir).unwrap();
