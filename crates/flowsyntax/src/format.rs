@@ -358,10 +358,15 @@ fn write_l4(s: &mut String, m: &Match, eth: Option<u16>, proto: Option<u8>) {
     } else {
         ("tp_src", "tp_dst")
     };
-    let (v, mk) = get(m, Field::TpSrc);
-    write_u16_masked(s, sn, v, mk);
-    let (v, mk) = get(m, Field::TpDst);
-    write_u16_masked(s, dn, v, mk);
+    for (i, (name, f)) in [(sn, Field::TpSrc), (dn, Field::TpDst)].into_iter().enumerate() {
+        let (v, mk) = get(m, f);
+        write_u16_masked(s, name, v, mk);
+        // flowpath extension: a range no single mask expresses.
+        let r = m.ports[i];
+        if !r.is_any() {
+            let _ = write!(s, ",{name}={}-{}", r.lo, r.hi);
+        }
+    }
 
     let (v, mk) = get(m, Field::TcpFlags);
     if mk != 0 {

@@ -2,6 +2,7 @@
 //! with column-exact errors, and rules printed back as flows and `dump-flows` lines.
 
 mod actions;
+mod classbench;
 mod error;
 mod format;
 mod lex;
@@ -9,6 +10,7 @@ mod names;
 mod parse;
 mod value;
 
+pub use classbench::{is_classbench, parse_classbench};
 pub use error::{FileError, SyntaxError};
 pub use format::{format_actions, format_dump_line, format_flow, format_match, DumpStats};
 pub use parse::{parse_flow, parse_flows_file, FlowCommand, ParsedFlow, DEFAULT_PRIORITY};

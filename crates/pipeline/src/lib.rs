@@ -10,7 +10,7 @@ mod translate;
 
 pub use pipeline::{Ending, Pipeline, RuleRef, Translation};
 pub use rule::{
-    now_ns, Match, Rule, RuleCounters, RuleError, RuleId, RuleSpec, Selector, MAX_TABLES,
+    key_ports, now_ns, port_slot, Match, PortRange, Rule, RuleCounters, RuleError, RuleId, RuleSpec, Selector, MAX_TABLES,
 };
 pub use store::{Applied, Change, RuleStore};
 pub use table::{Backend, Table};

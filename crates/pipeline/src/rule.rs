@@ -9,11 +9,89 @@ use std::sync::Arc;
 /// Number of tables a pipeline may have (OpenFlow's 0..=254).
 pub const MAX_TABLES: usize = 255;
 
-/// A match: the packet's key, ANDed with `mask`, must equal `value` (kept pre-masked).
+/// An inclusive range of transport ports (`lo..=hi`); `0..=65535` is "any".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PortRange {
+    pub lo: u16,
+    pub hi: u16,
+}
+
+impl PortRange {
+    pub const ANY: PortRange = PortRange { lo: 0, hi: 0xffff };
+
+    pub fn is_any(&self) -> bool {
+        *self == PortRange::ANY
+    }
+
+    #[inline(always)]
+    pub fn contains(&self, p: u16) -> bool {
+        self.lo <= p && p <= self.hi
+    }
+
+    /// `Some((value, prefix length))` when the range is exactly one prefix block.
+    pub fn as_prefix(&self) -> Option<(u16, u32)> {
+        if self.lo > self.hi {
+            return None;
+        }
+        let span = (self.hi - self.lo) as u32 + 1;
+        if !span.is_power_of_two() || self.lo as u32 % span != 0 {
+            return None;
+        }
+        Some((self.lo, 16 - span.trailing_zeros()))
+    }
+}
+
+/// The prefix blocks (value, prefix length) that exactly cover `lo..=hi`, fewest first
+/// (at most 30 for 16 bits): how tuple-space search stores a range.
+pub fn range_prefixes(lo: u16, hi: u16) -> Vec<(u16, u32)> {
+    let mut out = Vec::new();
+    let (mut lo, hi) = (lo as u32, hi as u32);
+    while lo <= hi {
+        // The largest aligned block starting at `lo` that ends at or before `hi`.
+        let mut size = if lo == 0 { 1 << 16 } else { 1 << lo.trailing_zeros() };
+        while lo + size - 1 > hi {
+            size >>= 1;
+        }
+        out.push((lo as u16, 16 - size.trailing_zeros()));
+        lo += size;
+    }
+    out
+}
+
+impl Default for PortRange {
+    fn default() -> Self {
+        PortRange::ANY
+    }
+}
+
+/// A match: the packet's key, ANDed with `mask`, must equal `value` (kept pre-masked), and
+/// its transport ports must lie in `ports` (source, destination). A range that is one
+/// prefix block is kept as a mask instead ([`Match::port_range`]), so `ports` holds only
+/// ranges no single mask can express; a port field with a range has no mask bits.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Match {
     pub value: FlowKey,
     pub mask: FlowKey,
+    pub ports: [PortRange; 2],
+}
+
+/// The position in [`Match::ports`] of a port field (`TpSrc` 0, `TpDst` 1).
+pub fn port_slot(f: Field) -> Option<usize> {
+    match f {
+        Field::TpSrc => Some(0),
+        Field::TpDst => Some(1),
+        _ => None,
+    }
+}
+
+/// The transport ports of a key (source, destination), read straight from its bytes.
+#[inline(always)]
+pub fn key_ports(key: &FlowKey) -> [u16; 2] {
+    let b = key.bytes();
+    [
+        u16::from_be_bytes([b[28], b[29]]),
+        u16::from_be_bytes([b[30], b[31]]),
+    ]
 }
 
 impl Match {
@@ -50,16 +128,88 @@ impl Match {
         self.with(field, value, mask)
     }
 
+    /// Add a port range condition on `TpSrc` or `TpDst`: kept as a mask when the range is
+    /// one prefix block (`1024-2047` is `0x400/0xfc00`), as a range otherwise. The field
+    /// must not already have mask bits or a range (the flow syntax refuses duplicates).
+    pub fn port_range(mut self, field: Field, range: PortRange) -> Match {
+        let slot = port_slot(field).expect("port_range is for TpSrc and TpDst");
+        match range.as_prefix() {
+            Some((v, len)) => self.prefix(field, v as u128, len),
+            None => {
+                self.ports[slot] = range;
+                self
+            }
+        }
+    }
+
+    /// Does the match carry a port range (not expressible as one mask)?
+    #[inline(always)]
+    pub fn has_ranges(&self) -> bool {
+        !(self.ports[0].is_any() && self.ports[1].is_any())
+    }
+
     /// Does `key` satisfy this match?
     #[inline]
     pub fn matches(&self, key: &FlowKey) -> bool {
-        key.matches(&self.mask, &self.value)
+        key.matches(&self.mask, &self.value) && self.ports_match(key)
+    }
+
+    /// Do `key`'s ports lie in this match's port ranges?
+    #[inline(always)]
+    pub fn ports_match(&self, key: &FlowKey) -> bool {
+        if !self.has_ranges() {
+            return true;
+        }
+        let p = key_ports(key);
+        self.ports[0].contains(p[0]) && self.ports[1].contains(p[1])
+    }
+
+    /// The set of values field `f` may take, as an interval, when it is one (no mask bits
+    /// and a range, or a prefix mask); `None` for a non-prefix mask.
+    pub fn interval(&self, f: Field) -> Option<(u128, u128)> {
+        let m = self.mask.get(f);
+        let full = f.full_mask();
+        if let Some(slot) = port_slot(f) {
+            if m == 0 {
+                let r = self.ports[slot];
+                return Some((r.lo as u128, r.hi as u128));
+            }
+        }
+        // A prefix mask: ones then zeros.
+        let inv = !m & full;
+        if inv & inv.wrapping_add(1) != 0 {
+            return None;
+        }
+        let v = self.value.get(f);
+        Some((v, v | inv))
     }
 
     /// Is `self` at least as general as `other` (every packet `other` matches, `self`
     /// matches too)? OpenFlow's non-strict selection for modify and delete.
     pub fn covers(&self, other: &Match) -> bool {
-        self.mask.is_subset_of(&other.mask) && other.value.and(&self.mask) == self.value
+        if !self.has_ranges() && !other.has_ranges() {
+            return self.mask.is_subset_of(&other.mask) && other.value.and(&self.mask) == self.value;
+        }
+        // Port fields compare as intervals; a non-prefix mask there is compared exactly.
+        for f in [Field::TpSrc, Field::TpDst] {
+            let same = self.mask.get(f) == other.mask.get(f)
+                && self.value.get(f) == other.value.get(f)
+                && self.ports == other.ports;
+            let wider = match (self.interval(f), other.interval(f)) {
+                (Some((a, b)), Some((c, d))) => a <= c && d <= b,
+                _ => false,
+            };
+            if !same && !wider {
+                return false;
+            }
+        }
+        let mut sm = self.mask;
+        let mut om = other.mask;
+        for f in [Field::TpSrc, Field::TpDst] {
+            sm.set(f, 0);
+            om.set(f, 0);
+        }
+        sm.is_subset_of(&om) && other.value.and(&sm) == self.value.and(&sm)
     }
 }
 
@@ -82,6 +232,12 @@ impl fmt::Debug for Match {
                 } else {
                     write!(f, "{}={:#x}/{:#x}", field, self.value.get(field), m)?;
                 }
+            }
+        }
+        for (name, r) in ["tp_src", "tp_dst"].iter().zip(self.ports) {
+            if !r.is_any() {
+                write!(f, "{}{name}={}-{}", if first { "" } else { "," }, r.lo, r.hi)?;
+                first = false;
             }
         }
         write!(f, "}}")

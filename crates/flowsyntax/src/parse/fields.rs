@@ -183,13 +183,18 @@ impl<'a> Parser<'a> {
     fn field_l4(&mut self, f: F, k: &Key, v: &str) -> Result<(), SyntaxError> {
         match f {
             F::TpSrc | F::TcpSrc | F::UdpSrc | F::TpDst | F::TcpDst | F::UdpDst => {
-                let (n, m) = self.masked(k, v, 0xffff, U16)?;
                 let field = if matches!(f, F::TpSrc | F::TcpSrc | F::UdpSrc) {
                     Field::TpSrc
                 } else {
                     Field::TpDst
                 };
-                self.set(field, n, m);
+                // flowpath extension: `LOW-HIGH`, an inclusive range.
+                if let Some(r) = self.port_range(k, v)? {
+                    self.m = self.m.port_range(field, r);
+                } else {
+                    let (n, m) = self.masked(k, v, 0xffff, U16)?;
+                    self.set(field, n, m);
+                }
             }
             F::TcpFlags => {
                 let (n, m) = parse_tcp_flags(v).ok_or_else(|| {

@@ -21,7 +21,7 @@ use crate::value::{
 };
 use flowpath_packet::key::{ethertype, ipproto, VLAN_PRESENT};
 use flowpath_packet::Field;
-use flowpath_pipeline::{Match, RuleError, RuleSpec};
+use flowpath_pipeline::{Match, PortRange, RuleError, RuleSpec};
 
 /// OVS's default priority (`OFP_DEFAULT_PRIORITY`), used when a flow gives none.
 pub const DEFAULT_PRIORITY: u16 = 32768;

@@ -112,6 +112,20 @@ impl<'a> Parser<'a> {
         Ok((val as u128, mask as u128))
     }
 
+    /// `LOW-HIGH` (decimal, inclusive, `LOW <= HIGH`): a port range; `None` when `v` has no
+    /// `-` (a plain `value[/mask]`).
+    pub(super) fn port_range(&self, k: &Key, v: &str) -> Result<Option<PortRange>, SyntaxError> {
+        let Some((lo, hi)) = v.split_once('-') else {
+            return Ok(None);
+        };
+        const RANGE: &str = "a port range LOW-HIGH with 0 <= LOW <= HIGH <= 65535";
+        let port = |p: &str| p.parse::<u16>().ok().filter(|_| !p.starts_with('+'));
+        match (port(lo), port(hi)) {
+            (Some(lo), Some(hi)) if lo <= hi => Ok(Some(PortRange { lo, hi })),
+            _ => Err(self.bad_value(k, v, RANGE)),
+        }
+    }
+
     pub(super) fn ipv4(&self, k: &Key, v: &str) -> Result<(u128, u128), SyntaxError> {
         let (a, m) = split_mask(v);
         let addr = parse_ipv4(a).ok_or_else(|| {
