@@ -140,7 +140,7 @@ proptest! {
         heads in prop::collection::vec(arb_headers(), 1..60),
         cfg in configs(),
         batch in 1usize..=32,
-        backend in prop::sample::select(vec![Backend::TupleSpace, Backend::Linear]),
+        backend in prop::sample::select(Backend::ALL.to_vec()),
     ) {
         let store = Arc::new(RuleStore::new(backend));
         store.add(rules).unwrap();

@@ -7,6 +7,9 @@ pub mod rule;
 pub mod store;
 pub mod table;
 mod translate;
+mod tss;
+mod wildcards;
+mod cuts;
 
 pub use pipeline::{Ending, Pipeline, RuleRef, Translation};
 pub use rule::{

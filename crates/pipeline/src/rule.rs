@@ -184,6 +184,21 @@ impl Match {
         Some((v, v | inv))
     }
 
+    /// The smallest interval holding every value field `f` may take (its leading-ones
+    /// mask block, cut to its port range if any).
+    pub fn hull(&self, f: Field) -> (u128, u128) {
+        let w = f.bits();
+        let m = self.mask.get(f);
+        let lead = (m << (128 - w)).leading_ones().min(w);
+        let keep = crate::wildcards::prefix_mask(w, lead);
+        let lo = self.value.get(f) & keep;
+        let hi = lo | (f.full_mask() & !keep);
+        match port_slot(f) {
+            Some(slot) => (lo.max(self.ports[slot].lo as u128), hi.min(self.ports[slot].hi as u128)),
+            None => (lo, hi),
+        }
+    }
+
     /// Is `self` at least as general as `other` (every packet `other` matches, `self`
     /// matches too)? OpenFlow's non-strict selection for modify and delete.
     pub fn covers(&self, other: &Match) -> bool {
@@ -195,8 +210,8 @@ impl Match {
             let same = self.mask.get(f) == other.mask.get(f)
                 && self.value.get(f) == other.value.get(f)
                 && self.ports == other.ports;
-            let wider = match (self.interval(f), other.interval(f)) {
-                (Some((a, b)), Some((c, d))) => a <= c && d <= b,
+            let wider = match (self.interval(f), other.hull(f)) {
+                (Some((a, b)), (c, d)) => a <= c && d <= b,
                 _ => false,
             };
             if !same && !wider {

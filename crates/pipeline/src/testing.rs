@@ -1,7 +1,7 @@
 //! Random rule sets and keys for property tests: small value domains, so that rules
 //! overlap, priorities tie, `goto_table` chains form and megaflows get reused.
 
-use crate::rule::{Match, RuleSpec};
+use crate::rule::{Match, PortRange, RuleSpec};
 use flowpath_packet::key::{ethertype, ipproto, VLAN_PRESENT};
 use flowpath_packet::{Action, Field, FlowKey};
 use proptest::prelude::*;
@@ -145,6 +145,19 @@ fn arb_condition() -> impl Strategy<Value = (Field, u128, u128)> {
     ]
 }
 
+/// A port range on `TpSrc` or `TpDst` with ends at or next to the domain's ports, so keys
+/// land on both sides of each edge; some ranges are prefix blocks (kept as masks).
+pub fn arb_port_range() -> impl Strategy<Value = (Field, PortRange)> {
+    let edge = prop::sample::select(PORTS.to_vec())
+        .prop_flat_map(|p| prop::sample::select(vec![p.saturating_sub(1), p, p.saturating_add(1), 0, 1023, 65535]));
+    (
+        prop::sample::select(vec![Field::TpSrc, Field::TpDst]),
+        edge.clone(),
+        edge,
+    )
+        .prop_map(|(f, a, b)| (f, PortRange { lo: a.min(b), hi: a.max(b) }))
+}
+
 pub fn arb_action(max_port: u32) -> impl Strategy<Value = Action> {
     prop_oneof![
         4 => (1..=max_port).prop_map(Action::Output),
@@ -176,11 +189,17 @@ pub fn arb_rule(tables: u8, max_port: u32) -> impl Strategy<Value = RuleSpec> {
         prop::collection::vec(arb_action(max_port), 0..=3),
         prop::bool::weighted(0.5),
         any::<u8>(),
+        prop::option::weighted(0.3, arb_port_range()),
     )
-        .prop_map(move |(table, priority, conds, actions, wants_goto, g)| {
+        .prop_map(move |(table, priority, conds, actions, wants_goto, g, range)| {
             let mut m = Match::any();
             for (f, v, mask) in conds {
                 m = m.with(f, v, mask);
+            }
+            if let Some((f, r)) = range {
+                if m.mask.get(f) == 0 {
+                    m = m.port_range(f, r);
+                }
             }
             let mut r = RuleSpec::new(table, priority, m).actions(actions);
             if wants_goto && table + 1 < tables {

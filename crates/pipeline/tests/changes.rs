@@ -3,7 +3,7 @@
 //! plain list manipulated step by step would have — same ids, same specs — and rules that
 //! survive a modify or replace keep their counters.
 
-use flowpath_packet::{Action, Field};
+use flowpath_packet::{Action, Field, FlowKey};
 use flowpath_pipeline::testing::arb_rule;
 use flowpath_pipeline::{
     now_ns, Backend, Change, Match, RuleError, RuleId, RuleSpec, RuleStore, Selector,
@@ -120,9 +120,28 @@ fn selects(sel: &Selector, r: &RuleSpec) -> bool {
     }
     // Non-strict: every bit the selector matches on, the rule matches on too, with the
     // same value.
-    let (sm, sv) = (&sel.matches.mask.words, &sel.matches.value.words);
-    let (rm, rv) = (&r.matches.mask.words, &r.matches.value.words);
-    (0..sm.len()).all(|i| sm[i] & rm[i] == sm[i] && (sv[i] ^ rv[i]) & sm[i] == 0)
+    // Port fields with a range are compared as sets of ports, by brute force.
+    let (s, m) = (&sel.matches, &r.matches);
+    let ranged = s.has_ranges() || m.has_ranges();
+    let strip = |x: &FlowKey| {
+        let mut x = *x;
+        if ranged {
+            x.set(Field::TpSrc, 0);
+            x.set(Field::TpDst, 0);
+        }
+        x.words
+    };
+    let (sm, sv) = (strip(&s.mask), strip(&s.value));
+    let (rm, rv) = (strip(&m.mask), strip(&m.value));
+    let bits = (0..sm.len()).all(|i| sm[i] & rm[i] == sm[i] && (sv[i] ^ rv[i]) & sm[i] == 0);
+    let ports = !ranged
+        || [(Field::TpSrc, 0), (Field::TpDst, 1)].iter().all(|&(f, slot)| {
+            let has = |x: &Match, p: u16| {
+                (p as u128 & x.mask.get(f)) == x.value.get(f) && x.ports[slot].contains(p)
+            };
+            (0..=u16::MAX).all(|p| !has(m, p) || has(s, p))
+        });
+    bits && ports
 }
 
 fn store_rules(s: &RuleStore) -> Vec<(RuleId, RuleSpec)> {

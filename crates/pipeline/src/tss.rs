@@ -1,0 +1,174 @@
+//! Tuple-space search: one hash table per distinct mask, visited in order of the best rule
+//! each holds, so a lookup stops once no remaining subtable can win.
+//!
+//! A port range that is not one prefix block is stored as the prefix blocks that cover it
+//! (one entry per block, all naming the rule), which is what makes range-heavy ACLs spread
+//! over hundreds of subtables here — the decision tree (`cuts.rs`) is built for those.
+
+use crate::rule::{range_prefixes, Match, Rule};
+use flowpath_packet::key::wide_hash;
+use flowpath_packet::{Field, FlowKey, WordSet};
+use hashbrown::HashTable;
+use smallvec::SmallVec;
+
+#[derive(Debug)]
+pub(crate) struct TupleSpace {
+    subtables: Vec<Subtable>,
+    entries: usize,
+}
+
+#[derive(Debug)]
+struct Subtable {
+    mask: FlowKey,
+    words: WordSet,
+    /// The best (lowest) classifier rank of any rule in the subtable.
+    best_rank: u32,
+    buckets: HashTable<Bucket>,
+}
+
+#[derive(Debug)]
+struct Bucket {
+    hash: u32,
+    value: FlowKey,
+    /// Rule indices with this masked value, best first.
+    rules: SmallVec<[u32; 2]>,
+}
+
+/// The (mask, value) pairs a match is stored as: itself, or one per combination of the
+/// prefix blocks covering its port ranges.
+pub(crate) fn expand(m: &Match) -> Vec<(FlowKey, FlowKey)> {
+    if !m.has_ranges() {
+        return vec![(m.mask, m.value)];
+    }
+    let blocks = |i: usize| {
+        let r = m.ports[i];
+        if r.is_any() {
+            vec![(0u16, 0u32)]
+        } else {
+            range_prefixes(r.lo, r.hi)
+        }
+    };
+    let mut out = Vec::new();
+    for (sv, sl) in blocks(0) {
+        for &(dv, dl) in &blocks(1) {
+            let mut e = Match { ports: Default::default(), ..*m };
+            if sl > 0 {
+                e = e.prefix(Field::TpSrc, sv as u128, sl);
+            }
+            if dl > 0 {
+                e = e.prefix(Field::TpDst, dv as u128, dl);
+            }
+            out.push((e.mask, e.value));
+        }
+    }
+    out
+}
+
+impl TupleSpace {
+    /// Build over `rules`; `rank[i]` is rule `i`'s position in classifier order.
+    pub(crate) fn build(rules: &[Rule], rank: &[u32], seed: u64) -> TupleSpace {
+        let mut subtables: Vec<Subtable> = Vec::new();
+        let mut by_mask: std::collections::HashMap<FlowKey, usize> = Default::default();
+        let mut entries = 0;
+        for (i, r) in rules.iter().enumerate() {
+            for (mask, value) in expand(&r.spec.matches) {
+                entries += 1;
+                let si = *by_mask.entry(mask).or_insert_with(|| {
+                    subtables.push(Subtable {
+                        mask,
+                        words: WordSet::of_mask(&mask),
+                        best_rank: u32::MAX,
+                        buckets: HashTable::new(),
+                    });
+                    subtables.len() - 1
+                });
+                let st = &mut subtables[si];
+                st.best_rank = st.best_rank.min(rank[i]);
+                let h = value.masked_hash(&mask, &st.words, seed);
+                match st
+                    .buckets
+                    .find_mut(wide_hash(h), |b| b.hash == h && b.value == value)
+                {
+                    Some(b) => b.rules.push(i as u32),
+                    None => {
+                        st.buckets.insert_unique(
+                            wide_hash(h),
+                            Bucket {
+                                hash: h,
+                                value,
+                                rules: smallvec::smallvec![i as u32],
+                            },
+                            |b| wide_hash(b.hash),
+                        );
+                    }
+                }
+            }
+        }
+        for st in &mut subtables {
+            for b in st.buckets.iter_mut() {
+                b.rules.sort_by_key(|&x| rank[x as usize]);
+            }
+        }
+        // Best rank first; ties by mask for a deterministic order.
+        subtables.sort_by(|a, b| {
+            a.best_rank
+                .cmp(&b.best_rank)
+                .then_with(|| a.mask.words.cmp(&b.mask.words))
+        });
+        TupleSpace { subtables, entries }
+    }
+
+    pub(crate) fn subtables(&self) -> usize {
+        self.subtables.len()
+    }
+
+    /// Hash entries (a rule with port ranges counts once per prefix block).
+    pub(crate) fn entries(&self) -> usize {
+        self.entries
+    }
+
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.subtables
+            .iter()
+            .map(|st| {
+                std::mem::size_of::<Subtable>()
+                    + st.buckets.capacity() * (std::mem::size_of::<Bucket>() + 1)
+            })
+            .sum()
+    }
+
+    /// The best rule for `key`; with `wc`, OR-ing into it every probed subtable's mask.
+    #[inline]
+    pub(crate) fn lookup(
+        &self,
+        key: &FlowKey,
+        rank: &[u32],
+        seed: u64,
+        mut wc: Option<&mut FlowKey>,
+    ) -> Option<u32> {
+        let mut best: Option<u32> = None;
+        let mut best_rank = u32::MAX;
+        for st in &self.subtables {
+            // Subtables are sorted by their best rank: nothing below can win.
+            if st.best_rank >= best_rank {
+                break;
+            }
+            // The probe's outcome depends on every bit of this mask.
+            if let Some(wc) = wc.as_deref_mut() {
+                wc.or_assign(&st.mask);
+            }
+            let h = key.masked_hash(&st.mask, &st.words, seed);
+            let found = st.buckets.find(wide_hash(h), |b| {
+                b.hash == h && key.matches_words(&st.mask, &b.value, &st.words)
+            });
+            if let Some(bucket) = found {
+                let cand = bucket.rules[0];
+                if rank[cand as usize] < best_rank {
+                    best = Some(cand);
+                    best_rank = rank[cand as usize];
+                }
+            }
+        }
+        best
+    }
+}
