@@ -2,6 +2,7 @@
 //! cycles per packet (median, min, max over repeated runs); [`suite`] runs the "Core
 //! Cost" experiments (scaling, frame sizes, hit vs miss, miss-rate curve vs model).
 
+pub mod classifier;
 pub mod harness;
 pub mod machine;
 pub mod replace;

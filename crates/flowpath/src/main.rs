@@ -7,6 +7,7 @@ use flowpath_pipeline::Backend;
 use std::io::Write;
 use std::process::ExitCode;
 
+mod cmd_classifier;
 mod cmd_flows;
 mod cmd_gen;
 mod cmd_lab;
@@ -71,6 +72,8 @@ struct BenchCmd {
 enum BenchSub {
     /// The characterisation suite: the talk's experiments as tables and charts.
     Suite(cmd_suite::SuiteArgs),
+    /// Classifier backends (and DPDK's rte_acl) on a ClassBench or flows rule set.
+    Classifier(cmd_classifier::ClassifierArgs),
 }
 
 const BENCH_ABOUT: &str = "Measure Mpps and TSC cycles per packet, one core, for each cache tier.
@@ -157,6 +160,10 @@ fn main() -> ExitCode {
             sub: Some(BenchSub::Suite(args)),
             ..
         }) => cmd_suite::run(args),
+        Command::Bench(BenchCmd {
+            sub: Some(BenchSub::Classifier(args)),
+            ..
+        }) => cmd_classifier::run(args),
         Command::Bench(BenchCmd { sub: None, args }) => bench(args),
         Command::Gen(args) => cmd_gen::run(args),
         Command::Flows(args) => cmd_flows::run(args),

@@ -162,7 +162,8 @@ fn proto(s: &str) -> Result<(u8, u8), String> {
 mod tests {
     use super::*;
 
-    const TWO: &str = "@10.0.0.0/8\t192.168.1.0/24\t0 : 65535\t1024 : 65535\t0x06/0xFF\t0x0000/0x0000\n\
+    const TWO: &str =
+        "@10.0.0.0/8\t192.168.1.0/24\t0 : 65535\t1024 : 65535\t0x06/0xFF\t0x0000/0x0000\n\
                        @0.0.0.0/0\t0.0.0.0/0\t0 : 65535\t80 : 80\t0x00/0x00\t0x0000/0x0000\n";
 
     #[test]
@@ -175,7 +176,13 @@ mod tests {
         assert_eq!(m.value.get(Field::Ipv4Dst), 0xc0a8_0100);
         assert_eq!(m.value.get(Field::NwProto), 6);
         // 1024-65535 is not one prefix block: it stays a range.
-        assert_eq!(m.ports[1], PortRange { lo: 1024, hi: 65535 });
+        assert_eq!(
+            m.ports[1],
+            PortRange {
+                lo: 1024,
+                hi: 65535
+            }
+        );
         assert_eq!(m.mask.get(Field::TpSrc), 0);
         // 80:80 is a prefix block (/16): a mask, not a range.
         let m = &rules[1].matches;
@@ -191,13 +198,13 @@ mod tests {
         let e = parse_classbench(text, 0).unwrap_err();
         assert_eq!((e.line, e.column), (2, 24), "{e}");
         assert!(e.message.contains("low end 9 is above high end 5"), "{e}");
-        let e = parse_classbench("@10.0.0.0/33\t1.2.3.0/24\t0 : 1\t0 : 1\t0x06/0xFF\n", 0)
-            .unwrap_err();
+        let e =
+            parse_classbench("@10.0.0.0/33\t1.2.3.0/24\t0 : 1\t0 : 1\t0x06/0xFF\n", 0).unwrap_err();
         assert_eq!((e.line, e.column), (1, 2), "{e}");
         let e = parse_classbench("@10.0.0.0/8\t1.2.3.0/24\t0 : 1\n", 0).unwrap_err();
         assert!(e.message.contains("missing destination port range"), "{e}");
-        let e = parse_classbench("10.0.0.0/8\t1.2.3.0/24\t0 : 1\t0 : 1\t0x06/0xFF\n", 0)
-            .unwrap_err();
+        let e =
+            parse_classbench("10.0.0.0/8\t1.2.3.0/24\t0 : 1\t0 : 1\t0x06/0xFF\n", 0).unwrap_err();
         assert!(e.message.contains("starts with '@'"), "{e}");
     }
 

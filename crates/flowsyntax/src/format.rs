@@ -358,7 +358,10 @@ fn write_l4(s: &mut String, m: &Match, eth: Option<u16>, proto: Option<u8>) {
     } else {
         ("tp_src", "tp_dst")
     };
-    for (i, (name, f)) in [(sn, Field::TpSrc), (dn, Field::TpDst)].into_iter().enumerate() {
+    for (i, (name, f)) in [(sn, Field::TpSrc), (dn, Field::TpDst)]
+        .into_iter()
+        .enumerate()
+    {
         let (v, mk) = get(m, f);
         write_u16_masked(s, name, v, mk);
         // flowpath extension: a range no single mask expresses.

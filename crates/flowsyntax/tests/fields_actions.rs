@@ -863,20 +863,41 @@ fn port_ranges() {
     use flowpath_pipeline::PortRange;
     let m = |t: &str| parse_flow(t, FlowCommand::Add).map(|p| p.spec);
     let s = m("tcp,tp_dst=1024-65535,tp_src=7-9 actions=drop").unwrap();
-    assert_eq!(s.matches.ports[1], PortRange { lo: 1024, hi: 65535 });
+    assert_eq!(
+        s.matches.ports[1],
+        PortRange {
+            lo: 1024,
+            hi: 65535
+        }
+    );
     assert_eq!(s.matches.ports[0], PortRange { lo: 7, hi: 9 });
     assert_eq!(s.matches.mask.get(Field::TpDst), 0);
     let text = format_flow(&s);
-    assert!(text.contains("tp_src=7-9") && text.contains("tp_dst=1024-65535"), "{text}");
+    assert!(
+        text.contains("tp_src=7-9") && text.contains("tp_dst=1024-65535"),
+        "{text}"
+    );
     assert_eq!(m(&text).unwrap().matches, s.matches);
 
     let s = m("udp,tp_dst=1024-2047 actions=drop").unwrap();
     assert!(!s.matches.has_ranges());
     assert_eq!(s.matches.mask.get(Field::TpDst), 0xfc00);
     assert_eq!(s.matches.value.get(Field::TpDst), 1024);
-    assert_eq!(m("udp,tp_dst=80-80 actions=drop").unwrap().matches.mask.get(Field::TpDst), 0xffff);
+    assert_eq!(
+        m("udp,tp_dst=80-80 actions=drop")
+            .unwrap()
+            .matches
+            .mask
+            .get(Field::TpDst),
+        0xffff
+    );
 
-    for bad in ["tcp,tp_dst=9-5", "tcp,tp_dst=1-70000", "tcp,tp_dst=-5", "tcp,tp_dst=a-b"] {
+    for bad in [
+        "tcp,tp_dst=9-5",
+        "tcp,tp_dst=1-70000",
+        "tcp,tp_dst=-5",
+        "tcp,tp_dst=a-b",
+    ] {
         let e = m(&format!("{bad} actions=drop")).unwrap_err();
         assert_eq!(e.column, 5, "{bad}: {e}");
         assert!(e.message.contains("LOW-HIGH"), "{bad}: {e}");

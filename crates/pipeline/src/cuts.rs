@@ -10,15 +10,19 @@
 //! lines. Hand-written: no crate offers a packet-classification tree over this key.
 
 use crate::rule::{key_ports, Match, Rule};
-use crate::wildcards::{exclude, include, prefix_mask};
+use crate::wildcards::{exclude, include, prefix_mask, quantize};
 use flowpath_packet::{Field, FlowKey, WordSet, KEY_BYTES};
 
-/// A leaf holds at most this many rules unless no cut separates them.
+/// A leaf holds at most this many rules unless no cut separates them. (8 and a space
+/// factor of 4, HiCuts' own defaults, measured best of 4/8/16 × 2/4/8 on the ClassBench
+/// sets: 16 slows the firewall and IP-chain sets by a quarter, 8× the space factor
+/// triples the ACL tree's memory for nothing.)
 const LEAF_RULES: usize = 8;
-/// At most 2^this children per cut.
-const MAX_CUT_BITS: u32 = 8;
 /// A cut may copy rules into children up to this factor of the node's rule count.
 const SPACE_FACTOR: usize = 4;
+/// At most 2^this children per cut.
+const MAX_CUT_BITS: u32 = 8;
+
 /// Deeper than this, a node becomes a leaf whatever its size.
 const MAX_DEPTH: usize = 24;
 
@@ -73,10 +77,10 @@ impl Dim {
     }
 }
 
-/// One node: a cut (`bits > 0`; children at `kids[a..a + 2^bits]`) or a leaf (`bits == 0`;
+/// One node: a cut (`bits > 0`; children at `nodes[a..a + 2^bits]`) or a leaf (`bits == 0`;
 /// rules at `leaves[a..a + n]`). A cut may first check `skip` bits above the ones it cuts
 /// on against `skips[n]` (path compression: every rule below shares them); a key that
-/// differs there goes to the empty leaf at `kids[a + 2^bits]`.
+/// differs there goes to the empty leaf at `nodes[a + 2^bits]`.
 #[derive(Clone, Copy, Debug)]
 struct Node {
     dim: u8,
@@ -113,7 +117,6 @@ struct Tree {
     /// The best classifier rank of any rule in the tree.
     best_rank: u32,
     nodes: Vec<Node>,
-    kids: Vec<u32>,
     leaves: Vec<u32>,
     skips: Vec<u128>,
 }
@@ -170,7 +173,6 @@ impl Forest {
                 let mut t = Tree {
                     best_rank,
                     nodes: Vec::new(),
-                    kids: Vec::new(),
                     leaves: Vec::new(),
                     skips: Vec::new(),
                 };
@@ -206,7 +208,7 @@ impl Forest {
         let trees: usize = self
             .trees
             .iter()
-            .map(|t| t.nodes.len() * 12 + t.kids.len() * 4 + t.leaves.len() * 4 + t.skips.len() * 16)
+            .map(|t| t.nodes.len() * 12 + t.leaves.len() * 4 + t.skips.len() * 16)
             .sum();
         trees + self.compact.len() * 8 + self.ports.len() * 8
     }
@@ -232,7 +234,12 @@ impl Forest {
 
     /// The leaf `key` falls in; with `wc`, un-wildcarding the bits each cut looked at.
     #[inline(always)]
-    fn leaf<'t>(&self, t: &'t Tree, b: &[u8; KEY_BYTES], mut wc: Option<&mut FlowKey>) -> &'t [u32] {
+    fn leaf<'t>(
+        &self,
+        t: &'t Tree,
+        b: &[u8; KEY_BYTES],
+        mut wc: Option<&mut FlowKey>,
+    ) -> &'t [u32] {
         let mut n = t.nodes[0];
         while n.bits != 0 {
             let d = &self.dims[n.dim as usize];
@@ -254,7 +261,7 @@ impl Forest {
             if let Some(wc) = wc.as_deref_mut() {
                 wc.or_field(d.field, prefix_mask(w, fixed));
             }
-            n = t.nodes[t.kids[n.a as usize + child] as usize];
+            n = t.nodes[n.a as usize + child];
         }
         &t.leaves[n.a as usize..(n.a + n.n) as usize]
     }
@@ -291,7 +298,13 @@ impl Forest {
     /// [`Forest::classify`], un-wildcarding in `wc` exactly what the answer needed: the
     /// cuts on the way to each leaf that could have held a better rule, one separating
     /// prefix per better rule there, and the winner's own fields.
-    pub(crate) fn lookup(&self, key: &FlowKey, rules: &[Rule], rank: &[u32], wc: &mut FlowKey) -> Option<u32> {
+    pub(crate) fn lookup(
+        &self,
+        key: &FlowKey,
+        rules: &[Rule],
+        rank: &[u32],
+        wc: &mut FlowKey,
+    ) -> Option<u32> {
         let best = self.classify(key, rank);
         let best_rank = best.map_or(u32::MAX, |i| rank[i as usize]);
         for t in &self.trees {
@@ -308,6 +321,7 @@ impl Forest {
         if let Some(i) = best {
             include(&rules[i as usize].spec.matches, key, wc);
         }
+        quantize(wc);
         best
     }
 }
@@ -430,7 +444,9 @@ impl Builder<'_> {
             let region = skipped(&region, cut.dim, w, cut.skip, cut.skip_value);
             let (plen, base) = region[cut.dim];
             let shift = w - plen - cut.bits;
-            let kids_at = t.kids.len();
+            // Children sit together in `nodes`; one more after them: the empty leaf for
+            // keys that differ in the skipped bits.
+            let kids_at = t.nodes.len();
             t.nodes[ni] = Node {
                 dim: cut.dim as u8,
                 shift: shift as u8,
@@ -441,31 +457,35 @@ impl Builder<'_> {
             };
             t.skips.push(cut.skip_value);
             let children = self.split(&rules, &region, cut.dim, cut.bits);
-            // One more child: the empty leaf for keys that differ in the skipped bits.
-            t.kids.resize(kids_at + children.len() + 1, 0);
-            let empty = t.nodes.len();
-            t.nodes.push(Node {
-                a: t.leaves.len() as u32,
-                ..Node::LEAF
-            });
-            t.kids[kids_at + children.len()] = empty as u32;
-            let mut prev: Option<(Vec<u32>, usize)> = None;
+            let k = children.len();
+            t.nodes.resize(kids_at + k + 1, Node::LEAF);
+            t.nodes[kids_at + k].a = t.leaves.len() as u32;
+            let mut prev: Option<(Vec<u32>, Node)> = None;
             for (c, child) in children.into_iter().enumerate() {
-                // Neighbours with the same few rules share one leaf (the leaf's list is
-                // exactly the rules meeting either region). A subtree is never shared: it
-                // is cut for its own region.
-                if let Some((pr, pn)) = &prev {
-                    if child.len() <= LEAF_RULES && *pr == child {
-                        t.kids[kids_at + c] = *pn as u32;
-                        continue;
-                    }
+                let cn = kids_at + c;
+                if child.len() <= LEAF_RULES {
+                    // Neighbours with the same few rules share one rule list (it is exactly
+                    // the rules meeting either region). Subtrees are never shared: each is
+                    // cut for its own region.
+                    let leaf = match &prev {
+                        Some((pr, leaf)) if *pr == child => *leaf,
+                        _ => {
+                            let leaf = Node {
+                                a: t.leaves.len() as u32,
+                                n: child.len() as u32,
+                                ..Node::LEAF
+                            };
+                            t.leaves.extend_from_slice(&child);
+                            prev = Some((child, leaf));
+                            leaf
+                        }
+                    };
+                    t.nodes[cn] = leaf;
+                    continue;
                 }
-                let cn = t.nodes.len();
-                t.nodes.push(Node::LEAF);
-                t.kids[kids_at + c] = cn as u32;
+                prev = None;
                 let mut r2 = region.clone();
                 r2[cut.dim] = (plen + cut.bits, base | ((c as u128) << shift));
-                prev = Some((child.clone(), cn));
                 work.push((cn, child, r2, depth + 1));
             }
         }
@@ -542,7 +562,10 @@ impl Builder<'_> {
                 if !fits && chosen.is_some() {
                     break;
                 }
-                if chosen.as_ref().is_none_or(|c| (largest, total) < (c.largest, c.total)) {
+                if chosen
+                    .as_ref()
+                    .is_none_or(|c| (largest, total) < (c.largest, c.total))
+                {
                     chosen = Some(Cut {
                         dim,
                         skip,

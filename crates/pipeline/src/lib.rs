@@ -1,6 +1,7 @@
 //! The slow path: tables of prioritised rules looked up by tuple-space search.
 //! Classifying a key records every bit it examined, producing a megaflow.
 
+mod cuts;
 pub mod pipeline;
 pub mod reference;
 pub mod rule;
@@ -9,11 +10,11 @@ pub mod table;
 mod translate;
 mod tss;
 mod wildcards;
-mod cuts;
 
 pub use pipeline::{Ending, Pipeline, RuleRef, Translation};
 pub use rule::{
-    key_ports, now_ns, port_slot, Match, PortRange, Rule, RuleCounters, RuleError, RuleId, RuleSpec, Selector, MAX_TABLES,
+    key_ports, now_ns, port_slot, Match, PortRange, Rule, RuleCounters, RuleError, RuleId,
+    RuleSpec, Selector, MAX_TABLES,
 };
 pub use store::{Applied, Change, RuleStore};
 pub use table::{Backend, Table};

@@ -48,7 +48,11 @@ pub fn range_prefixes(lo: u16, hi: u16) -> Vec<(u16, u32)> {
     let (mut lo, hi) = (lo as u32, hi as u32);
     while lo <= hi {
         // The largest aligned block starting at `lo` that ends at or before `hi`.
-        let mut size = if lo == 0 { 1 << 16 } else { 1 << lo.trailing_zeros() };
+        let mut size = if lo == 0 {
+            1 << 16
+        } else {
+            1 << lo.trailing_zeros()
+        };
         while lo + size - 1 > hi {
             size >>= 1;
         }
@@ -194,7 +198,10 @@ impl Match {
         let lo = self.value.get(f) & keep;
         let hi = lo | (f.full_mask() & !keep);
         match port_slot(f) {
-            Some(slot) => (lo.max(self.ports[slot].lo as u128), hi.min(self.ports[slot].hi as u128)),
+            Some(slot) => (
+                lo.max(self.ports[slot].lo as u128),
+                hi.min(self.ports[slot].hi as u128),
+            ),
             None => (lo, hi),
         }
     }
@@ -203,7 +210,8 @@ impl Match {
     /// matches too)? OpenFlow's non-strict selection for modify and delete.
     pub fn covers(&self, other: &Match) -> bool {
         if !self.has_ranges() && !other.has_ranges() {
-            return self.mask.is_subset_of(&other.mask) && other.value.and(&self.mask) == self.value;
+            return self.mask.is_subset_of(&other.mask)
+                && other.value.and(&self.mask) == self.value;
         }
         // Port fields compare as intervals; a non-prefix mask there is compared exactly.
         for f in [Field::TpSrc, Field::TpDst] {
@@ -251,7 +259,13 @@ impl fmt::Debug for Match {
         }
         for (name, r) in ["tp_src", "tp_dst"].iter().zip(self.ports) {
             if !r.is_any() {
-                write!(f, "{}{name}={}-{}", if first { "" } else { "," }, r.lo, r.hi)?;
+                write!(
+                    f,
+                    "{}{name}={}-{}",
+                    if first { "" } else { "," },
+                    r.lo,
+                    r.hi
+                )?;
                 first = false;
             }
         }

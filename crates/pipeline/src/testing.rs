@@ -148,14 +148,30 @@ fn arb_condition() -> impl Strategy<Value = (Field, u128, u128)> {
 /// A port range on `TpSrc` or `TpDst` with ends at or next to the domain's ports, so keys
 /// land on both sides of each edge; some ranges are prefix blocks (kept as masks).
 pub fn arb_port_range() -> impl Strategy<Value = (Field, PortRange)> {
-    let edge = prop::sample::select(PORTS.to_vec())
-        .prop_flat_map(|p| prop::sample::select(vec![p.saturating_sub(1), p, p.saturating_add(1), 0, 1023, 65535]));
+    let edge = prop::sample::select(PORTS.to_vec()).prop_flat_map(|p| {
+        prop::sample::select(vec![
+            p.saturating_sub(1),
+            p,
+            p.saturating_add(1),
+            0,
+            1023,
+            65535,
+        ])
+    });
     (
         prop::sample::select(vec![Field::TpSrc, Field::TpDst]),
         edge.clone(),
         edge,
     )
-        .prop_map(|(f, a, b)| (f, PortRange { lo: a.min(b), hi: a.max(b) }))
+        .prop_map(|(f, a, b)| {
+            (
+                f,
+                PortRange {
+                    lo: a.min(b),
+                    hi: a.max(b),
+                },
+            )
+        })
 }
 
 pub fn arb_action(max_port: u32) -> impl Strategy<Value = Action> {
@@ -191,22 +207,24 @@ pub fn arb_rule(tables: u8, max_port: u32) -> impl Strategy<Value = RuleSpec> {
         any::<u8>(),
         prop::option::weighted(0.3, arb_port_range()),
     )
-        .prop_map(move |(table, priority, conds, actions, wants_goto, g, range)| {
-            let mut m = Match::any();
-            for (f, v, mask) in conds {
-                m = m.with(f, v, mask);
-            }
-            if let Some((f, r)) = range {
-                if m.mask.get(f) == 0 {
-                    m = m.port_range(f, r);
+        .prop_map(
+            move |(table, priority, conds, actions, wants_goto, g, range)| {
+                let mut m = Match::any();
+                for (f, v, mask) in conds {
+                    m = m.with(f, v, mask);
                 }
-            }
-            let mut r = RuleSpec::new(table, priority, m).actions(actions);
-            if wants_goto && table + 1 < tables {
-                r.goto = Some(table + 1 + g % (tables - table - 1));
-            }
-            r
-        })
+                if let Some((f, r)) = range {
+                    if m.mask.get(f) == 0 {
+                        m = m.port_range(f, r);
+                    }
+                }
+                let mut r = RuleSpec::new(table, priority, m).actions(actions);
+                if wants_goto && table + 1 < tables {
+                    r.goto = Some(table + 1 + g % (tables - table - 1));
+                }
+                r
+            },
+        )
 }
 
 pub fn arb_rules(

@@ -51,7 +51,10 @@ pub(crate) fn expand(m: &Match) -> Vec<(FlowKey, FlowKey)> {
     let mut out = Vec::new();
     for (sv, sl) in blocks(0) {
         for &(dv, dl) in &blocks(1) {
-            let mut e = Match { ports: Default::default(), ..*m };
+            let mut e = Match {
+                ports: Default::default(),
+                ..*m
+            };
             if sl > 0 {
                 e = e.prefix(Field::TpSrc, sv as u128, sl);
             }

@@ -42,7 +42,11 @@ const FIELDS: [Field; 19] = [
 /// The mask of the top `len` bits of a field of `w` bits.
 #[inline]
 pub(crate) fn prefix_mask(w: u32, len: u32) -> u128 {
-    let full = if w >= 128 { u128::MAX } else { (1u128 << w) - 1 };
+    let full = if w >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << w) - 1
+    };
     if len == 0 {
         0
     } else if len >= w {
@@ -136,6 +140,36 @@ pub(crate) fn exclude(m: &Match, key: &FlowKey, wc: &mut FlowKey) {
     if let Some((cost, f, l)) = best {
         if cost > 0 {
             wc.or_field(f, prefix_mask(f.bits(), l));
+        }
+    }
+}
+
+/// Prefix lengths megaflows use on address and port fields are rounded up to multiples of
+/// these. Measured on acl2_10k (200,000 keys): exact lengths need 8,528 masks for 92,278
+/// megaflows; steps of 8 need 223 masks for 162,040; 16/16 60 for 175,594. Every mask is a
+/// subtable a megaflow hit may probe, so 8/8 is the default.
+const ADDR_STEP: u32 = 8;
+const PORT_STEP: u32 = 8;
+
+/// Round the prefix `wc` holds on each address and port field up to the step: fewer
+/// distinct megaflow masks (each is a subtable the megaflow cache probes), at the price of
+/// narrower megaflows.
+pub(crate) fn quantize(wc: &mut FlowKey) {
+    let (addr, port) = (ADDR_STEP, PORT_STEP);
+    for (f, step) in [
+        (Field::Ipv6Src, addr),
+        (Field::Ipv6Dst, addr),
+        (Field::TpSrc, port),
+        (Field::TpDst, port),
+    ] {
+        if step <= 1 {
+            continue;
+        }
+        let w = f.bits();
+        let m = wc.get(f);
+        let lead = leading_ones(m, w);
+        if m == prefix_mask(w, lead) && lead % step != 0 {
+            wc.or_field(f, prefix_mask(w, (lead / step + 1) * step));
         }
     }
 }

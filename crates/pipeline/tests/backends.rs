@@ -12,7 +12,8 @@ type Acl = (u32, u32, u32, u32, (u16, u16), (u16, u16), Option<u8>);
 
 /// Addresses from a small pool so prefixes nest and overlap.
 fn arb_addr() -> impl Strategy<Value = u32> {
-    (0u32..4, 0u32..4, any::<u16>()).prop_map(|(a, b, c)| 0x0a00_0000 | (a << 20) | (b << 16) | c as u32)
+    (0u32..4, 0u32..4, any::<u16>())
+        .prop_map(|(a, b, c)| 0x0a00_0000 | (a << 20) | (b << 16) | c as u32)
 }
 
 fn arb_len() -> impl Strategy<Value = u32> {
@@ -86,7 +87,11 @@ fn naive(store: &RuleStore, key: &FlowKey) -> Option<RuleId> {
         .map(|r| r.id)
 }
 
-fn check(store: &RuleStore, keys: &[FlowKey], noise: &[[u64; KEY_WORDS]]) -> Result<(), TestCaseError> {
+fn check(
+    store: &RuleStore,
+    keys: &[FlowKey],
+    noise: &[[u64; KEY_WORDS]],
+) -> Result<(), TestCaseError> {
     let p = store.snapshot();
     let Some(t) = p.table(0) else { return Ok(()) };
     let id = |i: Option<u32>| i.map(|i| t.rules()[i as usize].id);
@@ -120,8 +125,15 @@ fn check(store: &RuleStore, keys: &[FlowKey], noise: &[[u64; KEY_WORDS]]) -> Res
             }
         }
         for other in others {
-            prop_assert_eq!(id(t.classify(&other)), want,
-                "megaflow {:?} of {:?} holds {:?} ({:?})", wc, k, other, t.backend());
+            prop_assert_eq!(
+                id(t.classify(&other)),
+                want,
+                "megaflow {:?} of {:?} holds {:?} ({:?})",
+                wc,
+                k,
+                other,
+                t.backend()
+            );
         }
     }
     Ok(())

@@ -135,12 +135,14 @@ fn selects(sel: &Selector, r: &RuleSpec) -> bool {
     let (rm, rv) = (strip(&m.mask), strip(&m.value));
     let bits = (0..sm.len()).all(|i| sm[i] & rm[i] == sm[i] && (sv[i] ^ rv[i]) & sm[i] == 0);
     let ports = !ranged
-        || [(Field::TpSrc, 0), (Field::TpDst, 1)].iter().all(|&(f, slot)| {
-            let has = |x: &Match, p: u16| {
-                (p as u128 & x.mask.get(f)) == x.value.get(f) && x.ports[slot].contains(p)
-            };
-            (0..=u16::MAX).all(|p| !has(m, p) || has(s, p))
-        });
+        || [(Field::TpSrc, 0), (Field::TpDst, 1)]
+            .iter()
+            .all(|&(f, slot)| {
+                let has = |x: &Match, p: u16| {
+                    (p as u128 & x.mask.get(f)) == x.value.get(f) && x.ports[slot].contains(p)
+                };
+                (0..=u16::MAX).all(|p| !has(m, p) || has(s, p))
+            });
     bits && ports
 }
 
