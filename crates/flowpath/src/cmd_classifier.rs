@@ -2,10 +2,10 @@
 //! set users have (ClassBench filters or a flows file) and one lookup trace, with DPDK's
 //! rte_acl on the same rules and trace when `dpdk-test-acl` is installed.
 
+use flowpath_bench::classifier::rte_acl::{self, RteAclRow};
 use flowpath_bench::classifier::{self, trace, ClassifierConfig, ClassifierRow};
 use flowpath_pipeline::Backend;
 use flowpath_report::{columns, grouped};
-use serde::Serialize;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -59,16 +59,6 @@ pub struct ClassifierArgs {
     /// Print JSON (one object per backend) instead of the table.
     #[arg(long)]
     json: bool,
-}
-
-/// rte_acl's row, when it ran.
-#[derive(Serialize)]
-struct DpdkRow {
-    backend: String,
-    mlookups_per_s: f64,
-    cycles_per_lookup: Option<f64>,
-    build_ms: Option<f64>,
-    memory_bytes: Option<u64>,
 }
 
 pub fn run(args: ClassifierArgs) -> ExitCode {
@@ -137,16 +127,35 @@ fn run_dpdk(
     args: &ClassifierArgs,
     keys: &[flowpath_packet::FlowKey],
     n_rules: usize,
-) -> Option<DpdkRow> {
-    let _ = (args, keys, n_rules);
-    None
+) -> Option<RteAclRow> {
+    if !rte_acl::available() {
+        eprintln!(
+            "  rte_acl: dpdk-test-acl is not installed (apt-get install dpdk-dev); no DPDK row"
+        );
+        return None;
+    }
+    let text = std::fs::read_to_string(&args.rules).ok()?;
+    if !flowpath_flowsyntax::is_classbench(&text) {
+        eprintln!(
+            "  rte_acl: dpdk-test-acl reads ClassBench files only; no DPDK row for a flows file"
+        );
+        return None;
+    }
+    eprintln!("  rte_acl: dpdk-test-acl on the same rules and trace");
+    match rte_acl::run_best(&args.rules, keys, n_rules) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            eprintln!("  rte_acl: {e}");
+            None
+        }
+    }
 }
 
 fn opt(v: Option<impl std::fmt::Display>) -> String {
     v.map_or("-".into(), |v| v.to_string())
 }
 
-fn print_table(args: &ClassifierArgs, rows: &[ClassifierRow], dpdk: Option<&DpdkRow>, n: usize) {
+fn print_table(args: &ClassifierArgs, rows: &[ClassifierRow], dpdk: Option<&RteAclRow>, n: usize) {
     println!(
         "{}: {} rules, {} lookups ({}), TSC {:.3} GHz\n",
         args.rules.display(),
@@ -201,12 +210,12 @@ fn print_table(args: &ClassifierArgs, rows: &[ClassifierRow], dpdk: Option<&Dpdk
         out.push([
             d.backend.clone(),
             opt(d.build_ms.map(|b| format!("{b:.1}"))),
-            opt(d.memory_bytes.map(|m| grouped(m / 1024))),
+            "?".into(),
             "-".into(),
             "-".into(),
             format!("{:.2}", d.mlookups_per_s),
             String::new(),
-            opt(d.cycles_per_lookup.map(|c| format!("{c:.0}"))),
+            format!("{:.0}", d.cycles_per_lookup),
             "-".into(),
             "-".into(),
             "-".into(),

@@ -180,7 +180,8 @@ pub struct RunArgs {
     /// Keep flows in memory only (nothing survives a restart).
     #[arg(long, conflicts_with = "state")]
     no_state: bool,
-    /// Slow-path classifier: tss or linear.
+    /// Slow-path classifier: tss (tuple-space search), tree (decision tree, for ACLs with
+    /// port ranges) or linear.
     #[arg(long, default_value = "tss")]
     classifier: Backend,
     /// Feed port 1 with generated 64-byte UDP/IPv4 traffic over this many flows (0 = none).

@@ -113,7 +113,7 @@ struct BenchArgs {
     /// Frame size in bytes including FCS (RFC 2544 convention: 64 → 60 bytes in memory).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(64..=9018))]
     frame_size: u16,
-    /// Slow-path classifier: tss (tuple-space search) or linear (a list, for comparison).
+    /// Slow-path classifier: tss (tuple-space search), tree (decision tree) or linear.
     #[arg(long, default_value = "tss")]
     classifier: Backend,
     /// Insert one flow in N into the exact-match cache (1 = every flow).

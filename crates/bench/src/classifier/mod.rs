@@ -7,7 +7,7 @@
 //! miss classified by `Pipeline::translate` and installed), giving megaflow entries, masks
 //! and the cycles of a full miss; and one-rule insert and delete times on the full set.
 
-// pub mod rte_acl;
+pub mod rte_acl;
 pub mod trace;
 
 use flowpath_base::clock::{rdtsc, tsc_hz};
