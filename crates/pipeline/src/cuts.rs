@@ -10,7 +10,7 @@
 //! lines. Hand-written: no crate offers a packet-classification tree over this key.
 
 use crate::rule::{key_ports, Match, Rule};
-use crate::wildcards::{exclude, include, prefix_mask, quantize};
+use crate::wildcards::{exclude, include, or_into, prefix_mask, quantize};
 use flowpath_packet::{Field, FlowKey, WordSet, KEY_BYTES};
 
 /// A leaf holds at most this many rules unless no cut separates them. (8 and a space
@@ -259,7 +259,7 @@ impl Forest {
                 }
             }
             if let Some(wc) = wc.as_deref_mut() {
-                wc.or_field(d.field, prefix_mask(w, fixed));
+                or_into(wc, d.field, prefix_mask(w, fixed));
             }
             n = t.nodes[n.a as usize + child];
         }
@@ -305,13 +305,40 @@ impl Forest {
         rank: &[u32],
         wc: &mut FlowKey,
     ) -> Option<u32> {
-        let best = self.classify(key, rank);
-        let best_rank = best.map_or(u32::MAX, |i| rank[i as usize]);
+        // One walk: each visited tree's leaf and the cuts on the way there (in a mask of
+        // its own, since a tree whose rules all lose to the final winner adds nothing).
+        let mut kw = [0u64; 13];
+        for (j, &w) in self.words.idx[..self.words.len as usize].iter().enumerate() {
+            kw[j] = key.words[w as usize];
+        }
+        let ports = key_ports(key);
+        let (mut best, mut best_rank) = (None, u32::MAX);
+        let mut seen: smallvec::SmallVec<[(u32, &[u32], FlowKey); 4]> = smallvec::SmallVec::new();
         for t in &self.trees {
             if t.best_rank >= best_rank {
                 break;
             }
-            for &i in self.leaf(t, key.bytes(), Some(wc)) {
+            let mut path = FlowKey::ZERO;
+            let leaf = self.leaf(t, key.bytes(), Some(&mut path));
+            for &i in leaf {
+                let r = rank[i as usize];
+                if r >= best_rank {
+                    break;
+                }
+                if self.matches(i, &kw, ports) {
+                    best = Some(i);
+                    best_rank = r;
+                    break;
+                }
+            }
+            seen.push((t.best_rank, leaf, path));
+        }
+        for (tree_best, leaf, path) in &seen {
+            if *tree_best >= best_rank {
+                continue;
+            }
+            wc.or_assign(path);
+            for &i in *leaf {
                 if rank[i as usize] >= best_rank {
                     break;
                 }
