@@ -110,7 +110,9 @@ fn run_inner(args: ClassifierArgs) -> Result<(), String> {
             .map(|r| serde_json::to_value(r).expect("rows serialise"))
             .collect();
         if let Some(d) = &dpdk {
-            all.push(serde_json::to_value(d).expect("rows serialise"));
+            let mut v = serde_json::to_value(d).expect("rows serialise");
+            v["backend"] = format!("rte_acl ({})", d.alg).into();
+            all.push(v);
         }
         println!(
             "{}",
@@ -142,7 +144,21 @@ fn run_dpdk(
         return None;
     }
     eprintln!("  rte_acl: dpdk-test-acl on the same rules and trace");
-    match rte_acl::run_best(&args.rules, keys, n_rules) {
+    let dir = std::env::temp_dir().join(format!("flowpath-rteacl-{}", std::process::id()));
+    let trace = dir.join("trace");
+    let tuples: Vec<_> = keys
+        .iter()
+        .map(|k| {
+            let t = trace::FiveTuple::of(k);
+            (t.src, t.dst, t.sport, t.dport, t.proto)
+        })
+        .collect();
+    let result = std::fs::create_dir_all(&dir)
+        .and_then(|_| rte_acl::write_trace(&trace, &tuples))
+        .map_err(|e| format!("{}: {e}", trace.display()))
+        .and_then(|_| rte_acl::run_best(&args.rules, &trace, n_rules, keys.len()));
+    let _ = std::fs::remove_dir_all(&dir);
+    match result {
         Ok(r) => Some(r),
         Err(e) => {
             eprintln!("  rte_acl: {e}");
@@ -208,14 +224,14 @@ fn print_table(args: &ClassifierArgs, rows: &[ClassifierRow], dpdk: Option<&RteA
         .collect();
     if let Some(d) = dpdk {
         out.push([
-            d.backend.clone(),
+            format!("rte_acl ({})", d.alg),
             opt(d.build_ms.map(|b| format!("{b:.1}"))),
-            "?".into(),
+            opt(d.memory_bytes.map(|m| grouped(m / 1024))),
             "-".into(),
             "-".into(),
             format!("{:.2}", d.mlookups_per_s),
             String::new(),
-            format!("{:.0}", d.cycles_per_lookup),
+            opt(d.cycles_per_lookup.map(|c| format!("{c:.0}"))),
             "-".into(),
             "-".into(),
             "-".into(),

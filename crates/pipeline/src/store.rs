@@ -478,7 +478,13 @@ impl<'a> Work<'a> {
                     let mut rules: Vec<Rule> = tw.rules.into_iter().flatten().collect();
                     // Keep rule order stable by id (insertion order), as before.
                     rules.sort_by_key(|r| r.id);
-                    new_tables.push(Arc::new(Table::build(rules, old.backend, old.seed)))
+                    let prev = old.tables.get(t).map(|t| &**t);
+                    new_tables.push(Arc::new(Table::build_from(
+                        prev,
+                        rules,
+                        old.backend,
+                        old.seed,
+                    )))
                 }
                 None => new_tables.push(match old.tables.get(t) {
                     Some(table) => table.clone(),

@@ -6,7 +6,7 @@
 //! depended on; the tree and the linear list record only the bits that separate the key
 //! from the rules that would have won (`wildcards.rs`), so megaflows stay wide.
 
-use crate::cuts::Forest;
+use crate::cuts::TreeIndex;
 use crate::rule::Rule;
 use crate::tss::TupleSpace;
 use crate::wildcards::{exclude, include, quantize};
@@ -63,8 +63,8 @@ impl std::str::FromStr for Backend {
 #[derive(Debug)]
 pub struct Table {
     rules: Vec<Rule>,
-    /// Each rule's position in classifier order (0 = best): priority, then older first.
-    rank: Vec<u32>,
+    /// Each rule's classifier order key (smaller wins): priority, then older first.
+    order: Vec<u64>,
     index: Index,
     seed: u64,
 }
@@ -72,7 +72,7 @@ pub struct Table {
 #[derive(Debug)]
 enum Index {
     TupleSpace(TupleSpace),
-    Tree(Forest),
+    Tree(TreeIndex),
     /// Rule indices in classifier order.
     Linear(Vec<u32>),
 }
@@ -80,20 +80,37 @@ enum Index {
 impl Table {
     /// Build a table over `rules` (any order).
     pub fn build(rules: Vec<Rule>, backend: Backend, seed: u64) -> Table {
-        let mut order: Vec<u32> = (0..rules.len() as u32).collect();
-        order.sort_by_key(|&i| order_key(&rules[i as usize]));
-        let mut rank = vec![0u32; rules.len()];
-        for (pos, &i) in order.iter().enumerate() {
-            rank[i as usize] = pos as u32;
-        }
+        Table::build_from(None, rules, backend, seed)
+    }
+
+    /// Build the next version of `prev` over `rules` (sorted by id, as the rule store
+    /// keeps them). A tree index is carried over when few rules changed (see
+    /// `cuts::TreeIndex::derive`): a one-rule change does not rebuild the tree.
+    pub fn build_from(
+        prev: Option<&Table>,
+        rules: Vec<Rule>,
+        backend: Backend,
+        seed: u64,
+    ) -> Table {
+        let order: Vec<u64> = rules.iter().map(order_key).collect();
         let index = match backend {
-            Backend::Linear => Index::Linear(order),
-            Backend::TupleSpace => Index::TupleSpace(TupleSpace::build(&rules, &rank, seed)),
-            Backend::Tree => Index::Tree(Forest::build(&rules, &rank)),
+            Backend::Linear => {
+                let mut by_order: Vec<u32> = (0..rules.len() as u32).collect();
+                by_order.sort_by_key(|&i| order[i as usize]);
+                Index::Linear(by_order)
+            }
+            Backend::TupleSpace => Index::TupleSpace(TupleSpace::build(&rules, &order, seed)),
+            Backend::Tree => {
+                let derived = match prev.map(|p| (&p.index, &p.rules)) {
+                    Some((Index::Tree(t), old)) => t.derive(old, &rules, &order),
+                    _ => None,
+                };
+                Index::Tree(derived.unwrap_or_else(|| TreeIndex::build(&rules, &order)))
+            }
         };
         Table {
             rules,
-            rank,
+            order,
             index,
             seed,
         }
@@ -145,8 +162,8 @@ impl Table {
     #[inline]
     pub fn classify(&self, key: &FlowKey) -> Option<u32> {
         match &self.index {
-            Index::TupleSpace(s) => s.lookup(key, &self.rank, self.seed, None),
-            Index::Tree(f) => f.classify(key, &self.rank),
+            Index::TupleSpace(s) => s.lookup(key, &self.order, self.seed, None),
+            Index::Tree(t) => t.classify(key, &self.rules, &self.order),
             Index::Linear(order) => order
                 .iter()
                 .copied()
@@ -167,8 +184,8 @@ impl Table {
     #[inline]
     pub fn lookup(&self, key: &FlowKey, wc: &mut FlowKey) -> Option<u32> {
         match &self.index {
-            Index::TupleSpace(s) => s.lookup(key, &self.rank, self.seed, Some(wc)),
-            Index::Tree(f) => f.lookup(key, &self.rules, &self.rank, wc),
+            Index::TupleSpace(s) => s.lookup(key, &self.order, self.seed, Some(wc)),
+            Index::Tree(t) => t.lookup(key, &self.rules, &self.order, wc),
             Index::Linear(order) => {
                 let mut best = None;
                 for &i in order {
@@ -187,7 +204,9 @@ impl Table {
     }
 }
 
-/// Sort key for classifier order: higher priority, then older rule, first.
-fn order_key(r: &Rule) -> (std::cmp::Reverse<u16>, u64) {
-    (std::cmp::Reverse(r.spec.priority), r.id.0)
+/// Classifier order as one number (smaller wins): higher priority, then older rule first.
+/// It depends on the rule alone, so it stays valid across versions of a table (ids are
+/// below 2^48: a store would need centuries of changes to run out).
+fn order_key(r: &Rule) -> u64 {
+    ((0xffff - r.spec.priority as u64) << 48) | (r.id.0 & ((1 << 48) - 1))
 }

@@ -21,8 +21,8 @@ pub(crate) struct TupleSpace {
 struct Subtable {
     mask: FlowKey,
     words: WordSet,
-    /// The best (lowest) classifier rank of any rule in the subtable.
-    best_rank: u32,
+    /// The best (lowest) classifier order key of any rule in the subtable.
+    best_key: u64,
     buckets: HashTable<Bucket>,
 }
 
@@ -68,8 +68,8 @@ pub(crate) fn expand(m: &Match) -> Vec<(FlowKey, FlowKey)> {
 }
 
 impl TupleSpace {
-    /// Build over `rules`; `rank[i]` is rule `i`'s position in classifier order.
-    pub(crate) fn build(rules: &[Rule], rank: &[u32], seed: u64) -> TupleSpace {
+    /// Build over `rules`; `order[i]` is rule `i`'s position in classifier order.
+    pub(crate) fn build(rules: &[Rule], order: &[u64], seed: u64) -> TupleSpace {
         let mut subtables: Vec<Subtable> = Vec::new();
         let mut by_mask: std::collections::HashMap<FlowKey, usize> = Default::default();
         let mut entries = 0;
@@ -80,13 +80,13 @@ impl TupleSpace {
                     subtables.push(Subtable {
                         mask,
                         words: WordSet::of_mask(&mask),
-                        best_rank: u32::MAX,
+                        best_key: u64::MAX,
                         buckets: HashTable::new(),
                     });
                     subtables.len() - 1
                 });
                 let st = &mut subtables[si];
-                st.best_rank = st.best_rank.min(rank[i]);
+                st.best_key = st.best_key.min(order[i]);
                 let h = value.masked_hash(&mask, &st.words, seed);
                 match st
                     .buckets
@@ -109,13 +109,13 @@ impl TupleSpace {
         }
         for st in &mut subtables {
             for b in st.buckets.iter_mut() {
-                b.rules.sort_by_key(|&x| rank[x as usize]);
+                b.rules.sort_by_key(|&x| order[x as usize]);
             }
         }
         // Best rank first; ties by mask for a deterministic order.
         subtables.sort_by(|a, b| {
-            a.best_rank
-                .cmp(&b.best_rank)
+            a.best_key
+                .cmp(&b.best_key)
                 .then_with(|| a.mask.words.cmp(&b.mask.words))
         });
         TupleSpace { subtables, entries }
@@ -145,15 +145,15 @@ impl TupleSpace {
     pub(crate) fn lookup(
         &self,
         key: &FlowKey,
-        rank: &[u32],
+        order: &[u64],
         seed: u64,
         mut wc: Option<&mut FlowKey>,
     ) -> Option<u32> {
         let mut best: Option<u32> = None;
-        let mut best_rank = u32::MAX;
+        let mut best_key = u64::MAX;
         for st in &self.subtables {
             // Subtables are sorted by their best rank: nothing below can win.
-            if st.best_rank >= best_rank {
+            if st.best_key >= best_key {
                 break;
             }
             // The probe's outcome depends on every bit of this mask.
@@ -166,9 +166,9 @@ impl TupleSpace {
             });
             if let Some(bucket) = found {
                 let cand = bucket.rules[0];
-                if rank[cand as usize] < best_rank {
+                if order[cand as usize] < best_key {
                     best = Some(cand);
-                    best_rank = rank[cand as usize];
+                    best_key = order[cand as usize];
                 }
             }
         }

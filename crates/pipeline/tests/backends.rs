@@ -147,7 +147,7 @@ proptest! {
         acls in prop::collection::vec(arb_acl(), 1..300),
         keys in prop::collection::vec(arb_key(), 1..60),
         noise in prop::collection::vec(prop::array::uniform13(any::<u64>()), 1..4),
-        churn in prop::collection::vec((any::<bool>(), any::<prop::sample::Index>(), arb_acl()), 0..30),
+        churn in prop::collection::vec((any::<bool>(), any::<prop::sample::Index>(), arb_acl()), 0..90),
     ) {
         // Keys inside rules too: a rule's own corner is where off-by-ones live.
         let mut keys = keys;
@@ -158,7 +158,8 @@ proptest! {
             let store = RuleStore::new(backend);
             store.add(acls.iter().enumerate().map(|(i, a)| spec(i, a))).unwrap();
             check(&store, &keys, &noise)?;
-            // Churn: one add or delete per change, each checked.
+            // Churn: one add or delete per change, each checked (past 64 adds or a quarter
+            // deleted, the tree is rebuilt rather than carried over: both paths run).
             for (i, (add, which, a)) in churn.iter().enumerate() {
                 let ids: Vec<RuleId> = store.snapshot().rules().map(|r| r.id).collect();
                 let change = if *add || ids.is_empty() {
