@@ -50,7 +50,7 @@ pub fn time_replace(n: usize, dir: &std::path::Path, runs: usize) -> Vec<Replace
             .expect("generated flows are valid");
         let t2 = Instant::now();
         let snap = store.snapshot();
-        let specs: Vec<&RuleSpec> = snap.rules().map(|r| &r.spec).collect();
+        let specs: Vec<&RuleSpec> = snap.rules().map(|r| &*r.spec).collect();
         state.save(&specs).expect("save the state file");
         let t3 = Instant::now();
         // The first run fills an empty switch; the timed ones replace a full set.

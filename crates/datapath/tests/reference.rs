@@ -59,7 +59,7 @@ type Seen = (Vec<(u32, Vec<u8>)>, Vec<Vec<u8>>);
 
 fn expected(store: &RuleStore, frames: &[(u32, Vec<u8>)]) -> Seen {
     let p = store.snapshot();
-    let rules: Vec<(RuleId, RuleSpec)> = p.rules().map(|r| (r.id, r.spec.clone())).collect();
+    let rules: Vec<(RuleId, RuleSpec)> = p.rules().map(|r| (r.id, (*r.spec).clone())).collect();
     let mut outs = Vec::new();
     let mut ctrl = Vec::new();
     for (in_port, f) in frames {

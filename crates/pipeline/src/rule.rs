@@ -482,7 +482,7 @@ impl RuleCounters {
 #[derive(Clone, Debug)]
 pub struct Rule {
     pub id: RuleId,
-    pub spec: RuleSpec,
+    pub spec: Arc<RuleSpec>,
     pub counters: Arc<RuleCounters>,
 }
 

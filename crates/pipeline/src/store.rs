@@ -140,7 +140,7 @@ impl RuleStore {
                     let id = self.new_id();
                     done.removed += work.add(Rule {
                         id,
-                        spec,
+                        spec: Arc::new(spec),
                         counters: Arc::new(RuleCounters::default()),
                     });
                     done.added.push(id);
@@ -173,11 +173,11 @@ impl RuleStore {
                 } => {
                     for (t, i) in work.select(&selector) {
                         let rule = work.tables[t].as_mut().unwrap().rules[i].as_mut().unwrap();
-                        let mut spec = rule.spec.clone();
+                        let mut spec = (*rule.spec).clone();
                         spec.actions.clone_from(&actions);
                         spec.goto = goto;
                         spec.validate()?;
-                        rule.spec = spec;
+                        rule.spec = Arc::new(spec);
                         done.modified += 1;
                     }
                 }
@@ -251,8 +251,41 @@ struct Work<'a> {
 
 struct TableWork {
     rules: Vec<Option<Rule>>,
-    /// (priority, match) → index, for OpenFlow's "same priority and match replaces".
-    exact: HashMap<ExactKey, usize>,
+    /// (priority, match) → index, for OpenFlow's "same priority and match replaces". Built
+    /// on first need past a few adds: a one-rule change into a 10,000-rule table looks the
+    /// match up by a scan instead of hashing every rule's 200-byte match.
+    exact: Option<HashMap<ExactKey, usize>>,
+    /// Adds into this table in this batch, answered by a scan so far.
+    scanned_adds: usize,
+}
+
+/// Adds into one table answered by scanning before the (priority, match) map is built.
+const SCANNED_ADDS: usize = 8;
+
+impl TableWork {
+    /// The (priority, match) map, built now if it was not.
+    fn exact(&mut self) -> &mut HashMap<ExactKey, usize> {
+        let rules = &self.rules;
+        self.exact.get_or_insert_with(|| {
+            rules
+                .iter()
+                .enumerate()
+                .filter_map(|(i, r)| r.as_ref().map(|r| ((r.spec.priority, r.spec.matches), i)))
+                .collect()
+        })
+    }
+
+    /// The live rule with this priority and match.
+    fn find(&mut self, key: &ExactKey) -> Option<usize> {
+        if self.exact.is_none() && self.scanned_adds < SCANNED_ADDS {
+            self.scanned_adds += 1;
+            return self.rules.iter().position(|r| {
+                r.as_ref()
+                    .is_some_and(|r| r.spec.priority == key.0 && r.spec.matches == key.1)
+            });
+        }
+        self.exact().get(key).copied()
+    }
 }
 
 impl<'a> Work<'a> {
@@ -280,15 +313,11 @@ impl<'a> Work<'a> {
                 .get(t)
                 .map(|t| t.rules().iter().cloned().map(Some).collect())
                 .unwrap_or_default();
-            let exact = rules
-                .iter()
-                .enumerate()
-                .map(|(i, r)| {
-                    let r = r.as_ref().unwrap();
-                    ((r.spec.priority, r.spec.matches), i)
-                })
-                .collect();
-            TableWork { rules, exact }
+            TableWork {
+                rules,
+                exact: None,
+                scanned_adds: 0,
+            }
         })
     }
 
@@ -300,8 +329,11 @@ impl<'a> Work<'a> {
         let key = (rule.spec.priority, rule.spec.matches);
         let tw = self.table(t);
         let i = tw.rules.len();
+        let replaced = tw.find(&key);
         tw.rules.push(Some(rule));
-        let replaced = tw.exact.insert(key, i);
+        if let Some(map) = tw.exact.as_mut() {
+            map.insert(key, i);
+        }
         if let Some(j) = replaced {
             let gone = tw.rules[j].take().map(|r| r.id);
             if let (Some(ids), Some(gone)) = (self.ids.as_mut(), gone) {
@@ -317,7 +349,9 @@ impl<'a> Work<'a> {
     fn remove(&mut self, t: usize, i: usize) {
         let tw = self.table(t);
         if let Some(r) = tw.rules[i].take() {
-            tw.exact.remove(&(r.spec.priority, r.spec.matches));
+            if let Some(map) = tw.exact.as_mut() {
+                map.remove(&(r.spec.priority, r.spec.matches));
+            }
             if let Some(ids) = self.ids.as_mut() {
                 ids.remove(&r.id);
             }
@@ -354,7 +388,7 @@ impl<'a> Work<'a> {
         if t >= self.n_tables() {
             return None;
         }
-        self.table(t).exact.get(&(priority, *m)).copied()
+        self.table(t).exact().get(&(priority, *m)).copied()
     }
 
     /// (table, index) of every rule `sel` picks.
@@ -407,7 +441,7 @@ impl<'a> Work<'a> {
             let tw = self.table(t);
             n += tw.rules.iter().flatten().count();
             tw.rules.clear();
-            tw.exact.clear();
+            tw.exact = Some(HashMap::default());
         }
         if let Some(ids) = self.ids.as_mut() {
             ids.clear();
@@ -428,7 +462,7 @@ impl<'a> Work<'a> {
             for r in tw.rules.drain(..).flatten() {
                 current.insert((t as u8, (r.spec.priority, r.spec.matches)), r);
             }
-            tw.exact.clear();
+            tw.exact = Some(HashMap::default());
         }
         self.ids = None;
         // Last duplicate wins: keep the index of the last spec per key.
@@ -445,9 +479,9 @@ impl<'a> Work<'a> {
             }
             let rule = match current.remove(&key) {
                 Some(mut r) => {
-                    if r.spec != spec {
+                    if *r.spec != spec {
                         modified += 1;
-                        r.spec = spec;
+                        r.spec = Arc::new(spec);
                     }
                     r
                 }
@@ -456,7 +490,7 @@ impl<'a> Work<'a> {
                     added.push(id);
                     Rule {
                         id,
-                        spec,
+                        spec: Arc::new(spec),
                         counters: Arc::new(RuleCounters::default()),
                     }
                 }

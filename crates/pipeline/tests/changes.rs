@@ -150,7 +150,7 @@ fn store_rules(s: &RuleStore) -> Vec<(RuleId, RuleSpec)> {
     let mut v: Vec<_> = s
         .snapshot()
         .rules()
-        .map(|r| (r.id, r.spec.clone()))
+        .map(|r| (r.id, (*r.spec).clone()))
         .collect();
     v.sort_by_key(|(id, _)| *id);
     v
@@ -260,7 +260,7 @@ fn modify_and_replace_keep_counters_and_age() {
     assert_eq!((done.added.len(), done.modified, done.removed), (1, 1, 1));
     let snap = store.snapshot();
     let kept = snap.rules().find(|r| r.id == ids[0]).unwrap();
-    assert_eq!(kept.spec, a2);
+    assert_eq!(*kept.spec, a2);
     assert_eq!(kept.counters.get(), (3, 180));
     assert_eq!(kept.counters.added_ns, rule_a.counters.added_ns);
     assert!(snap.rules().all(|r| r.id != ids[1]));

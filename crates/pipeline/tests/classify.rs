@@ -46,7 +46,7 @@ proptest! {
         for backend in Backend::ALL {
             let (store, _) = store_with(backend, &rules);
             let p = store.snapshot();
-            let installed: Vec<(RuleId, RuleSpec)> = p.rules().map(|r| (r.id, r.spec.clone())).collect();
+            let installed: Vec<(RuleId, RuleSpec)> = p.rules().map(|r| (r.id, (*r.spec).clone())).collect();
             for h in &heads {
                 let key = key_of(h);
                 for t in 0..3u8 {

@@ -257,7 +257,7 @@ impl Switch {
         };
         if let Err(e) = self.save() {
             // Keep the running switch and the file in agreement: undo.
-            let old: Vec<RuleSpec> = before.rules().map(|r| r.spec.clone()).collect();
+            let old: Vec<RuleSpec> = before.rules().map(|r| (*r.spec).clone()).collect();
             let _ = self.store.apply(vec![Change::Replace(old)]);
             return Response::error(format!(
                 "{}: could not save the state file, nothing changed: {e}",
@@ -287,7 +287,7 @@ impl Switch {
             return Ok(());
         };
         let snap = self.store.snapshot();
-        let specs: Vec<&RuleSpec> = snap.rules().map(|r| &r.spec).collect();
+        let specs: Vec<&RuleSpec> = snap.rules().map(|r| &*r.spec).collect();
         st.save(&specs)
     }
 
