@@ -1,5 +1,5 @@
-//! The slow path: tables of prioritised rules looked up by tuple-space search.
-//! Classifying a key records every bit it examined, producing a megaflow.
+//! The slow path: tables of prioritised rules (masks and port ranges) looked up by
+//! tuple-space search, a decision tree or a list; classifying a key yields a megaflow.
 
 mod cuts;
 pub mod pipeline;
