@@ -500,27 +500,7 @@ impl TreeIndex {
 fn pick_dims(rules: &[Rule], union: &FlowKey) -> Vec<Dim> {
     let low96 = (1u128 << 96) - 1;
     let mut dims = Vec::new();
-    for f in [
-        Field::InPort,
-        Field::EthType,
-        Field::VlanTci,
-        Field::EthDst,
-        Field::VlanInnerTci,
-        Field::EthSrc,
-        Field::TcpFlags,
-        Field::NwProto,
-        Field::NwTos,
-        Field::NwTtl,
-        Field::NwFrag,
-        Field::TpSrc,
-        Field::TpDst,
-        Field::Ipv6Src,
-        Field::Ipv6Dst,
-        Field::TunId,
-        Field::TunFlags,
-        Field::TunSrc,
-        Field::TunDst,
-    ] {
+    for f in crate::wildcards::FIELDS {
         let used = union.get(f) != 0
             || crate::rule::port_slot(f)
                 .is_some_and(|s| rules.iter().any(|r| !r.spec.matches.ports[s].is_any()));

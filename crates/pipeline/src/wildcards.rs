@@ -17,7 +17,7 @@ use flowpath_packet::{Field, FlowKey};
 /// The fields a region is built from: non-overlapping, covering the whole key (the IPv4
 /// address fields are the top 32 bits of the 16-byte address fields, so prefix lengths
 /// on those are the same numbers).
-const FIELDS: [Field; 19] = [
+pub(crate) const FIELDS: [Field; 19] = [
     Field::InPort,
     Field::EthType,
     Field::VlanTci,
