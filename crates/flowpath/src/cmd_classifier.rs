@@ -13,7 +13,7 @@ const ABOUT: &str = "Each classifier backend on one rule set and one lookup trac
 
   build      time to build the table from the rules (ms)
   memory     bytes of the index beyond the rules themselves
-  Mlookups/s classification alone over the whole trace in batches of 32, one core
+  Mlookups/s classification alone over the whole trace, key by key, one core
              (median of --runs passes, min-max); cycles per lookup from the TSC
   check      every backend's answer against the linear reference on a sampled subset
   megaflows  the trace run through the real megaflow cache: every miss classified by the

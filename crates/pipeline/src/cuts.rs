@@ -9,8 +9,8 @@
 //! of their masks (only the key words some rule uses), so a leaf scan stays in a few cache
 //! lines. Hand-written: no crate offers a packet-classification tree over this key.
 
-use crate::rule::{key_ports, Match, Rule};
-use crate::wildcards::{exclude, include, or_into, prefix_mask, quantize};
+use crate::rule::{key_ports, Rule};
+use crate::wildcards::{exclude, include, or_into, prefix_mask, quantize, read_bytes};
 use flowpath_packet::{Field, FlowKey, WordSet, KEY_BYTES};
 use std::sync::Arc;
 
@@ -51,30 +51,7 @@ impl Dim {
     /// The field's value in `key`, as a number.
     #[inline(always)]
     fn read(&self, b: &[u8; KEY_BYTES]) -> u128 {
-        let off = self.off as usize;
-        if self.len <= 8 {
-            let x = u64::from_be_bytes(b[off..off + 8].try_into().unwrap());
-            (x >> (64 - 8 * self.len as u32)) as u128
-        } else {
-            u128::from_be_bytes(b[off..off + 16].try_into().unwrap())
-        }
-    }
-
-    /// The smallest interval of values that holds every value `m` matches on this field:
-    /// exact for prefixes and ranges, the leading-ones block for any other mask.
-    fn interval(&self, m: &Match) -> (u128, u128) {
-        let w = self.w as u32;
-        let full = prefix_mask(w, w);
-        if let Some(slot) = crate::rule::port_slot(self.field) {
-            let r = m.ports[slot];
-            if !r.is_any() {
-                return (r.lo as u128, r.hi as u128);
-            }
-        }
-        let mask = m.mask.get(self.field);
-        let lead = (mask << (128 - w)).leading_ones().min(w);
-        let lo = m.value.get(self.field) & prefix_mask(w, lead);
-        (lo, lo | (full & !prefix_mask(w, lead)))
+        read_bytes(b, self.off as usize, self.len as usize)
     }
 }
 
@@ -167,7 +144,7 @@ impl Forest {
         // Every rule's interval on every dim, computed once.
         let boxes: Vec<Vec<(u128, u128)>> = rules
             .iter()
-            .map(|r| dims.iter().map(|d| d.interval(&r.spec.matches)).collect())
+            .map(|r| dims.iter().map(|d| r.spec.matches.hull(d.field)).collect())
             .collect();
         let mut trees: Vec<Tree> = groups(&dims, &boxes)
             .into_iter()

@@ -171,15 +171,6 @@ impl Table {
         }
     }
 
-    /// [`Table::classify`] for a batch of keys (`out` as long as `keys`). Walking a batch
-    /// through the tree in lockstep with prefetches was measured slower (the ClassBench
-    /// trees fit in L2: branches cost, not misses), so every backend goes key by key.
-    pub fn classify_batch(&self, keys: &[FlowKey], out: &mut [Option<u32>]) {
-        for (k, o) in keys.iter().zip(out.iter_mut()) {
-            *o = self.classify(k);
-        }
-    }
-
     /// The best rule matching `key`, OR-ing into `wc` every bit the answer depended on.
     #[inline]
     pub fn lookup(&self, key: &FlowKey, wc: &mut FlowKey) -> Option<u32> {

@@ -12,7 +12,7 @@
 //! does for addresses.
 
 use crate::rule::{key_ports, Match, PortRange};
-use flowpath_packet::{Field, FlowKey};
+use flowpath_packet::{Field, FlowKey, KEY_BYTES};
 
 /// The fields a region is built from: non-overlapping, covering the whole key (the IPv4
 /// address fields are the top 32 bits of the 16-byte address fields, so prefix lengths
@@ -44,7 +44,13 @@ pub(crate) const FIELDS: [Field; 19] = [
 #[inline(always)]
 pub(crate) fn read(k: &FlowKey, f: Field) -> u128 {
     let (off, len) = f.range();
-    let b = k.bytes();
+    read_bytes(k.bytes(), off, len)
+}
+
+/// The `len`-byte big-endian number at `off` in a key's bytes (`len` is 1..=8 or 16; every
+/// field leaves room for the 8- or 16-byte load).
+#[inline(always)]
+pub(crate) fn read_bytes(b: &[u8; KEY_BYTES], off: usize, len: usize) -> u128 {
     if len <= 8 {
         let x = u64::from_be_bytes(b[off..off + 8].try_into().unwrap());
         (x >> (64 - 8 * len as u32)) as u128
