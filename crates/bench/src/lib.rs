@@ -2,6 +2,7 @@
 //! cycles per packet (median, min, max over repeated runs); [`suite`] runs the "Core
 //! Cost" experiments (scaling, frame sizes, hit vs miss, miss-rate curve vs model).
 
+pub mod attack;
 pub mod classifier;
 pub mod harness;
 pub mod machine;
@@ -11,6 +12,7 @@ pub mod runner;
 pub mod suite;
 pub mod workload;
 
+pub use attack::{run_attack, Attack, AttackConfig, AttackResult, Defence};
 pub use harness::Harness;
 pub use machine::Machine;
 pub use runner::{measure_rule_change, run_case, BenchConfig, Case, CaseResult, RuleChangeResult};

@@ -13,13 +13,46 @@ struct JsonRow<'a> {
     machine: &'a Machine,
 }
 
-/// The `--json` output: an array with one object per case.
-pub fn json(results: &[CaseResult], machine: &Machine) -> String {
-    let rows: Vec<JsonRow> = results
+#[derive(Serialize)]
+struct JsonAttackRow<'a> {
+    #[serde(flatten)]
+    result: &'a crate::attack::AttackResult,
+    machine: &'a Machine,
+}
+
+/// The `--json` output: an array with one object per case (cost cases, then attacks).
+pub fn json(
+    results: &[CaseResult],
+    attacks: &[crate::attack::AttackResult],
+    machine: &Machine,
+) -> String {
+    let mut rows: Vec<serde_json::Value> = results
         .iter()
-        .map(|r| JsonRow { result: r, machine })
-        .collect();
+        .map(|r| serde_json::to_value(JsonRow { result: r, machine }))
+        .collect::<Result<_, _>>()
+        .expect("results serialise");
+    for a in attacks {
+        rows.push(
+            serde_json::to_value(JsonAttackRow { result: a, machine }).expect("results serialise"),
+        );
+    }
     serde_json::to_string_pretty(&rows).expect("results serialise")
+}
+
+/// The first lines of the table: what ran where.
+pub fn header(machine: &Machine, frame_size: usize) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "flowpath bench — one core, {frame_size} B frames, in-memory traffic, real datapath"
+    );
+    let _ = writeln!(
+        s,
+        "machine: {} | TSC {:.3} GHz | Linux {} | rev {}",
+        machine.cpu, machine.tsc_ghz, machine.kernel, machine.git_rev
+    );
+    let _ = writeln!(s, "command: {}", machine.command);
+    s
 }
 
 /// The human-readable table.

@@ -211,9 +211,12 @@ type Setup = (
 );
 
 fn setup(case: Case, cfg: &BenchConfig) -> Setup {
+    // The cost cases measure what each tier costs: the miss budget (which would drop
+    // the mixed case's misses when they take over half the core) is off.
     let base = DatapathConfig {
         emc_insert_inv_prob: cfg.emc_insert_inv_prob,
         megaflow_max: cfg.megaflow_max,
+        miss: flowpath_datapath::MissLimits::unbudgeted(),
         ..DatapathConfig::default()
     };
     let miss_packets = (cfg.packets / 10).max(50_000);

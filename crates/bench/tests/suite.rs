@@ -240,7 +240,13 @@ fn class_workloads_forward_and_miss_as_designed() {
             assert_eq!(n % 12, 0, "IMIX rounds flows to whole patterns");
             let store = Arc::new(RuleStore::new(Backend::TupleSpace));
             store.add(rules).unwrap();
-            let mut dp = Datapath::new(store, DatapathConfig::default());
+            let mut dp = Datapath::new(
+                store,
+                DatapathConfig {
+                    miss: flowpath_datapath::MissLimits::unbudgeted(),
+                    ..DatapathConfig::default()
+                },
+            );
             let mut sink = CountingSink::default();
             let mut src = src.with_seed(3);
             let feed = |dp: &mut Datapath,

@@ -9,14 +9,15 @@
 
 use crate::controller::ControllerQueue;
 use crate::emc::ExactMatchCache;
+use crate::guard::{MissGuard, MissLimits, PortMissStats};
 use crate::megaflow::MegaflowCache;
 use crate::stats::{DatapathDrop, DatapathStats};
 use crate::tier::{MegaflowEvent, MegaflowId, MegaflowView};
-use flowpath_base::clock::rdtsc;
+use flowpath_base::clock::{rdtsc, tsc_hz};
 use flowpath_base::BATCH;
 use flowpath_packet::rewrite::{self, RewriteDrop};
 use flowpath_packet::{parse_into, Action, FlowKey, Packet, PacketMeta, ParseOptions};
-use flowpath_pipeline::{Ending, Pipeline, RuleStore};
+use flowpath_pipeline::{Ending, Pipeline, RuleStore, Translation};
 use std::sync::Arc;
 
 /// Where `Output` actions send packets. Implemented by port sets, counting sinks and test
@@ -42,11 +43,19 @@ pub struct DatapathConfig {
     pub emc_entries: usize,
     /// Insert one flow in N into the exact-match cache (1 = every flow; OVS defaults to 100).
     pub emc_insert_inv_prob: u32,
-    /// Most megaflows held before CLOCK eviction.
+    /// Most megaflows held before CLOCK eviction (the dynamic flow limit starts here).
     pub megaflow_max: usize,
+    /// Most megaflow subtables (distinct masks).
+    pub max_masks: usize,
+    /// A revalidation should take at most this long (ms); slower ones shrink the flow
+    /// limit (0 = never shrink).
+    pub revalidate_target_ms: f64,
+    /// The miss budget, port fairness and new-mask rate (see `guard.rs`).
+    pub miss: MissLimits,
     /// Re-rank megaflow subtables by hits every this many batches.
     pub rerank_every: u32,
-    /// Credit megaflow counters to rule counters every this many batches.
+    /// Credit megaflow counters to rule counters every this many batches (and at least
+    /// [`STATS_PUSH_INTERVAL_MS`] apart), [`STATS_PUSH_SLICE`] entries at a time.
     pub stats_push_every: u32,
     pub on_rule_change: OnRuleChange,
     pub parse: ParseOptions,
@@ -61,6 +70,9 @@ impl Default for DatapathConfig {
             emc_entries: 8192,
             emc_insert_inv_prob: 100,
             megaflow_max: 65536,
+            max_masks: 512,
+            revalidate_target_ms: 20.0,
+            miss: MissLimits::default(),
             rerank_every: 1024,
             stats_push_every: 4096,
             on_rule_change: OnRuleChange::Revalidate,
@@ -70,13 +82,25 @@ impl Default for DatapathConfig {
     }
 }
 
+/// Least time between two periodic pushes of megaflow counters to rule counters.
+pub const STATS_PUSH_INTERVAL_MS: f64 = 10.0;
+/// Megaflow entries one periodic push visits (a full cache of 65,536 is swept in 8
+/// pushes). Before this, every push swept the whole cache: with the cache full, as under a
+/// new-flow flood, that took 5–15 % of the core and stalled a batch for ~0.5 ms.
+pub const STATS_PUSH_SLICE: usize = 8192;
+
 /// Per-batch scratch, allocated once.
 struct Scratch {
     keys: [FlowKey; BATCH],
     metas: [PacketMeta; BATCH],
     hashes: [u32; BATCH],
     slots: [u32; BATCH],
+    /// Decisions of this batch's misses that were not cached (slot [`UNCACHED`]), by packet.
+    uncached: Vec<(u8, Translation)>,
 }
+
+/// `slots[i]` of a packet whose decision was not cached (see `Scratch::uncached`).
+const UNCACHED: u32 = u32::MAX;
 
 /// One worker's datapath.
 pub struct Datapath {
@@ -91,6 +115,14 @@ pub struct Datapath {
     emc_seed: u64,
     batches_since_rerank: u32,
     batches_since_push: u32,
+    guard: MissGuard,
+    /// Cycles one megaflow's revalidation took, last measured (for the flow limit).
+    reval_cycles_per_entry: f64,
+    /// TSC of the last time the flow limit was reconsidered between revalidations.
+    limit_checked_at: u64,
+    /// Where the next periodic counter push starts, and when the last one ran.
+    push_cursor: usize,
+    pushed_at: u64,
 }
 
 impl Datapath {
@@ -99,13 +131,23 @@ impl Datapath {
         let pipeline = store.snapshot();
         Datapath {
             emc: ExactMatchCache::new(cfg.emc_entries, cfg.emc_insert_inv_prob),
-            megaflows: MegaflowCache::new(cfg.megaflow_max, seed.rotate_left(17)),
+            megaflows: MegaflowCache::with_limits(
+                cfg.megaflow_max,
+                cfg.max_masks,
+                seed.rotate_left(17),
+            ),
+            guard: MissGuard::new(cfg.miss.clone()),
+            reval_cycles_per_entry: 0.0,
+            limit_checked_at: 0,
+            push_cursor: 0,
+            pushed_at: 0,
             controller: Arc::new(ControllerQueue::new(cfg.controller_queue)),
             scratch: Box::new(Scratch {
                 keys: [FlowKey::ZERO; BATCH],
                 metas: [PacketMeta::default(); BATCH],
                 hashes: [0; BATCH],
                 slots: [0; BATCH],
+                uncached: Vec::with_capacity(BATCH),
             }),
             emc_seed: seed,
             batches_since_rerank: 0,
@@ -127,6 +169,17 @@ impl Datapath {
 
     pub fn reset_stats(&mut self) {
         self.stats = DatapathStats::default();
+        self.guard.reset_stats();
+    }
+
+    /// What the miss guard counted per ingress port (by port number).
+    pub fn port_miss_stats(&self) -> Vec<(u32, PortMissStats)> {
+        self.guard.port_stats()
+    }
+
+    /// The miss guard's limits.
+    pub fn miss_limits(&self) -> &MissLimits {
+        self.guard.limits()
     }
 
     pub fn store(&self) -> &Arc<RuleStore> {
@@ -205,12 +258,30 @@ impl Datapath {
         match self.cfg.on_rule_change {
             OnRuleChange::Flush => self.megaflows.flush(&self.pipeline),
             OnRuleChange::Revalidate => {
+                let n = self.megaflows.len();
+                let t0 = rdtsc();
                 self.megaflows.revalidate(&self.pipeline, &new);
+                let dt = rdtsc() - t0;
+                if n > 0 {
+                    self.reval_cycles_per_entry = dt as f64 / n as f64;
+                }
+                if let Some(target) = self.revalidate_target() {
+                    self.megaflows.adjust_limit(dt, target);
+                }
             }
         }
         // Exact-match entries of removed megaflows die by generation check.
         self.pipeline = new;
         self.stats.rule_syncs += 1;
+        if self.megaflows.over_limit() {
+            self.megaflows.trim(&self.pipeline);
+        }
+    }
+
+    /// The revalidation target in TSC cycles, if the flow limit is dynamic.
+    fn revalidate_target(&self) -> Option<u64> {
+        (self.cfg.revalidate_target_ms > 0.0)
+            .then(|| (self.cfg.revalidate_target_ms * 1e-3 * tsc_hz()) as u64)
     }
 
     /// Credit megaflow counters to rule counters now (also done periodically).
@@ -250,6 +321,7 @@ impl Datapath {
         self.megaflows.begin_batch();
         self.stats.batches += 1;
         self.stats.packets += pkts.len() as u64;
+        self.guard.received(in_port, pkts.len());
 
         // A stage with nothing to do is not timed: a TSC read costs tens of cycles here,
         // as much as a whole empty stage.
@@ -266,11 +338,15 @@ impl Datapath {
         } else {
             (0, t2)
         };
-        let t4 = if pending != 0 {
-            self.stage_upcall(pending);
-            rdtsc()
+        if pending != valid {
+            // Something of this batch was a cache hit: the miss budget binds.
+            self.guard.hit_seen(t3);
+        }
+        let (valid, t4) = if pending != 0 {
+            let dropped = self.stage_upcall(in_port, pending, t3);
+            (valid & !dropped, rdtsc())
         } else {
-            t3
+            (valid, t3)
         };
         self.stage_execute(in_port, pkts, valid, sink);
         let t5 = rdtsc();
@@ -344,33 +420,59 @@ impl Datapath {
     }
 
     /// Stage 4: the slow path for what is left: classify through the pipeline and install
-    /// a megaflow (unless an earlier miss of this batch already installed a covering one).
+    /// a megaflow (unless an earlier miss of this batch already installed a covering one),
+    /// within the port's miss budget; a megaflow with a new mask past the port's mask rate
+    /// or the mask limit is used for its packet but not cached. Returns the packets dropped
+    /// for the budget.
     #[inline(always)]
-    fn stage_upcall(&mut self, pending: u32) {
+    fn stage_upcall(&mut self, in_port: u32, pending: u32, now: u64) -> u32 {
         if pending == 0 {
-            return;
+            return 0;
         }
         let sc = &mut *self.scratch;
+        sc.uncached.clear();
+        let binds = self.guard.begin(in_port, now);
+        let (mut dropped, mut cached) = (0u32, 0u32);
+        let mut t = now;
         let mut m = pending;
         while m != 0 {
             let i = m.trailing_zeros() as usize;
             m &= m - 1;
-            sc.slots[i] = match self.megaflows.lookup(&sc.keys[i]) {
-                Some(s) => {
-                    self.stats.upcalls_avoided += 1;
-                    s
-                }
-                None => {
-                    let tr = self.pipeline.translate(&sc.keys[i]);
-                    self.stats.upcalls += 1;
-                    self.megaflows.install(&sc.keys[i], tr, &self.pipeline)
-                }
-            };
+            if let Some(s) = self.megaflows.lookup(&sc.keys[i]) {
+                self.stats.upcalls_avoided += 1;
+                sc.slots[i] = s;
+                cached |= 1 << i;
+                continue;
+            }
+            if !self.guard.may_upcall(in_port, binds) {
+                self.stats.drop(DatapathDrop::MissBudget);
+                dropped |= 1 << i;
+                continue;
+            }
+            let tr = self.pipeline.translate(&sc.keys[i]);
+            self.stats.upcalls += 1;
+            let new_mask = !self.megaflows.has_mask(&tr.mask);
+            if new_mask
+                && !(self.guard.may_create_mask(in_port, t)
+                    && self.megaflows.make_room_for_mask(&self.pipeline))
+            {
+                self.stats.uncached += 1;
+                self.guard.uncached(in_port);
+                sc.slots[i] = UNCACHED;
+                sc.uncached.push((i as u8, tr));
+            } else {
+                sc.slots[i] = self.megaflows.install(&sc.keys[i], tr, &self.pipeline);
+                cached |= 1 << i;
+            }
+            let now = rdtsc();
+            self.guard.charge(in_port, now - t, binds);
+            t = now;
         }
-        if self.cfg.emc {
+        if self.cfg.emc && cached != 0 {
             self.emc
-                .insert_batch(&sc.keys, &sc.hashes, &sc.slots, pending, &self.megaflows);
+                .insert_batch(&sc.keys, &sc.hashes, &sc.slots, cached, &self.megaflows);
         }
+        dropped
     }
 
     /// Stage 5: count every parsed packet against its megaflow and run its actions, in
@@ -392,11 +494,29 @@ impl Datapath {
             let meta = &mut sc.metas[i];
             // VXLAN: from here on the packet is its inner frame.
             meta.strip_outer(pkt);
-            let e = self.megaflows.hit(sc.slots[i], pkt.len() as u64);
             let ctx = Ctx {
                 in_port,
                 controller: &self.controller,
             };
+            if sc.slots[i] == UNCACHED {
+                let Some((_, tr)) = sc.uncached.iter().find(|(p, _)| *p as usize == i) else {
+                    continue;
+                };
+                for r in &tr.path {
+                    self.pipeline.rule(*r).counters.add(1, pkt.len() as u64);
+                }
+                execute(
+                    &tr.actions,
+                    tr.ending,
+                    pkt,
+                    meta,
+                    &ctx,
+                    sink,
+                    &mut self.stats,
+                );
+                continue;
+            }
+            let e = self.megaflows.hit(sc.slots[i], pkt.len() as u64);
             execute(
                 e.actions(),
                 e.ending(),
@@ -413,19 +533,50 @@ impl Datapath {
     /// every so many batches.
     #[inline(always)]
     fn housekeeping(&mut self) {
-        if self.megaflows.len() > self.cfg.megaflow_max {
+        if self.megaflows.over_limit() {
             self.megaflows.trim(&self.pipeline);
         }
         self.batches_since_rerank += 1;
         if self.batches_since_rerank >= self.cfg.rerank_every {
             self.batches_since_rerank = 0;
             self.megaflows.rerank();
+            self.reconsider_flow_limit();
         }
         self.batches_since_push += 1;
         if self.batches_since_push >= self.cfg.stats_push_every {
             self.batches_since_push = 0;
-            self.megaflows.push_stats(&self.pipeline);
+            let now = rdtsc();
+            if now.saturating_sub(self.pushed_at) as f64 >= STATS_PUSH_INTERVAL_MS * 1e-3 * tsc_hz()
+            {
+                self.pushed_at = now;
+                self.megaflows.push_stats_slice(
+                    &self.pipeline,
+                    &mut self.push_cursor,
+                    STATS_PUSH_SLICE,
+                );
+            }
         }
+    }
+}
+
+impl Datapath {
+    /// Between rule changes, at most once a second: let a shrunken flow limit grow back
+    /// while a revalidation of today's cache would stay quick (estimated from the last
+    /// one's cost per entry).
+    fn reconsider_flow_limit(&mut self) {
+        let Some(target) = self.revalidate_target() else {
+            return;
+        };
+        if self.megaflows.flow_limit() >= self.megaflows.max_entries() {
+            return;
+        }
+        let now = rdtsc();
+        if now.saturating_sub(self.limit_checked_at) < tsc_hz() as u64 {
+            return;
+        }
+        self.limit_checked_at = now;
+        let estimate = (self.reval_cycles_per_entry * self.megaflows.len() as f64) as u64;
+        self.megaflows.adjust_limit(estimate, target);
     }
 }
 

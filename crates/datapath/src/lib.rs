@@ -7,6 +7,7 @@
 pub mod controller;
 pub mod datapath;
 pub mod emc;
+pub mod guard;
 pub mod megaflow;
 pub mod sink;
 pub mod stats;
@@ -17,7 +18,8 @@ pub use controller::{ControllerPacket, ControllerQueue};
 pub use datapath::{Datapath, DatapathConfig, OnRuleChange, OutputSink};
 pub use emc::ExactMatchCache;
 pub use flowpath_base::BATCH;
-pub use megaflow::{MegaflowCache, MegaflowEntry};
+pub use guard::{MissGuard, MissLimits, PortMissStats};
+pub use megaflow::{MegaflowCache, MegaflowCounters, MegaflowEntry};
 pub use sink::{CaptureSink, CountingSink};
 pub use stats::{DatapathDrop, DatapathStats, StageCycles};
 pub use tier::{MegaflowEvent, MegaflowId, MegaflowView, Tier};

@@ -5,6 +5,16 @@
 //! subtables in order of recent hit count (re-ranked periodically) and the first hit wins:
 //! the slow path builds megaflows so that no two can match one packet. The cache is bounded;
 //! when full, the CLOCK policy evicts an entry not hit since the hand last passed it.
+//!
+//! Limits (the miss-storm and tuple-space-explosion defence, see `guard.rs`):
+//! - **Entries**: at most the *flow limit*, which starts at the configured maximum and
+//!   shrinks when revalidating the cache takes longer than its target (OVS's dynamic
+//!   flow limit), growing back while revalidation stays quick.
+//! - **Masks**: at most `max_masks` subtables. A megaflow with a new mask when the limit
+//!   is reached takes the place of a subtable that had no hit since the last ranking
+//!   (all its entries are removed); if every subtable is busy, it is not cached.
+//! - A subtable that loses its last entry leaves the search order at once and its
+//!   memory is reused, so masks an attacker once created cost nothing after eviction.
 
 use crate::tier::{MegaflowEvent, MegaflowId, MegaflowView};
 use flowpath_packet::key::wide_hash;
@@ -81,6 +91,14 @@ struct Subtable {
 pub struct MegaflowCounters {
     pub installs: u64,
     pub evictions: u64,
+    /// Subtables removed whole to make room for a new mask (and their entries).
+    pub subtables_evicted: u64,
+    pub subtable_evicted_entries: u64,
+    /// Megaflows not cached because every one of `max_masks` subtables was busy.
+    pub mask_limit_refusals: u64,
+    /// Times the dynamic flow limit shrank (revalidation too slow) and grew back.
+    pub flow_limit_shrinks: u64,
+    pub flow_limit_grows: u64,
     pub revalidated_kept: u64,
     pub revalidated_removed: u64,
     pub flushes: u64,
@@ -91,10 +109,17 @@ pub struct MegaflowCache {
     entries: Vec<MegaflowEntry>,
     free: Vec<u32>,
     subtables: Vec<Subtable>,
-    /// Subtable indices, most hit first.
+    /// Indices of the subtables that hold entries, most hit first.
     order: Vec<u16>,
     by_mask: HashMap<FlowKey, u16>,
+    /// Subtables without entries, to reuse for the next new mask.
+    free_subtables: Vec<u16>,
+    /// The configured maximum of entries.
     max_entries: usize,
+    /// The dynamic flow limit (≤ `max_entries`).
+    limit: usize,
+    /// Most subtables (distinct masks).
+    max_masks: usize,
     live: usize,
     hand: usize,
     seed: u64,
@@ -106,15 +131,26 @@ pub struct MegaflowCache {
     events: Option<Vec<MegaflowEvent>>,
 }
 
+/// The smallest the dynamic flow limit goes.
+pub const MIN_FLOW_LIMIT: usize = 1024;
+
 impl MegaflowCache {
     pub fn new(max_entries: usize, seed: u64) -> MegaflowCache {
+        MegaflowCache::with_limits(max_entries, usize::MAX, seed)
+    }
+
+    /// A cache of at most `max_entries` megaflows in at most `max_masks` subtables.
+    pub fn with_limits(max_entries: usize, max_masks: usize, seed: u64) -> MegaflowCache {
         MegaflowCache {
             entries: Vec::new(),
             free: Vec::new(),
             subtables: Vec::new(),
             order: Vec::new(),
             by_mask: HashMap::new(),
+            free_subtables: Vec::new(),
             max_entries: max_entries.max(1),
+            limit: max_entries.max(1),
+            max_masks: max_masks.clamp(1, u16::MAX as usize),
             live: 0,
             hand: 0,
             seed,
@@ -134,10 +170,57 @@ impl MegaflowCache {
 
     /// Subtables that currently hold entries.
     pub fn subtables(&self) -> usize {
-        self.subtables
-            .iter()
-            .filter(|s| !s.slots.is_empty())
-            .count()
+        self.order.len()
+    }
+
+    /// The configured maximum of entries.
+    pub fn max_entries(&self) -> usize {
+        self.max_entries
+    }
+
+    /// The dynamic flow limit now (entries beyond it are evicted).
+    pub fn flow_limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Most subtables.
+    pub fn max_masks(&self) -> usize {
+        self.max_masks
+    }
+
+    /// Whether a subtable with `mask` holds entries now.
+    pub fn has_mask(&self, mask: &FlowKey) -> bool {
+        self.by_mask.contains_key(mask)
+    }
+
+    /// Follow one revalidation that took `cycles` against a target of `target` cycles:
+    /// above twice the target the limit falls to what the target would have allowed;
+    /// above the target it falls by a quarter; under half of it, it grows by a sixteenth of
+    /// the maximum (never past it, never under [`MIN_FLOW_LIMIT`]). Returns the new limit;
+    /// entries beyond it go at the next [`MegaflowCache::trim`].
+    pub fn adjust_limit(&mut self, cycles: u64, target: u64) -> usize {
+        let floor = MIN_FLOW_LIMIT.min(self.max_entries);
+        let old = self.limit;
+        if cycles > 2 * target {
+            let fit = (self.live.max(1) as u128 * target as u128 / cycles.max(1) as u128) as usize;
+            self.limit = fit.min(self.limit).max(floor);
+        } else if cycles > target {
+            self.limit = (self.limit - self.limit / 4).max(floor);
+        } else if cycles < target / 2 && self.limit < self.max_entries {
+            self.limit = (self.limit + self.max_entries.div_ceil(16)).min(self.max_entries);
+        }
+        if self.limit < old {
+            self.counters.flow_limit_shrinks += 1;
+        } else if self.limit > old {
+            self.counters.flow_limit_grows += 1;
+        }
+        self.limit
+    }
+
+    /// Whether the live entries exceed the flow limit.
+    #[inline(always)]
+    pub fn over_limit(&self) -> bool {
+        self.live > self.limit
     }
 
     #[inline(always)]
@@ -288,20 +371,37 @@ impl MegaflowCache {
 
     /// Install the megaflow `tr` built from `key`; evicts (crediting the evicted entry's
     /// counters to its rules in `pipeline`) when full. Returns the new slot.
+    ///
+    /// A new mask when `max_masks` subtables are in use must first get room with
+    /// [`MegaflowCache::make_room_for_mask`]; past the limit it is created anyway (the
+    /// caller decided), so the limit holds only for callers that ask.
     pub fn install(&mut self, key: &FlowKey, tr: Translation, pipeline: &Pipeline) -> u32 {
-        if self.live >= self.max_entries {
+        if self.live >= self.limit {
             self.evict_one(pipeline);
         }
         let si = match self.by_mask.get(&tr.mask) {
             Some(&si) => si,
             None => {
-                let si = self.subtables.len() as u16;
-                self.subtables.push(Subtable {
+                let fresh = Subtable {
                     mask: tr.mask,
                     words: WordSet::of_mask(&tr.mask),
                     slots: HashTable::new(),
                     hits: 0,
-                });
+                };
+                let si = match self.free_subtables.pop() {
+                    Some(si) => {
+                        let old = std::mem::replace(&mut self.subtables[si as usize], fresh);
+                        // Keep the emptied table's allocation when it is a small one.
+                        if old.slots.capacity() <= 64 {
+                            self.subtables[si as usize].slots = old.slots;
+                        }
+                        si
+                    }
+                    None => {
+                        self.subtables.push(fresh);
+                        (self.subtables.len() - 1) as u16
+                    }
+                };
                 self.order.push(si);
                 self.by_mask.insert(tr.mask, si);
                 si
@@ -359,14 +459,50 @@ impl MegaflowCache {
         e.gen = e.gen.wrapping_add(1);
         e.actions = Box::new([]);
         let (h, si) = (e.hash, e.subtable);
-        if let Ok(found) = self.subtables[si as usize]
-            .slots
-            .find_entry(wide_hash(h), |&s| s == slot)
-        {
+        let st = &mut self.subtables[si as usize];
+        if let Ok(found) = st.slots.find_entry(wide_hash(h), |&s| s == slot) {
             found.remove();
+        }
+        if st.slots.is_empty() {
+            // The subtable leaves the search at once; its index is reused.
+            self.by_mask.remove(&st.mask);
+            if let Some(pos) = self.order.iter().position(|&o| o == si) {
+                self.order.remove(pos);
+            }
+            self.free_subtables.push(si);
         }
         self.free.push(slot);
         self.live -= 1;
+    }
+
+    /// Before installing a megaflow with a new mask: true if there is room for one more
+    /// subtable, making it by removing a subtable that had no hit since the last ranking
+    /// and holds nothing the current batch uses (the least recently ranked such one).
+    /// False (counted) when every subtable is busy: then the megaflow is not cached.
+    pub fn make_room_for_mask(&mut self, pipeline: &Pipeline) -> bool {
+        if self.order.len() < self.max_masks {
+            return true;
+        }
+        // The order is most-hit first: the coldest candidates are at the end.
+        let victim = self.order.iter().rev().copied().find(|&si| {
+            let st = &self.subtables[si as usize];
+            st.hits == 0
+                && st
+                    .slots
+                    .iter()
+                    .all(|&s| self.entries[s as usize].batch != self.batch)
+        });
+        let Some(si) = victim else {
+            self.counters.mask_limit_refusals += 1;
+            return false;
+        };
+        let slots: Vec<u32> = self.subtables[si as usize].slots.iter().copied().collect();
+        self.counters.subtables_evicted += 1;
+        self.counters.subtable_evicted_entries += slots.len() as u64;
+        for s in slots {
+            self.remove(s, pipeline);
+        }
+        true
     }
 
     /// CLOCK: advance the hand, giving referenced entries a second chance and never
@@ -395,7 +531,7 @@ impl MegaflowCache {
     /// Evict down to the limit (after a batch that ran over it).
     pub fn trim(&mut self, pipeline: &Pipeline) {
         self.batch += 1;
-        while self.live > self.max_entries {
+        while self.live > self.limit {
             self.evict_one(pipeline);
         }
     }
@@ -423,6 +559,23 @@ impl MegaflowCache {
         }
     }
 
+    /// Credit the new counts of at most `max` entry slots from `*cursor` on, wrapping
+    /// around; `*cursor` moves past them. The worker's periodic push: a slice at a time,
+    /// so a full cache never stalls a batch for a whole sweep.
+    pub fn push_stats_slice(&mut self, pipeline: &Pipeline, cursor: &mut usize, max: usize) {
+        let n = self.entries.len();
+        if n == 0 {
+            return;
+        }
+        for _ in 0..max.min(n) {
+            let s = *cursor % n;
+            *cursor = s + 1;
+            if self.entries[s].live {
+                self.push_entry_stats(s as u32, pipeline);
+            }
+        }
+    }
+
     /// Remove every entry (counters credited to `pipeline`'s rules first).
     pub fn flush(&mut self, pipeline: &Pipeline) {
         self.push_stats(pipeline);
@@ -437,6 +590,7 @@ impl MegaflowCache {
         self.subtables.clear();
         self.order.clear();
         self.by_mask.clear();
+        self.free_subtables.clear();
         self.live = 0;
         self.counters.flushes += 1;
         self.event(MegaflowEvent::Flushed);

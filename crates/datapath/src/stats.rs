@@ -34,16 +34,19 @@ pub enum DatapathDrop {
     TooManyVlansPushed,
     /// The controller queue was full.
     ControllerQueueFull,
+    /// A miss over its ingress port's share of the slow path (miss storm defence).
+    MissBudget,
 }
 
 impl DatapathDrop {
-    pub const ALL: [DatapathDrop; 6] = [
+    pub const ALL: [DatapathDrop; 7] = [
         DatapathDrop::TableMiss,
         DatapathDrop::RuleDrop,
         DatapathDrop::TtlExpired,
         DatapathDrop::NoRoom,
         DatapathDrop::TooManyVlansPushed,
         DatapathDrop::ControllerQueueFull,
+        DatapathDrop::MissBudget,
     ];
 
     /// The name `flowpath stats` and the metrics endpoint use: the one table of names.
@@ -55,6 +58,7 @@ impl DatapathDrop {
             DatapathDrop::NoRoom => "no_room",
             DatapathDrop::TooManyVlansPushed => "too_many_vlans_pushed",
             DatapathDrop::ControllerQueueFull => "controller_queue_full",
+            DatapathDrop::MissBudget => "miss_budget",
         }
     }
 }
@@ -71,6 +75,9 @@ pub struct DatapathStats {
     pub upcalls: u64,
     /// Misses answered by a megaflow that an earlier packet of the same batch installed.
     pub upcalls_avoided: u64,
+    /// Upcalls whose megaflow was not cached (new-mask rate or mask limit): the packet was
+    /// forwarded as classified.
+    pub uncached: u64,
     pub parse_drops: [u64; DropReason::ALL.len()],
     /// Drops after parsing, indexed by [`DatapathDrop`].
     pub drops_by: [u64; DatapathDrop::ALL.len()],

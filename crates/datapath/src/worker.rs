@@ -8,6 +8,20 @@
 //! flushes the ports that were given something. A port whose `recv` or `flush` fails is
 //! logged by name and no longer polled; the others carry on. What runs around the loop
 //! (pinning, idle naps, publishing counters) belongs to the caller.
+//!
+//! **Cycle-fair polling** (with more than one port and `poll_quantum_cycles` > 0, the
+//! default): deficit round robin over the TSC time of the batches that were not all cache
+//! hits. Every round a port gains one quantum of credit (banked up to
+//! [`MAX_BANKED_QUANTA`] while it is backlogged, reset to one quantum when it comes up
+//! empty); it is received from while its credit is positive, up to
+//! [`MAX_BATCHES_PER_TURN`] full batches in one turn. A batch whose every packet hit a
+//! cache costs no credit: established traffic is never throttled for being busy (forwarding
+//! it is the switch's job), and a port with a backlog of hits drains up to eight batches a
+//! turn. A batch with misses (each 10–40x a hit) or packets that did not parse costs its
+//! whole TSC time, so a port flooding new flows or garbage is received from only about one
+//! quantum's worth of cycles per round, not 32 packets' worth; what it cannot be given
+//! waits in its receive ring and overflows there, counted by the port, as on a NIC. The
+//! miss budget (`guard.rs`) then shares the slow path among the ports that reach it.
 
 use crate::datapath::{Datapath, OutputSink};
 use crate::sink::CountingSink;
@@ -131,6 +145,11 @@ impl Outputs for PortOutputs {
     }
 }
 
+/// Credit a backlogged port may bank, in quanta.
+pub const MAX_BANKED_QUANTA: i64 = 4;
+/// Batches one port may be given in one turn.
+pub const MAX_BATCHES_PER_TURN: usize = 8;
+
 /// A datapath, the port queues it serves, where its outputs go, and the tiers that follow
 /// its caches.
 pub struct Worker<P: Port, O: Outputs> {
@@ -141,11 +160,21 @@ pub struct Worker<P: Port, O: Outputs> {
     rx: PacketBatch,
     /// Who this is in log lines ("worker 2").
     label: String,
+    /// Cycle-fair polling: the quantum (0 = off) and each port's credit in cycles.
+    quantum: i64,
+    credit: Vec<i64>,
 }
 
 impl<P: Port, O: Outputs> Worker<P, O> {
     pub fn new(dp: Datapath, ports: Vec<WorkerPort<P>>, out: O, label: &str) -> Worker<P, O> {
+        let quantum = dp
+            .config()
+            .miss
+            .poll_quantum_cycles
+            .min(i64::MAX as u64 / 16) as i64;
         Worker {
+            credit: vec![quantum; ports.len()],
+            quantum,
             dp,
             ports,
             out,
@@ -202,6 +231,7 @@ impl<P: Port, O: Outputs> Worker<P, O> {
     pub fn poll_up_to(&mut self, max: usize) -> usize {
         let mut got = 0usize;
         let mut to_flush = 0u64;
+        let fair = self.quantum > 0 && self.ports.len() > 1;
         for i in 0..self.ports.len() {
             if got >= max {
                 break;
@@ -209,27 +239,65 @@ impl<P: Port, O: Outputs> Worker<P, O> {
             if self.ports[i].down.is_some() {
                 continue;
             }
-            self.rx.clear();
-            self.rx.limit(max - got);
-            let n = match self.ports[i].port.recv(&mut self.rx) {
-                Ok(0) => continue,
-                Ok(n) => n,
-                Err(e) => {
-                    self.port_failed(i, &e);
-                    continue;
+            if !fair {
+                match self.turn(i, max - got) {
+                    Some((n, f)) => {
+                        got += n;
+                        to_flush |= f;
+                    }
+                    None => continue,
                 }
-            };
-            got += n;
-            let in_port = self.ports[i].number;
-            let (dp, out) = (&mut self.dp, &mut self.out);
-            self.rx.with_packets(|pkts| dp.process(in_port, pkts, out));
-            self.after_batch();
-            to_flush |= self.out.deliver(&mut self.ports);
+                continue;
+            }
+            // Deficit round robin over cycles (see the module documentation).
+            let q = self.quantum;
+            self.credit[i] = (self.credit[i] + q).min(MAX_BANKED_QUANTA * q);
+            let mut batches = 0;
+            while self.credit[i] > 0 && batches < MAX_BATCHES_PER_TURN && got < max {
+                let t0 = flowpath_base::clock::rdtsc();
+                let hits0 = self.dp.stats().emc_hits + self.dp.stats().megaflow_hits;
+                let Some((n, f)) = self.turn(i, max - got) else {
+                    // Empty: an idle port banks nothing.
+                    self.credit[i] = self.credit[i].min(q);
+                    break;
+                };
+                got += n;
+                to_flush |= f;
+                batches += 1;
+                let hits = self.dp.stats().emc_hits + self.dp.stats().megaflow_hits - hits0;
+                if hits < n as u64 {
+                    self.credit[i] -= (flowpath_base::clock::rdtsc() - t0) as i64;
+                }
+                if n < flowpath_base::BATCH {
+                    break;
+                }
+            }
         }
         if to_flush != 0 {
             self.flush_ports(to_flush);
         }
         got
+    }
+
+    /// Receive one batch (at most `max` packets) from port `i`, process and deliver it.
+    /// `None` when the port had nothing (or failed); else packets and ports to flush.
+    #[inline(always)]
+    fn turn(&mut self, i: usize, max: usize) -> Option<(usize, u64)> {
+        self.rx.clear();
+        self.rx.limit(max);
+        let n = match self.ports[i].port.recv(&mut self.rx) {
+            Ok(0) => return None,
+            Ok(n) => n,
+            Err(e) => {
+                self.port_failed(i, &e);
+                return None;
+            }
+        };
+        let in_port = self.ports[i].number;
+        let (dp, out) = (&mut self.dp, &mut self.out);
+        self.rx.with_packets(|pkts| dp.process(in_port, pkts, out));
+        self.after_batch();
+        Some((n, self.out.deliver(&mut self.ports)))
     }
 
     /// Let the tiers follow what the caches did (after a batch or a rule catch-up).

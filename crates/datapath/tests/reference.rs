@@ -8,7 +8,9 @@
 //! warm, under eviction pressure, with either rule-change policy, and with random rule
 //! inserts and deletes interleaved with traffic.
 
-use flowpath_datapath::{CaptureSink, Datapath, DatapathConfig, OnRuleChange};
+use flowpath_datapath::{
+    CaptureSink, Datapath, DatapathConfig, DatapathDrop, MissLimits, OnRuleChange,
+};
 use flowpath_gen::{build, FrameSpec, L3, L4};
 use flowpath_packet::{Packet, ParseOptions};
 use flowpath_pipeline::reference::{evaluate, RefOutcome};
@@ -108,18 +110,29 @@ fn run(dp: &mut Datapath, frames: &[(u32, Vec<u8>)], batch: usize) -> Seen {
     (sink.packets, ctrl)
 }
 
+/// Datapath configurations: cache sizes, policies, and the mask limits (a limit of 2
+/// subtables, a new-mask rate of one per second: megaflows are evicted by subtable or not
+/// cached at all). The miss budget is off: what it drops depends on timing, so it has its
+/// own test below.
 fn configs() -> impl Strategy<Value = DatapathConfig> {
     (
         any::<bool>(),
         prop::sample::select(vec![1u32, 3]),
         prop::sample::select(vec![4usize, 65536]),
         prop::sample::select(vec![OnRuleChange::Revalidate, OnRuleChange::Flush]),
+        prop::sample::select(vec![2usize, 512]),
+        prop::sample::select(vec![0u32, 1]),
     )
-        .prop_map(|(emc, inv, max, policy)| DatapathConfig {
+        .prop_map(|(emc, inv, max, policy, masks, mask_rate)| DatapathConfig {
             emc,
             emc_entries: 64,
             emc_insert_inv_prob: inv,
             megaflow_max: max,
+            max_masks: masks,
+            miss: MissLimits {
+                new_masks_per_sec: mask_rate,
+                ..MissLimits::off()
+            },
             rerank_every: 3,
             stats_push_every: 5,
             on_rule_change: policy,
@@ -154,6 +167,44 @@ proptest! {
         let s = dp.stats();
         prop_assert_eq!(s.packets, 3 * frames.len() as u64);
         prop_assert_eq!(s.emc_hits + s.megaflow_hits + s.upcalls + s.upcalls_avoided, s.packets - s.parse_drops_total());
+        prop_assert!(dp.megaflows().subtables() <= dp.megaflows().max_masks());
+        prop_assert!(dp.megaflows().len() <= dp.megaflows().flow_limit());
+    }
+
+    /// With a miss budget so small that nearly every miss after a hit is over it, each
+    /// packet is either dropped and counted as `miss_budget`, or forwarded exactly as the
+    /// reference says: the budget never misforwards, and established flows (cached) pass.
+    #[test]
+    fn over_budget_misses_are_dropped_and_counted_never_misforwarded(
+        rules in arb_rules(3, 20, 4),
+        heads in prop::collection::vec(arb_headers(), 1..40),
+        masks in prop::sample::select(vec![1usize, 3, 512]),
+    ) {
+        let store = Arc::new(RuleStore::new(Backend::TupleSpace));
+        store.add(rules).unwrap();
+        let mut dp = Datapath::new(store.clone(), DatapathConfig {
+            emc_entries: 64,
+            max_masks: masks,
+            miss: MissLimits { slow_path_share: 0.001, quantum_cycles: 1, ..MissLimits::default() },
+            ..DatapathConfig::default()
+        });
+        let frames = frames_of(&heads);
+        // Twice over: the second pass has cache hits, so the budget binds.
+        for pass in 0..2 {
+            for f in &frames {
+                let want = expected(&store, std::slice::from_ref(f));
+                let before = dp.stats().dropped(DatapathDrop::MissBudget);
+                let got = run(&mut dp, std::slice::from_ref(f), 1);
+                if dp.stats().dropped(DatapathDrop::MissBudget) > before {
+                    prop_assert!(got.0.is_empty() && got.1.is_empty(), "pass {pass}: a dropped miss was forwarded");
+                } else {
+                    prop_assert_eq!(&got, &want, "pass {}", pass);
+                }
+            }
+        }
+        let per_port: u64 = dp.port_miss_stats().iter().map(|(_, p)| p.budget_drops).sum();
+        prop_assert_eq!(per_port, dp.stats().dropped(DatapathDrop::MissBudget));
+        prop_assert!(dp.megaflows().subtables() <= masks);
     }
 
     #[test]

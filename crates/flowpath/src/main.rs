@@ -2,7 +2,9 @@
 //! One binary; each subcommand is one job (`flowpath --help`).
 
 use clap::{Parser, Subcommand};
-use flowpath_bench::{report, run_case, BenchConfig, Case, Machine};
+use flowpath_bench::{
+    report, run_attack, run_case, Attack, AttackConfig, BenchConfig, Case, Machine,
+};
 use flowpath_pipeline::Backend;
 use std::io::Write;
 use std::process::ExitCode;
@@ -86,6 +88,17 @@ counting sink. Cases:
   miss             every packet is a new flow: the 3-table, 1,000-rule pipeline classifies
                    it and installs a megaflow (the cache is full, so each install evicts)
   mixed            established flows plus --miss-rate new flows
+  flood            miss storm: port A offers 1,000 established flows at half the rate it
+                   reaches alone, port B sends nothing but new flows as fast as the worker
+                   takes them; reports A's throughput kept (established_retained) with no
+                   defence and with the defaults (per-port miss budget, mask rate and limit)
+  tse              tuple-space explosion: port A offers 10,000 established flows inside an
+                   ACL (built-in 1,000-rule ClassBench acl2, or --rules), port B sends
+                   packets crafted to create megaflows with new masks (--attack-rate,
+                   default as fast as taken); no defence, ranking only, the defaults
+
+The cost cases (emc_hit … mixed) run with the miss budget off: they measure what each
+tier costs. flood and tse run the switch's defaults.
 
 Each case warms up, then runs --runs times; it reports the median cycles per packet with
 min and max, Mpps at the TSC rate, which tier answered, and cycles per stage from the
@@ -94,8 +107,9 @@ within one run.";
 
 #[derive(clap::Args)]
 struct BenchArgs {
-    /// Cases to run (repeatable): emc_hit, megaflow_hit_N (N in 1..=16), miss, mixed.
-    /// Default: emc_hit, megaflow_hit_1, megaflow_hit_4, megaflow_hit_16, miss, mixed.
+    /// Cases to run (repeatable): emc_hit, megaflow_hit_N (N in 1..=16), miss, mixed,
+    /// flood, tse. Default: emc_hit, megaflow_hit_1, megaflow_hit_4, megaflow_hit_16,
+    /// miss, mixed, flood, tse.
     #[arg(long = "case", value_name = "CASE")]
     cases: Vec<String>,
     /// Timed runs per case (the median is reported).
@@ -113,12 +127,23 @@ struct BenchArgs {
     /// Frame size in bytes including FCS (RFC 2544 convention: 64 → 60 bytes in memory).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(64..=9018))]
     frame_size: u16,
-    /// Slow-path classifier: tss (tuple-space search), tree (decision tree) or linear.
-    #[arg(long, default_value = "tss")]
-    classifier: Backend,
+    /// Slow-path classifier: tss (tuple-space search), tree (decision tree) or linear
+    /// [default: tss; tree for the tse case, whose ACL megaflows come from rule geometry].
+    #[arg(long)]
+    classifier: Option<Backend>,
     /// Insert one flow in N into the exact-match cache (1 = every flow).
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
     emc_insert_inv_prob: u32,
+    /// flood/tse: the attacker's packets per second (e.g. 10000, 10k, 1M); default: as
+    /// fast as the worker takes them.
+    #[arg(long, value_name = "PPS", value_parser = parse_rate)]
+    attack_rate: Option<f64>,
+    /// flood/tse: port A's offered rate as a share of what it reaches alone.
+    #[arg(long, default_value = "50%", value_parser = parse_share)]
+    established_load: f64,
+    /// tse: the ACL (ClassBench filters or a flows file) instead of the built-in one.
+    #[arg(long, value_name = "FILE")]
+    rules: Option<std::path::PathBuf>,
     /// Print a JSON array (one object per case) instead of the table.
     #[arg(long)]
     json: bool,
@@ -130,6 +155,22 @@ struct BenchArgs {
     /// the one atomic rule-set swap, and the state-file save (text output only).
     #[arg(long, value_name = "N")]
     replace: Option<usize>,
+}
+
+fn parse_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let (num, scale) = match t.chars().last() {
+        Some('k' | 'K') => (&t[..t.len() - 1], 1e3),
+        Some('M') => (&t[..t.len() - 1], 1e6),
+        _ => (t, 1.0),
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a rate (e.g. 10000, 10k, 1M)"))?;
+    if !(v > 0.0 && v.is_finite()) {
+        return Err(format!("'{s}' must be above 0"));
+    }
+    Ok(v * scale)
 }
 
 fn parse_share(s: &str) -> Result<f64, String> {
@@ -178,10 +219,19 @@ fn main() -> ExitCode {
 }
 
 fn bench(args: BenchArgs) -> ExitCode {
+    let attacks: Vec<Attack> = if args.cases.is_empty() {
+        vec![Attack::Flood, Attack::Tse]
+    } else {
+        args.cases.iter().filter_map(|c| Attack::parse(c)).collect()
+    };
     let cases: Result<Vec<Case>, String> = if args.cases.is_empty() {
         Ok(Case::defaults())
     } else {
-        args.cases.iter().map(|c| Case::parse(c)).collect()
+        args.cases
+            .iter()
+            .filter(|c| Attack::parse(c).is_none())
+            .map(|c| Case::parse(c).map_err(|e| e.replace("mixed)", "mixed, flood, tse)")))
+            .collect()
     };
     let cases = match cases {
         Ok(c) => c,
@@ -200,11 +250,22 @@ fn bench(args: BenchArgs) -> ExitCode {
         flows: args.flows.max(1),
         miss_rate: args.miss_rate,
         frame_size: args.frame_size as usize,
-        backend: args.classifier,
+        backend: args.classifier.unwrap_or(Backend::TupleSpace),
         emc_insert_inv_prob: args.emc_insert_inv_prob,
         ..BenchConfig::default()
     };
+    let rules = match &args.rules {
+        Some(p) => match flowpath_bench::classifier::load_rules(p) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                eprintln!("flowpath bench: --rules: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
     let machine = Machine::probe();
+    let total = cases.len() + attacks.len();
     let mut results = Vec::new();
     for (i, case) in cases.iter().enumerate() {
         let name = case.name();
@@ -218,6 +279,35 @@ fn bench(args: BenchArgs) -> ExitCode {
             let _ = std::io::stderr().flush();
         });
         results.push(r);
+    }
+    let acfg = AttackConfig {
+        runs: args.runs,
+        established_load: args.established_load.max(0.01),
+        attack_pps: args.attack_rate,
+        rules,
+        frame_size: args.frame_size as usize,
+        ..AttackConfig::default()
+    };
+    let mut attack_results = Vec::new();
+    for (j, a) in attacks.iter().enumerate() {
+        let backend = args.classifier.unwrap_or(match a {
+            Attack::Flood => Backend::TupleSpace,
+            Attack::Tse => Backend::Tree,
+        });
+        let acfg = AttackConfig {
+            backend,
+            ..acfg.clone()
+        };
+        let r = run_attack(*a, &acfg, |step, steps| {
+            eprint!(
+                "\r[{}/{}] {:<17} step {step}/{steps}   ",
+                cases.len() + j + 1,
+                total,
+                a.name()
+            );
+            let _ = std::io::stderr().flush();
+        });
+        attack_results.push(r);
     }
     let rule_change = (args.rule_change && !args.json).then(|| {
         eprint!("\rmeasuring a rule change (revalidate vs flush)...");
@@ -236,9 +326,17 @@ fn bench(args: BenchArgs) -> ExitCode {
     };
     eprintln!("\r{:60}\r", "");
     if args.json {
-        println!("{}", report::json(&results, &machine));
+        println!("{}", report::json(&results, &attack_results, &machine));
     } else {
-        print!("{}", report::table(&results, &machine));
+        if !results.is_empty() {
+            print!("{}", report::table(&results, &machine));
+        } else {
+            print!("{}", report::header(&machine, args.frame_size as usize));
+        }
+        if !attack_results.is_empty() {
+            println!();
+            print!("{}", flowpath_bench::attack::table(&attack_results));
+        }
         if let Some(rc) = rule_change {
             println!();
             print!("{}", report::rule_change(&rc));

@@ -3,6 +3,7 @@
 //! ([`TrafficSpec`]: flows, popularity, sizes, churn, encapsulation), and pcap files.
 
 pub mod build;
+pub mod paced;
 pub mod pcap;
 pub mod port;
 pub mod source;
@@ -10,6 +11,7 @@ pub mod spec;
 
 pub use build::{build, FrameSpec, Vxlan, L3, L4};
 pub use flowpath_base::capture::{read_capture_file, Capture};
+pub use paced::PacedPort;
 pub use pcap::{replay_pcap_file, replay_source, write_pcap_file, CaptureReplay, Summary};
 pub use port::GeneratedPort;
 pub use source::{InMemorySource, LentFrames, Lifetime, NEW_FLOW_V4_BASE};

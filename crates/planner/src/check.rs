@@ -110,6 +110,8 @@ fn set_up(cfg: &SuiteConfig, w: CheckWorkload) -> Bench {
             let dp_cfg = DatapathConfig {
                 emc_insert_inv_prob: cfg.emc_insert_inv_prob,
                 megaflow_max: cfg.megaflow_max,
+                // A cost measurement: every miss classified (no miss budget).
+                miss: flowpath_datapath::MissLimits::unbudgeted(),
                 ..DatapathConfig::default()
             };
             let mut h = Harness::new(store.clone(), dp_cfg, source.with_seed(cfg.seed + k as u64));

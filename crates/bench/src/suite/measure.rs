@@ -53,6 +53,8 @@ fn worker(store: Arc<RuleStore>, source: InMemorySource, cfg: &SuiteConfig, seed
     let dp_cfg = DatapathConfig {
         emc_insert_inv_prob: cfg.emc_insert_inv_prob,
         megaflow_max: cfg.megaflow_max,
+        // A cost measurement: every miss classified (no miss budget).
+        miss: flowpath_datapath::MissLimits::unbudgeted(),
         ..DatapathConfig::default()
     };
     Harness::new(store, dp_cfg, source.with_seed(seed))
