@@ -289,6 +289,12 @@ impl Datapath {
         self.megaflows.push_stats(&self.pipeline);
     }
 
+    /// Credit the next slice of megaflow counters to rule counters (the periodic push).
+    pub fn push_rule_stats_slice(&mut self) {
+        self.megaflows
+            .push_stats_slice(&self.pipeline, &mut self.push_cursor, STATS_PUSH_SLICE);
+    }
+
     /// Drop every cached flow (counters are credited to rules first).
     pub fn flush_caches(&mut self) {
         self.megaflows.flush(&self.pipeline);

@@ -81,4 +81,9 @@ pub trait Tier: Send {
     fn clear(&mut self, dp: &mut Datapath);
     /// Counters for `flowpath stats`: (hits served, entries held, megaflows not taken).
     fn counters(&self) -> (u64, u64, u64);
+    /// A tier that takes only megaflows that proved themselves: (waiting now, dropped
+    /// without proving themselves).
+    fn waiting(&self) -> (u64, u64) {
+        (0, 0)
+    }
 }

@@ -33,6 +33,12 @@ const SWITCH_EXAMPLE: &str = "Example config:
   emc_insert_inv_prob = 100
   megaflow_max = 65536
   idle_sleep_max_us = 500   # 0 = never nap
+  # miss-storm defence (defaults shown; `flowpath stats` shows every limit and its drops)
+  max_masks = 512              # megaflow subtables per worker
+  revalidate_target_ms = 20    # slower revalidation shrinks the flow limit (0 = never)
+  slow_path_share = 0.5        # most of a core misses take while hits are served (1 = off)
+  new_masks_per_sec = 200      # per port; 0 = no limit
+  poll_quantum_cycles = 1000   # cycle-fair polling between ports (0 = plain round robin)
 
   [[worker]]
   core = 1

@@ -1,7 +1,7 @@
 //! The `flowpath switch` config file: its sections, defaults, and the checks that name the
 //! field at fault.
 
-use flowpath_datapath::DatapathConfig;
+use flowpath_datapath::{DatapathConfig, MissLimits};
 use flowpath_ports::{PortConfig, PortKind};
 use serde::Deserialize;
 use std::net::SocketAddr;
@@ -51,6 +51,21 @@ fn default_idle_sleep() -> u64 {
 fn default_xdp_tier_max() -> u32 {
     65536
 }
+fn default_max_masks() -> usize {
+    DatapathConfig::default().max_masks
+}
+fn default_revalidate_target_ms() -> f64 {
+    DatapathConfig::default().revalidate_target_ms
+}
+fn default_slow_path_share() -> f64 {
+    MissLimits::default().slow_path_share
+}
+fn default_new_masks_per_sec() -> u32 {
+    MissLimits::default().new_masks_per_sec
+}
+fn default_poll_quantum() -> u64 {
+    MissLimits::default().poll_quantum_cycles
+}
 
 /// `[datapath]`
 #[derive(Clone, Debug, Deserialize)]
@@ -63,6 +78,22 @@ pub struct DatapathSection {
     pub emc_insert_inv_prob: u32,
     #[serde(default = "default_megaflows")]
     pub megaflow_max: usize,
+    /// Most megaflow subtables (distinct masks) per worker.
+    #[serde(default = "default_max_masks")]
+    pub max_masks: usize,
+    /// A revalidation slower than this (ms) shrinks the flow limit; 0 = never.
+    #[serde(default = "default_revalidate_target_ms")]
+    pub revalidate_target_ms: f64,
+    /// Largest share of a worker's core the slow path takes while hits are being served,
+    /// shared by the ports with misses; 1.0 = no miss budget.
+    #[serde(default = "default_slow_path_share")]
+    pub slow_path_share: f64,
+    /// New megaflow masks one port may create per second (0 = no limit).
+    #[serde(default = "default_new_masks_per_sec")]
+    pub new_masks_per_sec: u32,
+    /// Cycle-fair polling quantum (TSC cycles per port per round; 0 = plain round robin).
+    #[serde(default = "default_poll_quantum")]
+    pub poll_quantum_cycles: u64,
     /// Longest idle nap of a worker in microseconds; 0 = never sleep (pure busy poll).
     #[serde(default = "default_idle_sleep")]
     pub idle_sleep_max_us: u64,
@@ -82,6 +113,11 @@ impl Default for DatapathSection {
             emc: true,
             emc_insert_inv_prob: default_emc_prob(),
             megaflow_max: default_megaflows(),
+            max_masks: default_max_masks(),
+            revalidate_target_ms: default_revalidate_target_ms(),
+            slow_path_share: default_slow_path_share(),
+            new_masks_per_sec: default_new_masks_per_sec(),
+            poll_quantum_cycles: default_poll_quantum(),
             idle_sleep_max_us: default_idle_sleep(),
             xdp_tier: false,
             xdp_tier_max: default_xdp_tier_max(),
@@ -124,6 +160,28 @@ impl DaemonConfig {
         }
         if self.datapath.emc_insert_inv_prob == 0 {
             return Err("datapath.emc_insert_inv_prob: must be at least 1".into());
+        }
+        let d = &self.datapath;
+        if !(d.slow_path_share > 0.0 && d.slow_path_share <= 1.0) {
+            return Err(format!(
+                "datapath.slow_path_share: {} is not in (0, 1] (1 turns the miss budget off)",
+                d.slow_path_share
+            ));
+        }
+        if d.max_masks == 0 || d.max_masks > u16::MAX as usize {
+            return Err(format!(
+                "datapath.max_masks: {} is not in 1..=65535",
+                d.max_masks
+            ));
+        }
+        if d.megaflow_max == 0 {
+            return Err("datapath.megaflow_max: must be at least 1".into());
+        }
+        if !(d.revalidate_target_ms >= 0.0 && d.revalidate_target_ms.is_finite()) {
+            return Err(format!(
+                "datapath.revalidate_target_ms: {} is not a duration in ms (0 = never shrink)",
+                d.revalidate_target_ms
+            ));
         }
         if let Some(m) = &self.switch.metrics {
             m.parse::<SocketAddr>()
@@ -222,6 +280,14 @@ impl DaemonConfig {
             emc: self.datapath.emc,
             emc_insert_inv_prob: self.datapath.emc_insert_inv_prob,
             megaflow_max: self.datapath.megaflow_max,
+            max_masks: self.datapath.max_masks,
+            revalidate_target_ms: self.datapath.revalidate_target_ms,
+            miss: MissLimits {
+                slow_path_share: self.datapath.slow_path_share,
+                new_masks_per_sec: self.datapath.new_masks_per_sec,
+                poll_quantum_cycles: self.datapath.poll_quantum_cycles,
+                ..MissLimits::default()
+            },
             ..DatapathConfig::default()
         }
     }

@@ -95,17 +95,53 @@ fn worker_lines(o: &mut String, w: &WorkerSnapshot) {
     );
     let _ = writeln!(o, "  upcalls:           {:>14}", w.upcalls);
     let _ = writeln!(o, "  drops:             {:>14}", w.drops);
-    if w.xdp_hits + w.xdp_entries + w.xdp_not_offered > 0 {
+    if w.xdp_hits + w.xdp_entries + w.xdp_not_offered + w.xdp_candidates + w.xdp_not_proven > 0 {
         let _ = writeln!(
             o,
             "  xdp tier hits:     {:>14}  (in the kernel, not in rx packets; {} entries, {} megaflows not offered)",
             w.xdp_hits, w.xdp_entries, w.xdp_not_offered
         );
+        let _ = writeln!(
+            o,
+            "  xdp tier waiting:  {:>14}  (megaflows not yet hit twice; {} dropped unproven)",
+            w.xdp_candidates, w.xdp_not_proven
+        );
     }
+    guard_lines(o, w);
     let _ = writeln!(o, "  tx packets:        {:>14}", w.tx_packets);
     if w.no_such_port > 0 {
         let _ = writeln!(o, "  to unknown ports:  {:>14}", w.no_such_port);
     }
+}
+
+/// The miss-storm defence: every limit, how full it is, and what it refused.
+fn guard_lines(o: &mut String, w: &WorkerSnapshot) {
+    let g = &w.guard;
+    let _ = writeln!(
+        o,
+        "  megaflows:         {:>14}  (flow limit {} of max {}; {} evicted, limit shrank {} times)",
+        g.megaflows, g.flow_limit, g.megaflow_max, g.evictions, g.flow_limit_shrinks
+    );
+    let _ = writeln!(
+        o,
+        "  masks:             {:>14}  (limit {}; {} subtables evicted, {} megaflows refused at the limit)",
+        g.subtables, g.max_masks, g.subtables_evicted, g.mask_limit_refusals
+    );
+    let budget = if g.slow_path_share >= 1.0 {
+        "off".to_string()
+    } else {
+        format!("{:.0} % of the core while hits are served", 100.0 * g.slow_path_share)
+    };
+    let rate = if g.new_masks_per_sec == 0 {
+        "no new-mask rate".to_string()
+    } else {
+        format!("{} new masks/s per port", g.new_masks_per_sec)
+    };
+    let _ = writeln!(
+        o,
+        "  miss budget drops: {:>14}  (budget {budget}; {rate}; {} forwarded uncached)",
+        g.miss_budget_drops, g.uncached
+    );
 }
 
 /// One worker's port queues.
@@ -136,6 +172,14 @@ fn port_lines(o: &mut String, w: &WorkerSnapshot) {
             s.tx_dropped,
             s.errors
         );
+        let m = &p.miss;
+        if m.upcalls + m.budget_drops + m.uncached > 0 {
+            let _ = writeln!(
+                o,
+                "      misses: {} upcalls, {} over the miss budget, {} uncached ({} by the new-mask rate), {} masks created",
+                m.upcalls, m.budget_drops, m.uncached, m.mask_rate_refusals, m.masks_created
+            );
+        }
     }
 }
 
@@ -144,7 +188,35 @@ type WorkerGet = fn(&WorkerSnapshot) -> f64;
 /// A port counter: name, help text, how to read it.
 type PortGet = fn(&flowpath_ports::PortStats) -> u64;
 
-static WORKER_METRICS: [(&str, &str, WorkerGet); 12] = [
+static WORKER_METRICS: [(&str, &str, WorkerGet); 18] = [
+    (
+        "miss_budget_drops_total",
+        "Misses dropped over their port's miss budget.",
+        |w| w.guard.miss_budget_drops as f64,
+    ),
+    (
+        "uncached_total",
+        "Packets forwarded without caching their megaflow (mask rate or mask limit).",
+        |w| w.guard.uncached as f64,
+    ),
+    ("megaflow_evictions_total", "Megaflows evicted (CLOCK).", |w| {
+        w.guard.evictions as f64
+    }),
+    (
+        "megaflow_subtables_evicted_total",
+        "Subtables removed whole for a new mask at the mask limit.",
+        |w| w.guard.subtables_evicted as f64,
+    ),
+    (
+        "megaflow_mask_limit_refusals_total",
+        "Megaflows not cached because every subtable was busy at the mask limit.",
+        |w| w.guard.mask_limit_refusals as f64,
+    ),
+    (
+        "megaflow_flow_limit_shrinks_total",
+        "Times a slow revalidation shrank the flow limit.",
+        |w| w.guard.flow_limit_shrinks as f64,
+    ),
     ("packets_total", "Packets received by the worker.", |w| {
         w.packets as f64
     }),
@@ -211,6 +283,55 @@ static PORT_METRICS: [(&str, &str, PortGet); 7] = [
     ("errors_total", "Failed system calls.", |s| s.errors),
 ];
 
+/// The miss-storm defence's levels and limits (gauges).
+static GUARD_GAUGES: [(&str, &str, WorkerGet); 6] = [
+    ("megaflows", "Megaflows held.", |w| w.guard.megaflows as f64),
+    (
+        "megaflow_flow_limit",
+        "The dynamic flow limit now (shrinks when revalidation is slow).",
+        |w| w.guard.flow_limit as f64,
+    ),
+    ("megaflow_max", "The configured most megaflows.", |w| {
+        w.guard.megaflow_max as f64
+    }),
+    ("megaflow_masks", "Megaflow subtables (masks) in use.", |w| {
+        w.guard.subtables as f64
+    }),
+    ("megaflow_max_masks", "The most megaflow subtables.", |w| {
+        w.guard.max_masks as f64
+    }),
+    (
+        "xdp_candidates",
+        "Megaflows waiting to prove themselves before the XDP tier takes them.",
+        |w| w.xdp_candidates as f64,
+    ),
+];
+
+/// A port's miss-guard counter.
+type PortMissGet = fn(&flowpath_datapath::PortMissStats) -> u64;
+
+static PORT_MISS_METRICS: [(&str, &str, PortMissGet); 5] = [
+    ("upcalls_total", "Misses of this port classified by the slow path.", |m| m.upcalls),
+    (
+        "miss_budget_drops_total",
+        "Misses of this port dropped over its share of the slow path.",
+        |m| m.budget_drops,
+    ),
+    (
+        "uncached_total",
+        "Packets of this port forwarded without caching their megaflow.",
+        |m| m.uncached,
+    ),
+    (
+        "mask_rate_refusals_total",
+        "New masks this port was refused by the per-port new-mask rate.",
+        |m| m.mask_rate_refusals,
+    ),
+    ("masks_created_total", "Megaflow masks this port's misses created.", |m| {
+        m.masks_created
+    }),
+];
+
 /// The Prometheus text exposition of the workers' counters.
 ///
 /// Written by hand: the format is a few lines of text per metric, and the switch has no
@@ -227,6 +348,35 @@ pub fn prometheus_text(snaps: &[WorkerSnapshot]) -> String {
                 w.id,
                 get(w)
             );
+        }
+    }
+    for (name, help, get) in &GUARD_GAUGES {
+        let _ = writeln!(o, "# HELP flowpath_worker_{name} {help}");
+        let _ = writeln!(o, "# TYPE flowpath_worker_{name} gauge");
+        for w in snaps {
+            let core = w.core.map(|c| c.to_string()).unwrap_or_default();
+            let _ = writeln!(
+                o,
+                "flowpath_worker_{name}{{worker=\"{}\",core=\"{core}\"}} {}",
+                w.id,
+                get(w)
+            );
+        }
+    }
+    for (name, help, get) in &PORT_MISS_METRICS {
+        family(&mut o, "port", name, help);
+        for w in snaps {
+            for p in &w.ports {
+                let _ = writeln!(
+                    o,
+                    "flowpath_port_{name}{{port=\"{}\",number=\"{}\",queue=\"{}\",worker=\"{}\"}} {}",
+                    escape_label(&p.name),
+                    p.number,
+                    p.queue,
+                    w.id,
+                    get(&p.miss)
+                );
+            }
         }
     }
     for (name, help, get) in &PORT_METRICS {

@@ -12,7 +12,9 @@ use crate::tier::{TierAgent, XdpTier};
 
 use flowpath_base::clock::{rdtsc, tsc_hz};
 use flowpath_base::{Port, PortInfo, PortStats};
-use flowpath_datapath::{Datapath, DatapathConfig, DatapathStats, PortOutputs, Worker};
+use flowpath_datapath::{
+    Datapath, DatapathConfig, DatapathDrop, DatapathStats, PortMissStats, PortOutputs, Worker,
+};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -45,6 +47,37 @@ pub struct PortQueueSnapshot {
     pub stats: PortStats,
     /// The last error, if the port failed and is no longer polled.
     pub down: Option<String>,
+    /// What the miss guard counted for packets received on this port (by port number:
+    /// every queue of one port shows the worker's figure for the port).
+    pub miss: PortMissStats,
+}
+
+/// The miss-storm defence of one worker: its limits and what they did.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct GuardSnapshot {
+    /// Megaflows held, the dynamic flow limit now, and the configured maximum.
+    pub megaflows: u64,
+    pub flow_limit: u64,
+    pub megaflow_max: u64,
+    /// Subtables (masks) in use and the most allowed.
+    pub subtables: u64,
+    pub max_masks: u64,
+    /// Megaflows evicted by CLOCK (entries over the flow limit).
+    pub evictions: u64,
+    /// Subtables removed whole to make room for a new mask.
+    pub subtables_evicted: u64,
+    /// Megaflows not cached: every subtable busy at the mask limit.
+    pub mask_limit_refusals: u64,
+    /// Times revalidation was too slow and the flow limit shrank.
+    pub flow_limit_shrinks: u64,
+    /// Misses dropped over their port's miss budget (all ports).
+    pub miss_budget_drops: u64,
+    /// Packets forwarded without caching their megaflow (mask rate or mask limit).
+    pub uncached: u64,
+    /// The configured budget: share of the core for the slow path (1 = off) and new
+    /// masks per port per second (0 = no limit).
+    pub slow_path_share: f64,
+    pub new_masks_per_sec: u32,
 }
 
 /// Everything `flowpath stats` shows about one worker.
@@ -76,6 +109,11 @@ pub struct WorkerSnapshot {
     /// Megaflows not offered to the XDP tier: tier full, no mask slot left, or actions it
     /// cannot run.
     pub xdp_not_offered: u64,
+    /// Megaflows still proving themselves before the XDP tier is offered them, and those
+    /// dropped from that list without a second packet (a flood's one-packet flows).
+    pub xdp_candidates: u64,
+    pub xdp_not_proven: u64,
+    pub guard: GuardSnapshot,
     pub tsc_hz: f64,
     pub ports: Vec<PortQueueSnapshot>,
 }
@@ -106,6 +144,33 @@ impl WorkerSnapshot {
         self.misses = st.upcalls + st.upcalls_avoided;
         self.upcalls = st.upcalls;
         self.drops = st.drops().iter().map(|(_, n)| n).sum();
+    }
+
+    fn absorb_guard(&mut self, dp: &Datapath) {
+        let mf = dp.megaflows();
+        let c = mf.counters;
+        let lim = dp.miss_limits();
+        self.guard = GuardSnapshot {
+            megaflows: mf.len() as u64,
+            flow_limit: mf.flow_limit() as u64,
+            megaflow_max: mf.max_entries() as u64,
+            subtables: mf.subtables() as u64,
+            max_masks: mf.max_masks() as u64,
+            evictions: c.evictions,
+            subtables_evicted: c.subtables_evicted,
+            mask_limit_refusals: c.mask_limit_refusals,
+            flow_limit_shrinks: c.flow_limit_shrinks,
+            miss_budget_drops: dp.stats().dropped(DatapathDrop::MissBudget),
+            uncached: dp.stats().uncached,
+            slow_path_share: lim.slow_path_share,
+            new_masks_per_sec: lim.new_masks_per_sec,
+        };
+        let per = dp.port_miss_stats();
+        for p in &mut self.ports {
+            if let Some((_, m)) = per.iter().find(|(n, _)| *n == p.number) {
+                p.miss = *m;
+            }
+        }
     }
 }
 
@@ -214,7 +279,9 @@ fn run_loop(
             last_collect = t2;
         }
         if t2 - last_push > push_every {
-            w.datapath_mut().push_rule_stats();
+            // A slice (the datapath also pushes slices while busy): a full sweep of a full
+            // cache would stall the loop for ~0.5 ms. Dumps still push everything.
+            w.datapath_mut().push_rule_stats_slice();
             last_push = t2;
         }
         if t2 - last_publish > publish_every {
@@ -288,6 +355,7 @@ fn publish(
     wait: bool,
 ) {
     snap.absorb(w.datapath().stats());
+    snap.absorb_guard(w.datapath());
     snap.no_such_port = w.outputs().no_such_port;
     snap.tx_packets = w.outputs().tx_packets;
     if let Some(t) = w.tiers().first() {
@@ -295,6 +363,7 @@ fn publish(
         snap.xdp_hits = hits;
         snap.xdp_entries = entries;
         snap.xdp_not_offered = not_offered;
+        (snap.xdp_candidates, snap.xdp_not_proven) = t.waiting();
     }
     for (s, p) in snap.ports.iter_mut().zip(w.ports()) {
         s.stats = p.port.stats();

@@ -8,13 +8,18 @@
 //!   the legacy way is removed first). `fp_inport[ifindex] = {port number, xsk_base}`,
 //!   `fp_ports[port number] = ifindex`; the AF_XDP sockets register in the tier's
 //!   `xsks_map` at `xsk_base + queue` through [`XskRegistrar`].
-//! - **Install.** A worker's [`TierAgent`] (a datapath [`Tier`]) reads, after each batch,
-//!   the megaflow cache's events: it offers each megaflow the slow path installed whose actions
-//!   [`actions_from`] accepts and whose mask has one of the 8 mask slots (masks are
-//!   registered on first use and never retired) to `fp_flows`, stamped with the rule
-//!   version the worker classified it under; it deletes the kernel entry of every megaflow
-//!   the cache removes. When `xdp_tier_max` entries are in use, new ones are refused
-//!   (counted).
+//! - **Install, once proven.** A worker's [`TierAgent`] (a datapath [`Tier`]) reads, after
+//!   each batch, the megaflow cache's events. A megaflow the slow path installed becomes a
+//!   *candidate*; every [`REVIEW_EVERY`] batches the candidates are reviewed together, and
+//!   those hit again since their install (a second packet: a flow, not a one-packet probe)
+//!   are offered in one go; those that are not after [`MAX_REVIEWS`] reviews are dropped
+//!   from the list (counted `not_proven`; they stay in the user-space caches). A new-flow
+//!   flood therefore costs the tier nothing: no map write, no syscall, nothing to evict in
+//!   the kernel. An offered megaflow goes to `fp_flows` if its actions [`actions_from`]
+//!   accepts and its mask has one of the 8 mask slots (masks are registered on first use
+//!   and never retired), stamped with the rule version the worker classified it under; the
+//!   kernel entry of every megaflow the cache removes is deleted. When `xdp_tier_max`
+//!   entries are in use, new ones are refused (counted).
 //! - **Locks.** The per-packet path takes none. Workers install, re-stamp and delete
 //!   entries at the same time: the flow table locks only the bucket being written, and the
 //!   [`FlowTier`] handle is shared for reading (an `RwLock` whose write side only mask
@@ -79,6 +84,12 @@ pub struct TierPort<'a> {
 /// Kernel slots a worker takes from the shared pool at a time (it then installs that
 /// many flows without touching shared state but the flow table's bucket locks).
 const SLOT_CHUNK: usize = 64;
+/// Batches between two reviews of the candidates.
+pub const REVIEW_EVERY: u32 = 32;
+/// Reviews a candidate gets to be hit again before it is dropped from the list.
+pub const MAX_REVIEWS: u8 = 4;
+/// Most candidates a worker keeps; past it a review runs at once.
+pub const MAX_CANDIDATES: usize = 4096;
 
 /// Masks and free kernel slots: shared, but taken rarely (a mask the worker has not seen;
 /// a chunk of slots every [`SLOT_CHUNK`] installs).
@@ -330,6 +341,11 @@ pub struct TierAgent {
     masks: Vec<(u32, FlowKey)>,
     /// Where the next partial [`Tier::collect`] starts.
     cursor: usize,
+    /// Installed megaflows waiting to prove themselves, with the reviews they had.
+    candidates: Vec<(MegaflowId, u8)>,
+    batches_since_review: u32,
+    /// Candidates dropped without a second packet (a flood's one-packet flows).
+    pub not_proven: u64,
     /// Packets and bytes the kernel forwarded (or dropped) for this worker's entries.
     pub hits: u64,
     pub bytes: u64,
@@ -351,6 +367,9 @@ impl TierAgent {
             free: Vec::with_capacity(SLOT_CHUNK),
             masks: Vec::new(),
             cursor: 0,
+            candidates: Vec::with_capacity(256),
+            batches_since_review: 0,
+            not_proven: 0,
             hits: 0,
             bytes: 0,
             refused: 0,
@@ -361,6 +380,39 @@ impl TierAgent {
     /// Kernel entries this worker holds.
     pub fn entries(&self) -> usize {
         self.tracked.len()
+    }
+
+    /// Megaflows waiting to prove themselves.
+    pub fn candidates(&self) -> usize {
+        self.candidates.len()
+    }
+
+    /// Offer the candidates hit again since their install (in one go), keep the others
+    /// for up to [`MAX_REVIEWS`] reviews.
+    fn review(&mut self, dp: &Datapath) {
+        self.batches_since_review = 0;
+        let mut proven = std::mem::take(&mut self.installed);
+        proven.clear();
+        let mut dropped = 0u64;
+        self.candidates.retain_mut(|(id, reviews)| {
+            let Some(mf) = dp.megaflow(*id) else {
+                return false; // gone from the cache
+            };
+            if mf.counts().0 >= 2 {
+                proven.push(*id);
+                return false;
+            }
+            *reviews += 1;
+            if *reviews >= MAX_REVIEWS {
+                dropped += 1;
+                return false;
+            }
+            true
+        });
+        self.not_proven += dropped;
+        self.offer(dp, &proven);
+        proven.clear();
+        self.installed = proven;
     }
 
     /// Offer the megaflows in `installed`. Shared state is touched only through the flow
@@ -501,6 +553,14 @@ impl Tier for TierAgent {
     /// Follow the megaflow events in order; two loads and a branch when there are none.
     #[inline]
     fn after_batch(&mut self, dp: &mut Datapath) {
+        if !self.candidates.is_empty() {
+            self.batches_since_review += 1;
+            if self.batches_since_review >= REVIEW_EVERY
+                || self.candidates.len() >= MAX_CANDIDATES
+            {
+                self.review(dp);
+            }
+        }
         if !dp.has_megaflow_events() {
             return;
         }
@@ -518,6 +578,7 @@ impl Tier for TierAgent {
                 }
                 MegaflowEvent::Flushed => {
                     installed.clear();
+                    self.candidates.clear();
                     removed.extend(self.tracked.keys().copied());
                 }
                 MegaflowEvent::Revalidated => {
@@ -527,7 +588,9 @@ impl Tier for TierAgent {
             }
         }
         self.forget(&removed);
-        self.offer(dp, &installed);
+        // New megaflows wait to prove themselves (see the module documentation); one that
+        // is gone again by its review is simply not found then.
+        self.candidates.extend(installed.iter().map(|&id| (id, 0)));
         events.clear();
         installed.clear();
         removed.clear();
@@ -547,10 +610,15 @@ impl Tier for TierAgent {
 
     /// Delete every kernel entry of this worker (it is stopping).
     fn clear(&mut self, _dp: &mut Datapath) {
+        self.candidates.clear();
         let all: Vec<MegaflowId> = self.tracked.keys().copied().collect();
         self.forget(&all);
         let tier = self.tier.clone();
         tier.return_slots(&mut self.free);
+    }
+
+    fn waiting(&self) -> (u64, u64) {
+        (self.candidates.len() as u64, self.not_proven)
     }
 
     fn counters(&self) -> (u64, u64, u64) {

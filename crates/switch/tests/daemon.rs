@@ -141,7 +141,7 @@ fn worker_forwards_exactly_as_the_datapath_says() {
     assert_eq!(fin.ports[0].stats.rx_packets, all.len() as u64);
     assert_eq!(fin.ports[1].stats.tx_packets, want2.len() as u64);
     assert!(fin.busy_cycles > 0 && fin.batches > 0 && fin.avg_batch() >= 1.0);
-    let prom = prometheus_text(&[fin]);
+    let prom = prometheus_text(std::slice::from_ref(&fin));
     assert!(prom.contains(&format!(
         "flowpath_worker_packets_total{{worker=\"0\",core=\"\"}} {}",
         all.len()
@@ -149,6 +149,21 @@ fn worker_forwards_exactly_as_the_datapath_says() {
     assert!(prom.contains(
         "flowpath_port_tx_packets_total{port=\"p2\",number=\"2\",queue=\"0\",worker=\"0\"}"
     ));
+    // Every limit of the miss-storm defence is exposed, with its level.
+    assert_eq!(fin.guard.max_masks, 512);
+    assert!(fin.guard.megaflows > 0 && fin.guard.megaflows <= fin.guard.flow_limit);
+    assert!(fin.guard.subtables > 0 && fin.guard.subtables <= fin.guard.max_masks);
+    assert!(prom.contains("# TYPE flowpath_worker_megaflow_max_masks gauge"));
+    assert!(prom.contains("flowpath_worker_megaflow_max_masks{worker=\"0\",core=\"\"} 512"));
+    assert!(prom.contains("flowpath_worker_miss_budget_drops_total{worker=\"0\",core=\"\"} 0"));
+    let upcalls_p1 = format!(
+        "flowpath_port_upcalls_total{{port=\"p1\",number=\"1\",queue=\"0\",worker=\"0\"}} {}",
+        fin.ports[0].miss.upcalls
+    );
+    assert!(fin.ports[0].miss.upcalls > 0 && prom.contains(&upcalls_p1), "{prom}");
+    let text = flowpath_switch::format_stats(&[fin]);
+    assert!(text.contains("masks:") && text.contains("limit 512"), "{text}");
+    assert!(text.contains("miss budget drops:"), "{text}");
 }
 
 #[test]
@@ -266,6 +281,18 @@ fn config_errors_name_the_field() {
         (
             &format!("[datapath]\nemc_insert_inv_prob = 0\n{base}"),
             "datapath.emc_insert_inv_prob",
+        ),
+        (
+            &format!("[datapath]\nslow_path_share = 1.5\n{base}"),
+            "datapath.slow_path_share",
+        ),
+        (
+            &format!("[datapath]\nmax_masks = 0\n{base}"),
+            "datapath.max_masks",
+        ),
+        (
+            &format!("[datapath]\nrevalidate_target_ms = -1\n{base}"),
+            "datapath.revalidate_target_ms",
         ),
         (
             "[[port]]\nname = \"a\"\nnumber = 0\ntype = \"generator\"\n",
