@@ -1,5 +1,6 @@
 //! `MegaflowCache` on its own: install and lookup (one key and a batch, against a simple
-//! reference), CLOCK eviction, generations, revalidation, flush, counters, events.
+//! reference), CLOCK eviction, generations, revalidation, flush, counters, events, and the
+//! limits: masks (cold-subtable eviction, refusal), emptied subtables, the dynamic flow limit.
 
 use flowpath_datapath::{MegaflowCache, MegaflowEvent};
 use flowpath_packet::{Action, Field, FlowKey};
@@ -194,4 +195,138 @@ fn counters_reach_the_rules_and_events_come_in_order() {
     assert!(matches!(ev[2], MegaflowEvent::Installed(_)));
     assert_eq!(ev[3], MegaflowEvent::Flushed);
     assert!(!c.has_events(), "taking empties the log");
+}
+
+/// Source and destination prefix rules at different priorities: keys inside different
+/// rules get megaflows with different masks.
+fn store_of_masks() -> RuleStore {
+    // The tree: its megaflows take from each rule only the bits that decide (tuple space
+    // search un-wildcards whole subtable masks, which here all merge into two).
+    let s = RuleStore::new(Backend::Tree);
+    let ip = || Match::any().exact(Field::EthType, 0x0800);
+    s.add([
+        RuleSpec::new(0, 10, ip().prefix(Field::Ipv4Dst, 0x0a00_0000, 8))
+            .actions([Action::Output(2)]),
+        RuleSpec::new(0, 20, ip().prefix(Field::Ipv4Src, 0x0b00_0000, 16))
+            .actions([Action::Output(2)]),
+        RuleSpec::new(0, 25, ip().prefix(Field::Ipv4Dst, 0x0a0a_0000, 16))
+            .actions([Action::Output(5)]),
+        RuleSpec::new(0, 30, ip().prefix(Field::Ipv4Src, 0x0c0c_0c00, 24))
+            .actions([Action::Output(4)]),
+        RuleSpec::new(0, 5, ip()).actions([Action::Output(3)]),
+    ])
+    .unwrap();
+    s
+}
+
+/// Three keys whose megaflows have three different masks.
+fn three_keys_of_three_masks(p: &Pipeline) -> [FlowKey; 3] {
+    let mut found: Vec<(FlowKey, FlowKey)> = Vec::new();
+    let mut x = 0x9e37_79b9u32;
+    for i in 0..512u32 {
+        x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        let src = [0x0c0c_0c00, 0x0b00_0000, 0x0000_0000][(i % 3) as usize] | (x >> (8 + i % 24));
+        let dst = [0x0a00_0000, 0x0a0a_0000, 0xc000_0000][(i / 3 % 3) as usize] | (x & 0xffff);
+        let k = key(src, dst);
+        let m = p.translate(&k).mask;
+        if found.iter().all(|(_, fm)| *fm != m) {
+            found.push((k, m));
+        }
+    }
+    assert!(found.len() >= 3, "the rules give at least three masks");
+    [found[0].0, found[1].0, found[2].0]
+}
+
+#[test]
+fn the_mask_limit_evicts_a_cold_subtable_keeps_busy_ones_and_refuses_when_all_are_busy() {
+    let s = store_of_masks();
+    let p = s.snapshot();
+    let mut c = MegaflowCache::with_limits(1024, 2, 7);
+    let keys = three_keys_of_three_masks(&p);
+    assert!(c.make_room_for_mask(&p));
+    let a = install(&mut c, &p, &keys[0]);
+    assert!(c.make_room_for_mask(&p));
+    install(&mut c, &p, &keys[1]);
+    assert_eq!(c.subtables(), 2);
+    // Both busy since the last ranking: the third mask is refused.
+    c.begin_batch();
+    c.rerank();
+    let mut out = [0u32; 2];
+    assert_eq!(c.lookup_batch(&keys[..2], 0b11, &mut out), 0);
+    assert!(!c.make_room_for_mask(&p));
+    assert_eq!(c.counters.mask_limit_refusals, 1);
+    // A ranking later, only the first is still hit: the second (cold) makes way.
+    c.rerank();
+    c.begin_batch();
+    assert_eq!(c.lookup_batch(&keys[..1], 0b1, &mut out), 0);
+    assert!(c.make_room_for_mask(&p));
+    assert_eq!(c.counters.subtables_evicted, 1);
+    install(&mut c, &p, &keys[2]);
+    assert_eq!(c.subtables(), 2, "the limit holds");
+    assert!(
+        c.lookup(&keys[0]).is_some_and(|s| s == a),
+        "the busy one stayed"
+    );
+    assert!(c.lookup(&keys[1]).is_none(), "the cold one went");
+    assert!(c.lookup(&keys[2]).is_some());
+}
+
+#[test]
+fn an_emptied_subtable_leaves_the_search_and_its_index_is_reused() {
+    let s = store_of_masks();
+    let p = s.snapshot();
+    let mut c = MegaflowCache::new(1024, 7);
+    let keys = three_keys_of_three_masks(&p);
+    let a = install(&mut c, &p, &keys[0]);
+    let b = install(&mut c, &p, &keys[1]);
+    assert_eq!(c.subtables(), 2);
+    c.remove(a, &p);
+    assert_eq!(c.subtables(), 1);
+    c.remove(b, &p);
+    assert_eq!(c.subtables(), 0);
+    // A thousand masks come and go: the cache never holds more than the live ones.
+    for i in 0..1000u32 {
+        let k = key(0x0100_0000 | i, 0x0a00_0001);
+        let sl = install(&mut c, &p, &k);
+        c.remove(sl, &p);
+    }
+    assert_eq!(c.subtables(), 0);
+    assert!(c.is_empty());
+}
+
+#[test]
+fn the_flow_limit_shrinks_when_revalidation_is_slow_and_grows_back() {
+    let s = store();
+    let p = s.snapshot();
+    let mut c = MegaflowCache::new(65536, 7);
+    for i in 0..20_000u32 {
+        install(&mut c, &p, &key(i, 0x0a00_0000 | i));
+    }
+    let target = 1_000_000;
+    // Three times the target: the limit falls to what the target allows for 20,000.
+    let l = c.adjust_limit(3 * target, target);
+    assert!((6_600..=6_700).contains(&l), "{l}");
+    // Just over the target: down by a quarter, never under the floor.
+    assert_eq!(c.adjust_limit(target + 1, target), l - l / 4);
+    for _ in 0..40 {
+        c.trim(&p);
+        c.adjust_limit(10 * target, target);
+    }
+    assert_eq!(c.flow_limit(), flowpath_datapath::megaflow::MIN_FLOW_LIMIT);
+    // Quick revalidations grow it back, a sixteenth of the maximum at a time, to the max.
+    c.adjust_limit(target / 4, target);
+    assert_eq!(c.flow_limit(), 1024 + 4096);
+    for _ in 0..20 {
+        c.adjust_limit(target / 4, target);
+    }
+    assert_eq!(c.flow_limit(), 65536);
+    assert!(c.counters.flow_limit_shrinks >= 2 && c.counters.flow_limit_grows >= 2);
+    // Over the limit: trim evicts down to it.
+    for i in 0..20_000u32 {
+        install(&mut c, &p, &key(i, 0x0a00_0000 | i));
+    }
+    c.adjust_limit(100 * target, target);
+    assert!(c.over_limit());
+    c.trim(&p);
+    assert!(c.len() <= c.flow_limit());
 }

@@ -130,7 +130,10 @@ fn guard_lines(o: &mut String, w: &WorkerSnapshot) {
     let budget = if g.slow_path_share >= 1.0 {
         "off".to_string()
     } else {
-        format!("{:.0} % of the core while hits are served", 100.0 * g.slow_path_share)
+        format!(
+            "{:.0} % of the core while hits are served",
+            100.0 * g.slow_path_share
+        )
     };
     let rate = if g.new_masks_per_sec == 0 {
         "no new-mask rate".to_string()
@@ -199,9 +202,11 @@ static WORKER_METRICS: [(&str, &str, WorkerGet); 18] = [
         "Packets forwarded without caching their megaflow (mask rate or mask limit).",
         |w| w.guard.uncached as f64,
     ),
-    ("megaflow_evictions_total", "Megaflows evicted (CLOCK).", |w| {
-        w.guard.evictions as f64
-    }),
+    (
+        "megaflow_evictions_total",
+        "Megaflows evicted (CLOCK).",
+        |w| w.guard.evictions as f64,
+    ),
     (
         "megaflow_subtables_evicted_total",
         "Subtables removed whole for a new mask at the mask limit.",
@@ -294,9 +299,11 @@ static GUARD_GAUGES: [(&str, &str, WorkerGet); 6] = [
     ("megaflow_max", "The configured most megaflows.", |w| {
         w.guard.megaflow_max as f64
     }),
-    ("megaflow_masks", "Megaflow subtables (masks) in use.", |w| {
-        w.guard.subtables as f64
-    }),
+    (
+        "megaflow_masks",
+        "Megaflow subtables (masks) in use.",
+        |w| w.guard.subtables as f64,
+    ),
     ("megaflow_max_masks", "The most megaflow subtables.", |w| {
         w.guard.max_masks as f64
     }),
@@ -311,7 +318,11 @@ static GUARD_GAUGES: [(&str, &str, WorkerGet); 6] = [
 type PortMissGet = fn(&flowpath_datapath::PortMissStats) -> u64;
 
 static PORT_MISS_METRICS: [(&str, &str, PortMissGet); 5] = [
-    ("upcalls_total", "Misses of this port classified by the slow path.", |m| m.upcalls),
+    (
+        "upcalls_total",
+        "Misses of this port classified by the slow path.",
+        |m| m.upcalls,
+    ),
     (
         "miss_budget_drops_total",
         "Misses of this port dropped over its share of the slow path.",
@@ -327,9 +338,11 @@ static PORT_MISS_METRICS: [(&str, &str, PortMissGet); 5] = [
         "New masks this port was refused by the per-port new-mask rate.",
         |m| m.mask_rate_refusals,
     ),
-    ("masks_created_total", "Megaflow masks this port's misses created.", |m| {
-        m.masks_created
-    }),
+    (
+        "masks_created_total",
+        "Megaflow masks this port's misses created.",
+        |m| m.masks_created,
+    ),
 ];
 
 /// The Prometheus text exposition of the workers' counters.

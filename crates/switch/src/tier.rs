@@ -555,8 +555,7 @@ impl Tier for TierAgent {
     fn after_batch(&mut self, dp: &mut Datapath) {
         if !self.candidates.is_empty() {
             self.batches_since_review += 1;
-            if self.batches_since_review >= REVIEW_EVERY
-                || self.candidates.len() >= MAX_CANDIDATES
+            if self.batches_since_review >= REVIEW_EVERY || self.candidates.len() >= MAX_CANDIDATES
             {
                 self.review(dp);
             }

@@ -160,9 +160,15 @@ fn worker_forwards_exactly_as_the_datapath_says() {
         "flowpath_port_upcalls_total{{port=\"p1\",number=\"1\",queue=\"0\",worker=\"0\"}} {}",
         fin.ports[0].miss.upcalls
     );
-    assert!(fin.ports[0].miss.upcalls > 0 && prom.contains(&upcalls_p1), "{prom}");
+    assert!(
+        fin.ports[0].miss.upcalls > 0 && prom.contains(&upcalls_p1),
+        "{prom}"
+    );
     let text = flowpath_switch::format_stats(&[fin]);
-    assert!(text.contains("masks:") && text.contains("limit 512"), "{text}");
+    assert!(
+        text.contains("masks:") && text.contains("limit 512"),
+        "{text}"
+    );
     assert!(text.contains("miss budget drops:"), "{text}");
 }
 
