@@ -148,6 +148,17 @@ struct GenFlags {
     /// fast as possible].
     #[arg(long, value_name = "PPS", allow_hyphen_values = true)]
     rate: Option<String>,
+    /// Attack traffic instead of a workload: `tse` = tuple-space explosion against --rules
+    /// (each packet inside a random rule with one bit flipped, at a random depth, in some of
+    /// the address and port fields, so megaflows get new masks). Writes --out; the summary
+    /// says how many megaflow masks the packets create in flowpath's datapath with no
+    /// defence and with the defaults. (A new-flow flood is `--miss-rate 100%`.)
+    #[arg(long, value_name = "KIND")]
+    attack: Option<String>,
+    /// With --attack: the ACL (ClassBench filters or a flows file) [default: the built-in
+    /// 1,000-rule ClassBench acl2 set `flowpath bench --case tse` uses].
+    #[arg(long, value_name = "FILE")]
+    rules: Option<String>,
 }
 
 /// A one-line error naming the flag.
@@ -339,6 +350,12 @@ fn packets(a: &GenFlags, default: u64) -> Result<u64, Bad> {
 
 /// Generate (or replay), write, summarise. Returns the text to print.
 fn execute(a: &GenFlags) -> Result<String, Bad> {
+    if a.attack.is_some() {
+        return attack(a);
+    }
+    if a.rules.is_some() {
+        return Err(bad("--rules", "only applies with --attack tse"));
+    }
     if a.tx.is_some() {
         return transmit(a);
     }
@@ -372,6 +389,61 @@ fn execute(a: &GenFlags) -> Result<String, Bad> {
     let spec = spec_from(a)?;
     let n = packets(a, 100_000)?;
     jobs::generate(&spec, n, a.out.as_deref(), a.json).map_err(failed)
+}
+
+/// `--attack tse`: the attack's frames to --out, and what they do to the megaflow cache.
+fn attack(a: &GenFlags) -> Result<String, Bad> {
+    let kind = a.attack.as_deref().unwrap_or_default();
+    if kind != "tse" {
+        return Err(bad(
+            "--attack",
+            format!("'{kind}' is not an attack this generator makes (tse; a new-flow flood is --miss-rate 100%)"),
+        ));
+    }
+    let workload_only = [
+        ("--flows", a.flows.is_some()),
+        ("--proto", a.proto.is_some()),
+        ("--encap", a.encap.is_some()),
+        ("--src", a.src.is_some()),
+        ("--dst", a.dst.is_some()),
+        ("--sport", a.sport.is_some()),
+        ("--dport", a.dport.is_some()),
+        ("--zipf", a.zipf.is_some()),
+        ("--miss-rate", a.miss_rate.is_some()),
+        ("--lifetime", a.lifetime.is_some()),
+        ("--replay", a.replay.is_some()),
+        ("--tx", a.tx.is_some()),
+    ];
+    refuse(
+        &workload_only,
+        "cannot be used with --attack (to transmit it: --out FILE, then --replay FILE --tx IFACE)",
+    )?;
+    let rules = match &a.rules {
+        Some(path) => flowpath_bench::classifier::load_rules(std::path::Path::new(path))
+            .map_err(|e| bad("--rules", e))?,
+        None => flowpath_bench::attack::default_acl(),
+    };
+    let n = packets(a, 100_000)?;
+    let seed = num::<u64>("--seed", &a.seed, "a whole number")?.unwrap_or(0);
+    let size = match &a.size {
+        Some(s) => s
+            .parse::<usize>()
+            .ok()
+            .filter(|v| (64..=1518).contains(v))
+            .ok_or_else(|| bad("--size", "with --attack: one frame size, 64..=1518"))?,
+        None => 64,
+    };
+    let report =
+        flowpath_bench::attack::tse_report(&rules, n as usize, seed, size, a.out.as_deref())
+            .map_err(|e| bad("--out", e))?;
+    Ok(if a.json {
+        format!(
+            "{}\n",
+            serde_json::to_string_pretty(&report).expect("serialises")
+        )
+    } else {
+        report.text()
+    })
 }
 
 /// `--replay` without `--tx`: what the capture holds, or (with --out or --packets) the

@@ -59,7 +59,40 @@ const BAD: &[&str] = &[
     "--tx lo !--zipf 1.1",
     "--tx no-such-if0 --packets 1",
     "--tx lo --replay x.pcap !--miss-rate 5%",
+    "--attack flood",
+    "--attack tse !--flows 10",
+    "--attack tse !--tx lo",
+    "--attack tse !--rules /nonexistent-acl",
+    "--attack tse !--size imix",
+    "--rules x.acl",
 ];
+
+#[test]
+fn a_tse_attack_is_written_and_says_what_it_does_to_the_megaflow_cache() {
+    let out = std::env::temp_dir().join(format!("flowpath-gen-tse-{}.pcap", std::process::id()));
+    let o = out.to_string_lossy().to_string();
+    let cli = Cli::try_parse_from([
+        "gen",
+        "--attack",
+        "tse",
+        "--packets",
+        "3000",
+        "--out",
+        &o,
+        "--json",
+    ])
+    .unwrap();
+    let text = execute(&cli.gen.flags).map_err(|b| b.0).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["packets"], 3000);
+    assert!(v["distinct_tuples"].as_u64().unwrap() > 2900, "{v}");
+    let masks = v["masks_no_defence"].as_u64().unwrap();
+    assert!(masks > 10, "the attack makes many masks: {v}");
+    assert!(v["masks_default"].as_u64().unwrap() <= 512, "{v}");
+    let cap = pcap::read_capture_file(&o).unwrap();
+    assert_eq!(cap.frames.len(), 3000);
+    let _ = std::fs::remove_file(&out);
+}
 
 #[test]
 fn bad_arguments_give_one_line_errors_naming_the_flag() {
