@@ -107,6 +107,7 @@ fn synthetic(slow: f64) -> SuiteResults {
             size("1518", 1518.0),
         ],
         classes,
+        attacks: Vec::new(),
         findings: Vec::new(),
     };
     r.findings = suite::findings(&r);
@@ -297,6 +298,25 @@ fn tiny_suite_runs_every_experiment() {
     });
     assert!(calls > 10);
     assert_eq!(last, total, "progress ends at 100 %");
+    let cases: Vec<&str> = r.attacks.iter().map(|a| a.case.as_str()).collect();
+    assert_eq!(cases, ["flood", "tse"]);
+    for a in &r.attacks {
+        assert_eq!(a.points.len(), cfg.attack_rates.len());
+        for p in &a.points {
+            assert!(p
+                .defences
+                .iter()
+                .any(|d| d.defence == flowpath_bench::Defence::Default));
+            for d in &p.defences {
+                assert!(
+                    d.established_retained > 0.0 && d.subtables <= d.max_masks,
+                    "{d:?}"
+                );
+            }
+        }
+    }
+    let html = suite::html(&r);
+    assert!(html.contains("under a flood attack") && html.contains("under a tse attack"));
 
     // Scaling: every core count, efficiency 1 at one core by definition.
     assert_eq!(r.scaling.len(), cfg.scaling_miss_rates.len());

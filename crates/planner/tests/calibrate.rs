@@ -95,6 +95,7 @@ fn suite_results(
         }],
         sizes,
         classes: Vec::new(),
+        attacks: Vec::new(),
         findings: Vec::new(),
     }
 }

@@ -55,7 +55,7 @@ impl Attack {
 }
 
 /// The defence settings a case compares.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Defence {
     /// Nothing: no miss budget, no mask rate, no mask limit, subtables never re-ranked
@@ -136,7 +136,7 @@ impl Default for AttackConfig {
 }
 
 /// One defence setting under the attack.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct DefenceRow {
     pub defence: Defence,
     /// A's delivered Mpps without and with the attack (median runs).

@@ -5,7 +5,7 @@
 //! with its markers and labels), so `scaling`, `sizes` and `hit_miss` run to 85–95 lines:
 //! splitting plotters' builder chains across functions would hide more than it shows.
 
-use super::{model, ClassResult, ScalingSeries, SizePoint};
+use super::{model, AttackSeries, ClassResult, ScalingSeries, SizePoint};
 use plotters::coord::combinators::IntoLogRange;
 use plotters::prelude::*;
 
@@ -444,4 +444,113 @@ fn draw_measured(
             }),
     )?;
     Ok(())
+}
+
+/// "1k", "10k", "1M", or "max" (0: as fast as the worker takes them).
+pub fn rate_label(pps: f64) -> String {
+    if pps <= 0.0 {
+        "max".into()
+    } else if pps >= 1e6 {
+        format!("{}M", pps / 1e6)
+    } else if pps >= 1e3 {
+        format!("{}k", pps / 1e3)
+    } else {
+        format!("{pps}")
+    }
+}
+
+/// Established-flow throughput kept (%) against the attack's offered rate, one line per
+/// defence, with min–max bars; the x axis is the offered rates, evenly spaced.
+pub fn attack(series: &AttackSeries) -> String {
+    render((760, 440), |root| {
+        root.fill(&WHITE)?;
+        let rates: Vec<f64> = series.points.iter().map(|p| p.offered_pps).collect();
+        let n = rates.len().max(1);
+        let keys: Vec<f64> = (0..n).map(|i| i as f64).collect();
+        let ymax = max_of(
+            series
+                .points
+                .iter()
+                .flat_map(|p| p.defences.iter().map(|d| 100.0 * d.retained_max)),
+        )
+        .max(100.0)
+            * 1.1;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                format!(
+                    "Established flows under a {} attack ({} flows offered at {:.1} Mpps, {})",
+                    series.case,
+                    series.established_flows,
+                    series.established_offered_mpps,
+                    series.classifier
+                ),
+                (FONT, 17),
+            )
+            .margin(12)
+            .x_label_area_size(45)
+            .y_label_area_size(60)
+            .build_cartesian_2d(keyed(-0.3f64..(n - 1) as f64 + 0.3, keys), 0f64..ymax)?;
+        chart
+            .configure_mesh()
+            .x_desc("attack packets per second offered (max: as fast as the worker takes them)")
+            .y_desc("established throughput kept, %")
+            .x_label_formatter(&|x| {
+                rates
+                    .get(x.round().max(0.0) as usize)
+                    .map(|&r| rate_label(r))
+                    .unwrap_or_default()
+            })
+            .label_style((FONT, 13))
+            .light_line_style(TRANSPARENT)
+            .draw()?;
+        chart.draw_series(DashedLineSeries::new(
+            [(-0.3, 90.0), ((n - 1) as f64 + 0.3, 90.0)],
+            6,
+            4,
+            RED.mix(0.5).stroke_width(1),
+        ))?;
+        let names: Vec<crate::attack::Defence> = series
+            .points
+            .first()
+            .map(|p| p.defences.iter().map(|d| d.defence).collect())
+            .unwrap_or_default();
+        for (k, def) in names.iter().enumerate() {
+            let color = PALETTE[k % PALETTE.len()];
+            let rows: Vec<(f64, &crate::attack::DefenceRow)> = series
+                .points
+                .iter()
+                .enumerate()
+                .filter_map(|(i, p)| {
+                    p.defences
+                        .iter()
+                        .find(|d| d.defence == *def)
+                        .map(|d| (i as f64, d))
+                })
+                .collect();
+            let pts: Vec<(f64, f64)> = rows
+                .iter()
+                .map(|(x, d)| (*x, 100.0 * d.established_retained))
+                .collect();
+            chart
+                .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?
+                .label(format!("flowpath, defence: {}", def.name()))
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
+            chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))?;
+            chart.draw_series(rows.iter().map(|(x, d)| {
+                ErrorBar::new_vertical(
+                    *x,
+                    100.0 * d.retained_min,
+                    100.0 * d.established_retained,
+                    100.0 * d.retained_max,
+                    color.stroke_width(1),
+                    8,
+                )
+            }))?;
+        }
+        legend(&mut chart, SeriesLabelPosition::LowerLeft)?;
+        root.present()?;
+        Ok(())
+    })
 }

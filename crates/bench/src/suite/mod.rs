@@ -11,7 +11,10 @@
 //!   packet is an established flow and when every packet is a new one, and their ratio;
 //! - **throughput vs miss rate** per class, measured at each miss rate and beside it the
 //!   model `cycles(m) = (1 − m)·c_hit + m·c_miss` from the same run's end points, with the
-//!   disagreement per point ([`model`]).
+//!   disagreement per point ([`model`]);
+//! - **under attack**: established-flow throughput kept against the attack rate, for a
+//!   new-flow flood and a tuple-space-explosion attack, with no defence and with the
+//!   datapath's defaults (`crate::attack`).
 //!
 //! Every point warms up and then times `runs` runs with the TSC; it reports the median
 //! with min, max and every sample. [`run`] returns serde-serialisable [`SuiteResults`]
@@ -67,6 +70,17 @@ pub struct SuiteConfig {
     pub emc_insert_inv_prob: u32,
     /// Pin scaling worker k to the k-th CPU this process may run on.
     pub pin_threads: bool,
+    /// Attack rates of the under-attack experiment (packets per second; 0 = as fast as
+    /// the worker takes them); empty skips it.
+    #[serde(default)]
+    pub attack_rates: Vec<f64>,
+    /// Length of each measured window of the under-attack experiment (ms).
+    #[serde(default = "default_attack_window")]
+    pub attack_window_ms: u64,
+}
+
+fn default_attack_window() -> u64 {
+    200
 }
 
 impl SuiteConfig {
@@ -95,6 +109,8 @@ impl SuiteConfig {
             megaflow_max: 65536,
             emc_insert_inv_prob: 100,
             pin_threads: true,
+            attack_rates: vec![1e3, 1e4, 1e5, 1e6, 0.0],
+            attack_window_ms: 200,
         }
     }
 
@@ -106,6 +122,8 @@ impl SuiteConfig {
             packets: 300_000,
             min_packets: 30_000,
             miss_rates: vec![0.0, 0.01, 0.10, 0.50, 1.0],
+            attack_rates: vec![1e4, 1e6, 0.0],
+            attack_window_ms: 100,
             ..SuiteConfig::full()
         }
     }
@@ -126,6 +144,8 @@ impl SuiteConfig {
             megaflow_max: 256,
             emc_insert_inv_prob: 10,
             pin_threads: false,
+            attack_rates: vec![0.0],
+            attack_window_ms: 10,
             ..SuiteConfig::full()
         }
     }
@@ -359,8 +379,31 @@ pub struct SuiteResults {
     pub scaling: Vec<ScalingSeries>,
     pub sizes: Vec<SizePoint>,
     pub classes: Vec<ClassResult>,
+    /// Established-flow throughput under attack, per attack (absent in older results).
+    #[serde(default)]
+    pub attacks: Vec<AttackSeries>,
     /// What the run found, in sentences (also at the top of the report).
     pub findings: Vec<String>,
+}
+
+/// One attack at several rates.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AttackSeries {
+    /// `flood` or `tse`.
+    pub case: String,
+    pub classifier: String,
+    pub established_flows: usize,
+    /// Port A's offered rate (Mpps), the same at every point.
+    pub established_offered_mpps: f64,
+    pub points: Vec<AttackPoint>,
+}
+
+/// One attack rate: what each defence kept.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AttackPoint {
+    /// The attack's offered rate (packets per second); 0 = as fast as taken.
+    pub offered_pps: f64,
+    pub defences: Vec<crate::attack::DefenceRow>,
 }
 
 impl SuiteResults {

@@ -219,6 +219,40 @@ fn hit_miss_table(r: &SuiteResults) -> Table {
     t
 }
 
+fn attack_table(a: &super::AttackSeries) -> Table {
+    let mut t = Table::new(&[
+        "attack offered",
+        "defence",
+        "attack pps taken",
+        "established Mpps",
+        "kept",
+        "min–max",
+        "attack upcalls/s",
+        "over budget/s",
+        "slow path",
+        "masks",
+        "megaflows",
+    ]);
+    for p in &a.points {
+        for d in &p.defences {
+            t.row(vec![
+                charts::rate_label(p.offered_pps),
+                d.defence.name().into(),
+                format!("{:.0}", d.attack_pps),
+                format!("{:.2}", d.established_mpps),
+                pct(d.established_retained),
+                range(100.0 * d.retained_min, 100.0 * d.retained_max, 1),
+                format!("{:.0}", d.attack_upcalls_per_sec),
+                format!("{:.0}", d.attack_budget_drops_per_sec),
+                pct(d.slow_path_share),
+                d.subtables.to_string(),
+                d.megaflows.to_string(),
+            ]);
+        }
+    }
+    t
+}
+
 fn curve_table(c: &ClassResult) -> Table {
     let mut t = Table::new(&[
         "new flows",
@@ -317,6 +351,14 @@ pub fn tables(r: &SuiteResults) -> String {
             let _ = writeln!(s, " * {}", disagreement_note(c, p));
         }
     }
+    for a in &r.attacks {
+        let _ = writeln!(
+            s,
+            "\n5. Established flows under a {} attack ({} flows on port A offered at {:.2} Mpps, {})",
+            a.case, a.established_flows, a.established_offered_mpps, a.classifier
+        );
+        s.push_str(&attack_table(a).text());
+    }
     let _ = writeln!(s, "\nFindings:");
     for f in findings(r) {
         let _ = writeln!(s, " - {f}");
@@ -350,6 +392,13 @@ pub fn chart_files(r: &SuiteResults) -> Vec<(String, String, String)> {
             charts::miss_curve(c, r.meta.tsc_hz),
         ));
     }
+    for a in &r.attacks {
+        v.push((
+            format!("attack_{}.svg", a.case),
+            format!("Established flows under a {} attack", a.case),
+            charts::attack(a),
+        ));
+    }
     v
 }
 
@@ -377,6 +426,7 @@ pub fn html(r: &SuiteResults) -> String {
     html_sizes(&mut s, r, charts);
     html_hit_miss(&mut s, r, charts);
     html_miss_rate(&mut s, r, charts);
+    html_attacks(&mut s, r, charts);
     s.push_str(
         "<h2>Method</h2>\n<p>Each point builds a fresh datapath, fills its megaflow cache with new flows (so that \
          every later install evicts, the steady state of a sustained miss rate and the state the 100 % point is \
@@ -521,6 +571,30 @@ fn html_miss_rate(s: &mut String, r: &SuiteResults, charts: &[(String, String, S
                 escape(&disagreement_note(c, p))
             );
         }
+    }
+}
+
+fn html_attacks(s: &mut String, r: &SuiteResults, charts: &[(String, String, String)]) {
+    if r.attacks.is_empty() {
+        return;
+    }
+    s.push_str("<h2>5. Established flows under attack</h2>\n");
+    s.push_str(
+        "<p>\u{201c}Miss traffic is a denial-of-service vector.\u{201d} One worker polls two ports: port A \
+         offers established flows at half the rate it reaches alone, port B attacks at the rate on the x axis \
+         (max: as fast as the worker takes its packets). <b>flood</b>: every attack packet a new flow through \
+         the 3-table miss pipeline (tuple space search). <b>tse</b>: tuple-space-explosion packets against a \
+         1,000-rule ClassBench ACL (decision tree), each crafted to need a megaflow with a new mask. The y axis \
+         is A's delivered throughput under attack as a share of the same without it (median of runs, min–max \
+         bars; the dashed line is 90 %). <b>none</b> is the datapath with every defence off; <b>ranking</b> \
+         only re-ranks subtables by hits; <b>default</b> adds cycle-fair polling between ports, the per-port \
+         miss budget, the per-port new-mask rate and the mask limit (docs/architecture.md). OVS's figures come \
+         from <code>flowpath lab</code>, not from here.</p>\n",
+    );
+    for a in &r.attacks {
+        let _ = writeln!(s, "<h3>{}</h3>", escape(&a.case));
+        s.push_str(&figure(charts, &format!("attack_{}.svg", a.case)));
+        s.push_str(&attack_table(a).html());
     }
 }
 

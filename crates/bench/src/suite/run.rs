@@ -2,8 +2,8 @@
 //! display), measure them, and assemble [`SuiteResults`].
 
 use super::{
-    class_result, load_average, measure, report, Meta, Point, Progress, ScalingSeries, SizePoint,
-    SuiteConfig, SuiteResults,
+    class_result, load_average, measure, report, AttackPoint, AttackSeries, Meta, Point, Progress,
+    ScalingSeries, SizePoint, SuiteConfig, SuiteResults,
 };
 use crate::machine::Machine;
 use crate::workload::{FrameMix, TrafficClass};
@@ -13,6 +13,7 @@ enum Step {
     Curve(TrafficClass),
     Sizes,
     Scaling(f64),
+    Attack(crate::attack::Attack),
 }
 
 impl Step {
@@ -21,6 +22,7 @@ impl Step {
             Step::Curve(c) => format!("hit/miss and miss-rate curve, {}", c.name()),
             Step::Sizes => "frame sizes".into(),
             Step::Scaling(m) => format!("scaling over cores at {} new flows", report::pct(m)),
+            Step::Attack(a) => format!("established flows under a {} attack", a.name()),
         }
     }
 }
@@ -36,6 +38,57 @@ struct Measured {
     curves: Vec<Vec<Point>>,
     size_points: Vec<Point>,
     scaling: Vec<ScalingSeries>,
+    attacks: Vec<AttackSeries>,
+}
+
+/// The under-attack experiment's cost in the plan's units (≈ millions of cycles).
+fn attack_estimate(cfg: &SuiteConfig) -> u64 {
+    let windows = cfg.attack_rates.len() as u64 * (1 + 3 * 2 * cfg.runs as u64);
+    (windows * (cfg.attack_window_ms * 2 + 50) * 2_600 / 1_000).max(1)
+}
+
+/// Each attack at each rate, with the suite's runs and window.
+fn attack_series(
+    cfg: &SuiteConfig,
+    kind: crate::attack::Attack,
+    tick: &mut dyn FnMut(f64),
+) -> AttackSeries {
+    use crate::attack::{run_attack, Attack, AttackConfig};
+    let n = cfg.attack_rates.len().max(1);
+    let mut points = Vec::new();
+    let mut head = None;
+    for (i, &rate) in cfg.attack_rates.iter().enumerate() {
+        let acfg = AttackConfig {
+            runs: cfg.runs,
+            window_ms: cfg.attack_window_ms,
+            attack_pps: (rate > 0.0).then_some(rate),
+            backend: match kind {
+                Attack::Flood => flowpath_pipeline::Backend::TupleSpace,
+                Attack::Tse => flowpath_pipeline::Backend::Tree,
+            },
+            seed: cfg.seed,
+            ..AttackConfig::default()
+        };
+        let r = run_attack(kind, &acfg, |_, _| {});
+        tick((i + 1) as f64 / n as f64);
+        head.get_or_insert((
+            r.classifier.clone(),
+            r.established_flows,
+            r.established_offered_mpps,
+        ));
+        points.push(AttackPoint {
+            offered_pps: rate,
+            defences: r.defences,
+        });
+    }
+    let (classifier, flows, offered) = head.unwrap_or_default();
+    AttackSeries {
+        case: kind.name().into(),
+        classifier,
+        established_flows: flows,
+        established_offered_mpps: offered,
+        points,
+    }
 }
 
 /// The miss-rate curve's operating points for `class`.
@@ -81,6 +134,11 @@ impl Plan {
                 steps.push((Step::Scaling(m), est));
             }
         }
+        if !cfg.attack_rates.is_empty() {
+            for a in [crate::attack::Attack::Flood, crate::attack::Attack::Tse] {
+                steps.push((Step::Attack(a), attack_estimate(cfg)));
+            }
+        }
         Plan { steps, size_specs }
     }
 
@@ -100,6 +158,7 @@ impl Plan {
                     points: Vec::new(),
                 })
                 .collect(),
+            attacks: Vec::new(),
         };
         for (step, est) in self.steps {
             let label = step.label();
@@ -126,6 +185,7 @@ impl Plan {
                     m.scaling[i].points =
                         measure::scaling(cfg, TrafficClass::Ipv4, r, &cfg.cores, &mut tick);
                 }
+                Step::Attack(a) => m.attacks.push(attack_series(cfg, a, &mut tick)),
             }
             done += est;
         }
@@ -209,6 +269,7 @@ pub fn run(cfg: &SuiteConfig, mut progress: impl FnMut(&Progress)) -> SuiteResul
         scaling: m.scaling,
         sizes,
         classes,
+        attacks: m.attacks,
         findings: Vec::new(),
     };
     results.meta.wall_seconds = wall.elapsed().as_secs_f64();
