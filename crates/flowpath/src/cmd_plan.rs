@@ -102,6 +102,19 @@ pub struct PlanArgs {
         allow_hyphen_values = true
     )]
     offload_rate: String,
+    /// Scenario: a new-flow flood of this rate (pps or bps, like --rate) arrives on top of
+    /// the service: cores to keep the service's rate, undefended and with the miss budget.
+    #[arg(long, value_name = "RATE", allow_hyphen_values = true)]
+    attack_rate: Option<String>,
+    /// The miss budget the attack scenario assumes: the most of each core the slow path
+    /// takes while hits are served (flowpath's `slow_path_share`, default 50%).
+    #[arg(
+        long,
+        value_name = "SHARE",
+        default_value = "50%",
+        allow_hyphen_values = true
+    )]
+    attack_budget: String,
     /// Yearly revenue of one server core, USD (for the money each scenario frees).
     #[arg(
         long,
@@ -153,6 +166,8 @@ fn plan_inputs(a: &PlanArgs) -> Result<(Workload, Options, Given), String> {
         offload_share: a.offload_share.clone(),
         offload_rate: a.offload_rate.clone(),
         core_year_usd: a.core_year_usd.clone(),
+        attack_rate: a.attack_rate.clone(),
+        attack_budget: a.attack_budget.clone(),
     }
     .parse()
 }

@@ -19,6 +19,9 @@ pub struct PlanInput {
     pub offload_share: Option<String>,
     pub offload_rate: String,
     pub core_year_usd: String,
+    /// Scenario (e): a new-flow flood's rate, and the miss budget it meets.
+    pub attack_rate: Option<String>,
+    pub attack_budget: String,
 }
 
 impl Default for PlanInput {
@@ -35,6 +38,8 @@ impl Default for PlanInput {
             offload_share: None,
             offload_rate: "90Mpps".into(),
             core_year_usd: "1000".into(),
+            attack_rate: None,
+            attack_budget: "50%".into(),
         }
     }
 }
@@ -91,6 +96,14 @@ impl PlanInput {
             ));
         }
         let frame_bytes = mean_frame_bytes(mix);
+        let attack_pps = match &self.attack_rate {
+            Some(s) => Some(field("--attack-rate", parse_rate(s))?.pps(frame_bytes)),
+            None => None,
+        };
+        let attack_budget = field("--attack-budget", parse_share(&self.attack_budget))?;
+        if attack_budget <= 0.0 {
+            return Err("--attack-budget: must be above 0 % (100 % = no budget)".into());
+        }
         let w = Workload {
             class,
             pps: rate.pps(frame_bytes),
@@ -104,6 +117,8 @@ impl PlanInput {
             offload_share,
             offload_pps: offload_rate.pps(frame_bytes),
             core_year_usd,
+            attack_pps,
+            attack_budget,
         };
         Ok((
             w,

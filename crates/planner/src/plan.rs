@@ -204,6 +204,12 @@ pub struct Options {
     pub offload_pps: f64,
     /// Scenario (d): yearly revenue of a server core, USD.
     pub core_year_usd: f64,
+    /// Scenario (e): a new-flow flood of this many packets per second on top of the
+    /// service, sized undefended and with the datapath's miss budget.
+    pub attack_pps: Option<f64>,
+    /// The miss budget of scenario (e): the most of each core the slow path takes while
+    /// hits are served (flowpath's default `slow_path_share`).
+    pub attack_budget: f64,
 }
 
 impl Default for Options {
@@ -215,6 +221,8 @@ impl Default for Options {
             offload_share: None,
             offload_pps: 90e6,
             core_year_usd: 1000.0,
+            attack_pps: None,
+            attack_budget: 0.5,
         }
     }
 }
@@ -492,6 +500,19 @@ pub fn validate(w: &Workload, opts: &Options) -> Result<(), String> {
     if !(opts.offload_pps.is_finite() && opts.offload_pps >= 0.0) {
         return Err("--offload-rate: must be a positive rate".into());
     }
+    if let Some(a) = opts.attack_pps {
+        if !(a.is_finite() && a > 0.0) {
+            return Err(format!(
+                "--attack-rate: must be a positive rate (got {a} pps)"
+            ));
+        }
+    }
+    if !(opts.attack_budget > 0.0 && opts.attack_budget <= 1.0) {
+        return Err(format!(
+            "--attack-budget: must be within (0, 100 %] (got {})",
+            crate::units::pct(opts.attack_budget)
+        ));
+    }
     if !(opts.core_year_usd.is_finite() && opts.core_year_usd >= 0.0) {
         return Err(format!(
             "--core-year-usd: must not be negative (got {})",
@@ -515,6 +536,9 @@ pub fn plan(profile: &Profile, w: &Workload, opts: &Options) -> Result<Plan, Str
             o.speedup = amdahl(baseline.miss_share_of_cycles, what.miss_speedup);
         }
         scen.push(o);
+    }
+    if let Some(a) = opts.attack_pps {
+        scen.extend(attack_outcomes(profile, w, opts, a, &baseline)?);
     }
     let mut notes = Vec::new();
     let last = profile.scaling.len();
@@ -546,6 +570,108 @@ pub fn plan(profile: &Profile, w: &Workload, opts: &Options) -> Result<Plan, Str
         scenarios: scen,
         notes,
     })
+}
+
+/// Scenario (e): cores that keep the service's rate while a new-flow flood of `attack`
+/// packets per second arrives too (every attack packet a miss, at the profile's miss cost
+/// for this class and frame size).
+///
+/// - *undefended*: every attack packet is classified, so the attack adds `attack · c_miss`
+///   cycles per second;
+/// - *with the miss budget*: an attack packet costs about a hit to receive, parse and look
+///   up (`c_hit`); the slow path work beyond that (`c_miss − c_hit` each) is capped at the
+///   budget's share of the cores; what is over it is dropped. The smallest `n` whose
+///   capacity covers the service plus that capped attack load is the answer.
+pub fn attack_outcomes(
+    profile: &Profile,
+    w: &Workload,
+    opts: &Options,
+    attack: f64,
+    baseline: &Outcome,
+) -> Result<Vec<Outcome>, String> {
+    let costs = profile.classes.get(w.class);
+    let usable = 1.0 - opts.headroom;
+    let (hits, misses, _) = load(costs, w, &WhatIf::NONE);
+    let service = hits + misses;
+    let c_hit = costs.hit.at(w.frame_bytes);
+    let c_miss = costs.miss.at(w.frame_bytes).max(c_hit);
+    let rate = crate::units::fmt_pps(attack);
+    let undefended = service + attack * c_miss;
+    let u = solve(profile, undefended, usable)?;
+    // With the budget: the attack's slow path grows with the cores, so search upwards.
+    let mut n = baseline.cores.max(1);
+    let defended = loop {
+        let (e, ex) = profile.efficiency(n);
+        let budget = opts.attack_budget * n as f64 * e * profile.tsc_hz;
+        let attack_load = attack * c_hit + (attack * (c_miss - c_hit)).min(budget);
+        let demand = service + attack_load;
+        if n as f64 * e * profile.tsc_hz * usable >= demand {
+            break (n, demand / (n as f64 * e * profile.tsc_hz), ex, attack_load);
+        }
+        n += 1;
+        if n > MAX_CORES {
+            return Err(format!("needs more than {MAX_CORES} cores"));
+        }
+    };
+    let pps = if w.pps > 0.0 { w.pps } else { 1.0 };
+    let mk = |name: String, cores: u64, util: f64, ex: bool, total: f64, notes: Vec<String>| {
+        let cpp = total / pps;
+        Outcome {
+            name,
+            cores,
+            utilisation: util,
+            miss_share_of_cycles: if total > 0.0 {
+                (total - hits) / total
+            } else {
+                0.0
+            },
+            cycles_per_packet: cpp,
+            speedup: if cpp > 0.0 {
+                baseline.cycles_per_packet / cpp
+            } else {
+                f64::INFINITY
+            },
+            cores_freed: baseline.cores as i64 - cores as i64,
+            usd_per_year_saved: (baseline.cores as i64 - cores as i64) as f64 * opts.core_year_usd,
+            extrapolated: ex,
+            miss_cores_needed: None,
+            hit_cores: None,
+            offloaded_pps: None,
+            notes,
+        }
+    };
+    let (dn, dutil, dex, dload) = defended;
+    let dropped = ((attack * (c_miss - c_hit) - (dload - attack * c_hit))
+        / (c_miss - c_hit).max(1.0))
+    .max(0.0);
+    Ok(vec![
+        mk(
+            format!("{rate} new-flow flood, undefended"),
+            u.cores,
+            u.utilisation,
+            u.extrapolated,
+            undefended,
+            vec![format!(
+                "every attack packet classified: {:.0} cycles each",
+                c_miss
+            )],
+        ),
+        mk(
+            format!(
+                "{rate} new-flow flood, miss budget {}",
+                crate::units::pct(opts.attack_budget)
+            ),
+            dn,
+            dutil,
+            dex,
+            service + dload,
+            vec![format!(
+                "the slow path takes at most {} of each core; about {} of attack packets dropped over it",
+                crate::units::pct(opts.attack_budget),
+                crate::units::fmt_pps(dropped)
+            )],
+        ),
+    ])
 }
 
 /// Cores needed at each miss rate in `rates`, for the baseline and each scenario:

@@ -351,3 +351,51 @@ fn the_chart_has_a_line_per_scenario_over_the_miss_rates() {
         .count();
     assert_eq!(drawn, lines.len());
 }
+
+/// Scenario (e): a new-flow flood on top of the service. Undefended, every attack packet
+/// costs a miss; with the budget, at most that share of each core goes to the attack's
+/// slow path; with a 100 % budget the two agree; a bigger attack never needs fewer cores.
+#[test]
+fn an_attack_costs_cores_and_the_miss_budget_bounds_what_it_takes() {
+    let p = builtin("ovs-kernel-2019").unwrap();
+    let w = Workload {
+        class: TrafficClass::Ipv4,
+        pps: 10e6,
+        frame_bytes: 64.0,
+        miss_rate: 0.01,
+    };
+    let at = |attack: f64, budget: f64| {
+        let opts = Options {
+            attack_pps: Some(attack),
+            attack_budget: budget,
+            ..Options::default()
+        };
+        let pl = plan(&p, &w, &opts).unwrap();
+        let n = pl.scenarios.len();
+        (
+            pl.baseline.cores,
+            pl.scenarios[n - 2].clone(),
+            pl.scenarios[n - 1].clone(),
+        )
+    };
+    let (base, undef, def) = at(2e6, 0.5);
+    assert!(undef.name.contains("undefended") && def.name.contains("budget"));
+    // Undefended: the attack adds 2 Mpps x 50,000 cycles.
+    let c = p.classes.get(TrafficClass::Ipv4);
+    let service = w.pps * c.cycles(w.miss_rate, 64.0).total();
+    let want = solve(&p, service + 2e6 * 50_000.0, 1.0).unwrap().cores;
+    assert_eq!(undef.cores, want);
+    assert!(undef.cores > base);
+    assert!(
+        def.cores >= base && def.cores <= undef.cores,
+        "{def:?} {undef:?}"
+    );
+    // Within the budget's share: at most half of each core's cycles go to the attack's
+    // slow path.
+    let slow = (def.cycles_per_packet * w.pps) - service - 2e6 * 4_600.0;
+    assert!(slow <= 0.5 * def.cores as f64 * p.tsc_hz + 1.0, "{slow}");
+    let (_, u100, d100) = at(2e6, 1.0);
+    assert_eq!(u100.cores, d100.cores, "a 100 % budget is no budget");
+    let (_, u_big, d_big) = at(4e6, 0.5);
+    assert!(u_big.cores >= undef.cores && d_big.cores >= def.cores);
+}

@@ -69,6 +69,12 @@ fn bad_options_name_the_option() {
     let mut i = input("5Mpps", "64", "5%");
     i.core_year_usd = "-1000".into();
     one_line(i.parse(), "--core-year-usd: ");
+    let mut i = input("5Mpps", "64", "5%");
+    i.attack_rate = Some("lots".into());
+    one_line(i.parse(), "--attack-rate: ");
+    let mut i = input("5Mpps", "64", "5%");
+    i.attack_budget = "0%".into();
+    one_line(i.parse(), "--attack-budget: ");
 }
 
 fn tmp(name: &str) -> PathBuf {
