@@ -438,7 +438,7 @@ impl Datapath {
         let sc = &mut *self.scratch;
         sc.uncached.clear();
         let binds = self.guard.begin(in_port, now);
-        let (mut dropped, mut cached) = (0u32, 0u32);
+        let (mut dropped, mut cached, mut upcalls) = (0u32, 0u32, 0u64);
         let mut t = now;
         let mut m = pending;
         while m != 0 {
@@ -457,8 +457,8 @@ impl Datapath {
             }
             let tr = self.pipeline.translate(&sc.keys[i]);
             self.stats.upcalls += 1;
-            let new_mask = !self.megaflows.has_mask(&tr.mask);
-            if new_mask
+            let subtable = self.megaflows.find_subtable(&tr.mask);
+            if subtable.is_none()
                 && !(self.guard.may_create_mask(in_port, t)
                     && self.megaflows.make_room_for_mask(&self.pipeline))
             {
@@ -467,12 +467,22 @@ impl Datapath {
                 sc.slots[i] = UNCACHED;
                 sc.uncached.push((i as u8, tr));
             } else {
-                sc.slots[i] = self.megaflows.install(&sc.keys[i], tr, &self.pipeline);
+                sc.slots[i] = self
+                    .megaflows
+                    .install_in(&sc.keys[i], tr, &self.pipeline, subtable);
                 cached |= 1 << i;
             }
-            let now = rdtsc();
-            self.guard.charge(in_port, now - t, binds);
-            t = now;
+            upcalls += 1;
+            if binds {
+                // Under pressure each upcall's cost is taken from the port's credit as it
+                // goes; otherwise the batch's upcalls are counted at the end (one TSC read).
+                let now = rdtsc();
+                self.guard.charge(in_port, 1, now - t, true);
+                t = now;
+            }
+        }
+        if !binds && upcalls > 0 {
+            self.guard.charge(in_port, upcalls, rdtsc() - t, false);
         }
         if self.cfg.emc && cached != 0 {
             self.emc

@@ -226,11 +226,12 @@ impl MissGuard {
         true
     }
 
-    /// One upcall on `in_port` took `cycles` (taken from the port's credit when binding).
+    /// `upcalls` upcalls on `in_port` took `cycles` (taken from the port's credit when
+    /// binding).
     #[inline(always)]
-    pub fn charge(&mut self, in_port: u32, cycles: u64, binds: bool) {
+    pub fn charge(&mut self, in_port: u32, upcalls: u64, cycles: u64, binds: bool) {
         let p = self.port(in_port);
-        p.stats.upcalls += 1;
+        p.stats.upcalls += upcalls;
         p.stats.upcall_cycles += cycles;
         if binds {
             p.credit -= cycles as f64;
@@ -279,7 +280,7 @@ mod tests {
         assert!(!g.begin(1, 1_000_000));
         for _ in 0..10_000 {
             assert!(g.may_upcall(1, false));
-            g.charge(1, 1_000_000, false);
+            g.charge(1, 1, 1_000_000, false);
         }
     }
 
@@ -297,7 +298,7 @@ mod tests {
         let mut done = 0;
         for _ in 0..32 {
             if g.may_upcall(2, binds) {
-                g.charge(2, 1_000, binds);
+                g.charge(2, 1, 1_000, binds);
                 done += 1;
             }
         }
@@ -324,7 +325,7 @@ mod tests {
             for (k, &p) in ports.iter().enumerate() {
                 let b = g.begin(p, now);
                 while g.may_upcall(p, b) {
-                    g.charge(p, 500, b);
+                    g.charge(p, 1, 500, b);
                     spent[k] += 500;
                 }
             }

@@ -22,7 +22,6 @@ use flowpath_packet::{Action, FlowKey, WordSet};
 use flowpath_pipeline::{Ending, Pipeline, RuleRef, Translation};
 use hashbrown::HashTable;
 use smallvec::SmallVec;
-use std::collections::HashMap;
 
 /// One cached megaflow. Its fields are the cache's own: other code reads them through the
 /// accessors, and another tier reaches entries only by [`MegaflowId`] (see `tier.rs`).
@@ -111,7 +110,9 @@ pub struct MegaflowCache {
     subtables: Vec<Subtable>,
     /// Indices of the subtables that hold entries, most hit first.
     order: Vec<u16>,
-    by_mask: HashMap<FlowKey, u16>,
+    /// Subtable index by mask (hashed with the key's own hash: this is looked up on every
+    /// upcall, and SipHash over 104 bytes cost ~100 cycles there).
+    by_mask: HashTable<u16>,
     /// Subtables without entries, to reuse for the next new mask.
     free_subtables: Vec<u16>,
     /// The configured maximum of entries.
@@ -146,7 +147,7 @@ impl MegaflowCache {
             free: Vec::new(),
             subtables: Vec::new(),
             order: Vec::new(),
-            by_mask: HashMap::new(),
+            by_mask: HashTable::new(),
             free_subtables: Vec::new(),
             max_entries: max_entries.max(1),
             limit: max_entries.max(1),
@@ -190,7 +191,19 @@ impl MegaflowCache {
 
     /// Whether a subtable with `mask` holds entries now.
     pub fn has_mask(&self, mask: &FlowKey) -> bool {
-        self.by_mask.contains_key(mask)
+        self.find_subtable(mask).is_some()
+    }
+
+    /// The subtable holding entries of `mask`, if any (pass it to
+    /// [`MegaflowCache::install_in`] to save a second lookup).
+    #[inline]
+    pub fn find_subtable(&self, mask: &FlowKey) -> Option<u16> {
+        let subtables = &self.subtables;
+        self.by_mask
+            .find(wide_hash(mask.hash(self.seed)), |&si| {
+                subtables[si as usize].mask == *mask
+            })
+            .copied()
     }
 
     /// Follow one revalidation that took `cycles` against a target of `target` cycles:
@@ -376,11 +389,29 @@ impl MegaflowCache {
     /// [`MegaflowCache::make_room_for_mask`]; past the limit it is created anyway (the
     /// caller decided), so the limit holds only for callers that ask.
     pub fn install(&mut self, key: &FlowKey, tr: Translation, pipeline: &Pipeline) -> u32 {
+        let hint = self.find_subtable(&tr.mask);
+        self.install_in(key, tr, pipeline, hint)
+    }
+
+    /// [`MegaflowCache::install`] with the result of [`MegaflowCache::find_subtable`] for
+    /// `tr.mask`, taken just before (an eviction in between is allowed for).
+    pub fn install_in(
+        &mut self,
+        key: &FlowKey,
+        tr: Translation,
+        pipeline: &Pipeline,
+        subtable: Option<u16>,
+    ) -> u32 {
+        let mut hint = subtable;
         if self.live >= self.limit {
             self.evict_one(pipeline);
+            // The eviction may have emptied (and freed) the hinted subtable.
+            if hint.is_some_and(|si| self.subtables[si as usize].slots.is_empty()) {
+                hint = self.find_subtable(&tr.mask);
+            }
         }
-        let si = match self.by_mask.get(&tr.mask) {
-            Some(&si) => si,
+        let si = match hint {
+            Some(si) => si,
             None => {
                 let fresh = Subtable {
                     mask: tr.mask,
@@ -403,7 +434,11 @@ impl MegaflowCache {
                     }
                 };
                 self.order.push(si);
-                self.by_mask.insert(tr.mask, si);
+                let subtables = &self.subtables;
+                self.by_mask
+                    .insert_unique(wide_hash(tr.mask.hash(self.seed)), si, |&s| {
+                        wide_hash(subtables[s as usize].mask.hash(self.seed))
+                    });
                 si
             }
         };
@@ -465,7 +500,10 @@ impl MegaflowCache {
         }
         if st.slots.is_empty() {
             // The subtable leaves the search at once; its index is reused.
-            self.by_mask.remove(&st.mask);
+            let h = wide_hash(st.mask.hash(self.seed));
+            if let Ok(e) = self.by_mask.find_entry(h, |&s| s == si) {
+                e.remove();
+            }
             if let Some(pos) = self.order.iter().position(|&o| o == si) {
                 self.order.remove(pos);
             }
