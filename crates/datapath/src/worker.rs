@@ -20,8 +20,10 @@
 //! turn. A batch with misses (each 10–40x a hit) or packets that did not parse costs its
 //! whole TSC time, so a port flooding new flows or garbage is received from only about one
 //! quantum's worth of cycles per round, not 32 packets' worth; what it cannot be given
-//! waits in its receive ring and overflows there, counted by the port, as on a NIC. The
-//! miss budget (`guard.rs`) then shares the slow path among the ports that reach it.
+//! waits in its receive ring and overflows there, counted by the port, as on a NIC. A
+//! round in which no port had anything forgives every debt (work conserving: fairness
+//! only matters while another port is waiting). The miss budget (`guard.rs`) then shares
+//! the slow path among the ports that reach it.
 
 use crate::datapath::{Datapath, OutputSink};
 use crate::sink::CountingSink;
@@ -232,6 +234,7 @@ impl<P: Port, O: Outputs> Worker<P, O> {
         let mut got = 0usize;
         let mut to_flush = 0u64;
         let fair = self.quantum > 0 && self.ports.len() > 1;
+        let mut in_debt = false;
         for i in 0..self.ports.len() {
             if got >= max {
                 break;
@@ -252,6 +255,10 @@ impl<P: Port, O: Outputs> Worker<P, O> {
             // Deficit round robin over cycles (see the module documentation).
             let q = self.quantum;
             self.credit[i] = (self.credit[i] + q).min(MAX_BANKED_QUANTA * q);
+            if self.credit[i] <= 0 {
+                in_debt = true;
+                continue;
+            }
             let mut batches = 0;
             while self.credit[i] > 0 && batches < MAX_BATCHES_PER_TURN && got < max {
                 let t0 = flowpath_base::clock::rdtsc();
@@ -271,6 +278,14 @@ impl<P: Port, O: Outputs> Worker<P, O> {
                 if n < flowpath_base::BATCH {
                     break;
                 }
+            }
+        }
+        if in_debt && got == 0 {
+            // Work conserving: nobody else had anything this round, so the ports paying
+            // off an expensive batch are served again at once rather than after rounds of
+            // empty polls (or idle naps).
+            for c in &mut self.credit {
+                *c = (*c).max(self.quantum);
             }
         }
         if to_flush != 0 {

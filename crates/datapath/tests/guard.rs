@@ -111,3 +111,34 @@ fn a_flood_on_one_port_is_budgeted_and_the_established_port_loses_nothing() {
         "every flood packet within budget forwarded, the rest dropped"
     );
 }
+
+/// Cycle-fair polling is work conserving: a port of misses paying off an expensive batch
+/// is served again as soon as a round finds nothing else to do (the switch once starved a
+/// lone miss port this way: rounds of empty polls, then idle naps, while its debt lasted).
+#[test]
+fn a_lone_miss_port_is_served_every_other_poll_when_the_others_are_idle() {
+    let store = Arc::new(RuleStore::new(Backend::TupleSpace));
+    store.add(rules()).unwrap();
+    let idle = GeneratedPort::new("idle", InMemorySource::new(flows(0x0a01_0000, 4)));
+    let mut news = InMemorySource::new(flows(0x6400_0000, 64));
+    news.set_new_flow_share(1.0);
+    let mut w = Worker::new(
+        Datapath::new(store, DatapathConfig::default()),
+        vec![
+            WorkerPort::new(1, 0, PacedPort::new(idle, 0.0, 64)),
+            WorkerPort::new(
+                7,
+                0,
+                PacedPort::new(GeneratedPort::new("new", news), f64::INFINITY, 4096),
+            ),
+        ],
+        PerPort::default(),
+        "test",
+    );
+    let polls = 1000;
+    let got: usize = (0..polls).map(|_| w.poll()).sum();
+    assert!(
+        got >= polls / 2 * flowpath_base::BATCH,
+        "{got} packets in {polls} polls: the miss port waited on its debt"
+    );
+}
