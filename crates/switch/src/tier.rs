@@ -572,8 +572,13 @@ impl Tier for TierAgent {
             match *ev {
                 MegaflowEvent::Installed(id) => installed.push(id),
                 MegaflowEvent::Removed(id) => {
-                    installed.retain(|&i| i != id);
-                    removed.push(id);
+                    if !installed.is_empty() {
+                        installed.retain(|&i| i != id);
+                    }
+                    // Under a flood nearly every removal is of a megaflow never offered.
+                    if !self.tracked.is_empty() {
+                        removed.push(id);
+                    }
                 }
                 MegaflowEvent::Flushed => {
                     installed.clear();

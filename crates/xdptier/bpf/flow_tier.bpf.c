@@ -396,6 +396,13 @@ int flow_tier(struct xdp_md *ctx)
 		return upcall(ctx, 0);
 	}
 	__u32 in_port = ip_ent->port, xsk_base = ip_ent->xsk_base;
+	/* Nothing cached yet (no mask registered: the agent offers only megaflows that were hit
+	 * again after install, so a new-flow flood registers none): every packet is a miss, so
+	 * hand it over without parsing — the tier must not make misses dearer than no tier. */
+	if (cfg->n_masks == 0 && !(cfg->flags & FP_CFG_DEBUG)) {
+		count_reason(FP_R_MISS);
+		return upcall(ctx, xsk_base);
+	}
 	kw.k.in_port = bpf_htonl(in_port);
 	int r = parse(ctx, &kw.k, &m, cfg->vxlan_port);
 	if (r) {
