@@ -85,7 +85,7 @@ while kill -0 "$genpid" 2>/dev/null; do
     line=$(ip netns exec "$ns-sw" "$bin" stats --control "$dir/ctl.sock" --json | python3 -c '
 import json, sys
 w = json.load(sys.stdin)
-g = [x["guard"] for x in w]
+g = [x.get("guard", {"megaflows": 0, "flow_limit": 0, "subtables": 0, "max_masks": 0, "miss_budget_drops": 0}) for x in w]
 ok = all(x["megaflows"] <= x["flow_limit"] and x["subtables"] <= x["max_masks"] for x in g)
 print("rx", sum(x["packets"] for x in w), "tx", sum(x["tx_packets"] for x in w),
       "megaflows", sum(x["megaflows"] for x in g), "masks", max(x["subtables"] for x in g),
