@@ -302,7 +302,6 @@ pub fn miss_curve(class: &ClassResult, tsc_hz: f64) -> String {
     render((760, 440), |root| {
         root.fill(&WHITE)?;
         let c = &class.curve;
-        let n = c.len().max(1);
         let rates: Vec<f64> = c.iter().map(|p| p.miss_rate).collect();
         let model_pts = model_points(class, &rates, tsc_hz);
         let ymax = max_of(
@@ -312,29 +311,16 @@ pub fn miss_curve(class: &ClassResult, tsc_hz: f64) -> String {
         )
         .max(1e-3)
             * 1.12;
-        let keys: Vec<f64> = (0..n).map(|i| i as f64).collect();
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                format!("Throughput vs miss rate, {} (one core)", class.class.name()),
-                (FONT, 20),
-            )
-            .margin(12)
-            .x_label_area_size(45)
-            .y_label_area_size(60)
-            .build_cartesian_2d(keyed(-0.3f64..(n - 1) as f64 + 0.3, keys), 0f64..ymax)?;
-        chart
-            .configure_mesh()
-            .x_desc("share of packets that are new flows (misses); points evenly spaced")
-            .y_desc("Mpps per core")
-            .x_label_formatter(&|x| {
-                rates
-                    .get(x.round().max(0.0) as usize)
-                    .map(|&m| pct(m))
-                    .unwrap_or_default()
-            })
-            .label_style((FONT, 13))
-            .light_line_style(TRANSPARENT)
-            .draw()?;
+        let labels: Vec<String> = rates.iter().map(|&m| pct(m)).collect();
+        let mut chart = evenly_spaced(
+            &root,
+            format!("Throughput vs miss rate, {} (one core)", class.class.name()),
+            20,
+            &labels,
+            ymax,
+            "share of packets that are new flows (misses); points evenly spaced",
+            "Mpps per core",
+        )?;
         draw_model(&mut chart, &model_pts)?;
         draw_measured(&mut chart, class, tsc_hz, ymax)?;
         legend(&mut chart, SeriesLabelPosition::UpperRight)?;
@@ -466,7 +452,6 @@ pub fn attack(series: &AttackSeries) -> String {
         root.fill(&WHITE)?;
         let rates: Vec<f64> = series.points.iter().map(|p| p.offered_pps).collect();
         let n = rates.len().max(1);
-        let keys: Vec<f64> = (0..n).map(|i| i as f64).collect();
         let ymax = max_of(
             series
                 .points
@@ -475,34 +460,22 @@ pub fn attack(series: &AttackSeries) -> String {
         )
         .max(100.0)
             * 1.1;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                format!(
-                    "Established flows under a {} attack ({} flows offered at {:.1} Mpps, {})",
-                    series.case,
-                    series.established_flows,
-                    series.established_offered_mpps,
-                    series.classifier
-                ),
-                (FONT, 17),
-            )
-            .margin(12)
-            .x_label_area_size(45)
-            .y_label_area_size(60)
-            .build_cartesian_2d(keyed(-0.3f64..(n - 1) as f64 + 0.3, keys), 0f64..ymax)?;
-        chart
-            .configure_mesh()
-            .x_desc("attack packets per second offered (max: as fast as the worker takes them)")
-            .y_desc("established throughput kept, %")
-            .x_label_formatter(&|x| {
-                rates
-                    .get(x.round().max(0.0) as usize)
-                    .map(|&r| rate_label(r))
-                    .unwrap_or_default()
-            })
-            .label_style((FONT, 13))
-            .light_line_style(TRANSPARENT)
-            .draw()?;
+        let labels: Vec<String> = rates.iter().map(|&r| rate_label(r)).collect();
+        let mut chart = evenly_spaced(
+            &root,
+            format!(
+                "Established flows under a {} attack ({} flows offered at {:.1} Mpps, {})",
+                series.case,
+                series.established_flows,
+                series.established_offered_mpps,
+                series.classifier
+            ),
+            17,
+            &labels,
+            ymax,
+            "attack packets per second offered (max: as fast as the worker takes them)",
+            "established throughput kept, %",
+        )?;
         chart.draw_series(DashedLineSeries::new(
             [(-0.3, 90.0), ((n - 1) as f64 + 0.3, 90.0)],
             6,
@@ -553,4 +526,39 @@ pub fn attack(series: &AttackSeries) -> String {
         root.present()?;
         Ok(())
     })
+}
+
+/// A chart whose x axis is `labels.len()` evenly spaced points (point i at x = i, labelled
+/// `labels[i]`) and whose y axis runs from 0 to `ymax`, with its caption and axis texts.
+fn evenly_spaced<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
+    caption: String,
+    caption_size: u32,
+    labels: &[String],
+    ymax: f64,
+    x_desc: &str,
+    y_desc: &str,
+) -> Result<KeyedChart<'a, 'b>, Box<dyn std::error::Error>> {
+    let n = labels.len().max(1);
+    let keys: Vec<f64> = (0..n).map(|i| i as f64).collect();
+    let mut chart = ChartBuilder::on(root)
+        .caption(caption, (FONT, caption_size))
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(60)
+        .build_cartesian_2d(keyed(-0.3f64..(n - 1) as f64 + 0.3, keys), 0f64..ymax)?;
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .x_label_formatter(&|x| {
+            labels
+                .get(x.round().max(0.0) as usize)
+                .cloned()
+                .unwrap_or_default()
+        })
+        .label_style((FONT, 13))
+        .light_line_style(TRANSPARENT)
+        .draw()?;
+    Ok(chart)
 }
