@@ -21,6 +21,9 @@ ns=fps$$
 dir=$(mktemp -d /tmp/flowpath-soak.XXXXXX)
 cleanup() {
     [ -n "${swpid:-}" ] && kill "$swpid" 2>/dev/null || true
+    # The switch itself (found with pgrep under `ip netns exec`): killing the wrapper alone
+    # left it running after an interrupted soak.
+    [ -n "${sw:-}" ] && kill "$sw" 2>/dev/null || true
     [ -n "${genpid:-}" ] && kill "$genpid" 2>/dev/null || true
     for n in gen sw sink; do ip netns del "$ns-$n" 2>/dev/null || true; done
     rm -rf "$dir"
