@@ -158,9 +158,18 @@ impl ControlSocket {
         }
     }
 
-    /// Make a blocked `accept` return (used to stop the server thread).
+    /// Make a blocked `accept` return (used to stop the server thread): connect to it, or
+    /// where the socket's file is gone (removed under a stopping switch, as a script's
+    /// cleanup does), shut the listener down, which makes `accept` fail at once. Before,
+    /// a switch stopped that way waited in `accept` forever.
     pub fn wake(&self) {
-        let _ = UnixStream::connect(&self.path);
+        if UnixStream::connect(&self.path).is_err() {
+            use std::os::fd::AsRawFd;
+            // SAFETY: shutdown(2) on the listener this value owns; no memory is involved.
+            unsafe {
+                libc::shutdown(self.listener.as_raw_fd(), libc::SHUT_RDWR);
+            }
+        }
     }
 }
 

@@ -409,3 +409,22 @@ fn register_generator() {
         Box::new(flowpath_gen::GeneratedPort::new(name, src))
     });
 }
+
+/// A switch told to stop after its control socket's file was removed (a script's cleanup
+/// removing its directory) still stops: the accept loop is woken without the path.
+#[test]
+fn the_control_thread_stops_even_when_its_socket_file_is_gone() {
+    let dir = std::env::temp_dir().join(format!("flowpath-wake-{}", std::process::id()));
+    let path = dir.join("ctl.sock");
+    let sock = Arc::new(flowpath_switch::ControlSocket::bind(&path).unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let h = flowpath_switch::switch::spawn_control_with(sock.clone(), stop.clone(), |_| {
+        flowpath_switch::Response::default()
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    std::fs::remove_dir_all(&dir).unwrap();
+    stop.store(true, Ordering::Relaxed);
+    sock.wake();
+    wait_until("the control thread to stop", || h.is_finished());
+    h.join().unwrap();
+}
