@@ -573,9 +573,7 @@ impl Datapath {
             }
         }
     }
-}
 
-impl Datapath {
     /// Between rule changes, at most once a second: let a shrunken flow limit grow back
     /// while a revalidation of today's cache would stay quick (estimated from the last
     /// one's cost per entry).

@@ -189,11 +189,6 @@ impl MegaflowCache {
         self.max_masks
     }
 
-    /// Whether a subtable with `mask` holds entries now.
-    pub fn has_mask(&self, mask: &FlowKey) -> bool {
-        self.find_subtable(mask).is_some()
-    }
-
     /// The subtable holding entries of `mask`, if any (pass it to
     /// [`MegaflowCache::install_in`] to save a second lookup).
     #[inline]

@@ -581,22 +581,12 @@ pub fn tse_report(
         store.add(rules.iter().cloned()).expect("valid rules");
         let mut dp = Datapath::new(store, d.config(&DatapathConfig::default()));
         let mut sink = CountingSink::default();
-        let mut bufs: Vec<Vec<u8>> = frames
-            .iter()
-            .map(|f| {
-                let mut b = vec![0u8; flowpath_base::HEADROOM + f.len() + 64];
-                b[flowpath_base::HEADROOM..][..f.len()].copy_from_slice(f);
-                b
-            })
-            .collect();
-        for chunk in bufs.chunks_mut(flowpath_base::BATCH) {
-            let mut pkts: Vec<flowpath_packet::Packet<'_>> = chunk
-                .iter_mut()
-                .map(|b| {
-                    let len = b.len() - flowpath_base::HEADROOM - 64;
-                    flowpath_packet::Packet::new(b, flowpath_base::HEADROOM, len)
-                })
-                .collect();
+        // Every frame once, in order: the source's first slots hold the templates in turn.
+        let mut src = InMemorySource::new(frames.clone());
+        let mut left = frames.len();
+        while left > 0 {
+            let mut pkts = src.lend(left.min(flowpath_base::BATCH));
+            left -= pkts.len();
             dp.process(PORT_ATTACK, &mut pkts, &mut sink);
         }
         let per = dp.port_miss_stats();

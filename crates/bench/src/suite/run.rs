@@ -41,10 +41,13 @@ struct Measured {
     attacks: Vec<AttackSeries>,
 }
 
-/// The under-attack experiment's cost in the plan's units (≈ millions of cycles).
+/// The under-attack experiment's cost in the plan's units (millions of TSC cycles): each
+/// rate runs a saturation window and, per defence (at most three) and run, two windows
+/// with a warm-up each.
 fn attack_estimate(cfg: &SuiteConfig) -> u64 {
-    let windows = cfg.attack_rates.len() as u64 * (1 + 3 * 2 * cfg.runs as u64);
-    (windows * (cfg.attack_window_ms * 2 + 50) * 2_600 / 1_000).max(1)
+    let windows = cfg.attack_rates.len() as f64 * (1.0 + 3.0 * 2.0 * cfg.runs as f64);
+    let cycles_per_ms = flowpath_base::clock::tsc_hz() / 1e3;
+    ((windows * (cfg.attack_window_ms * 2 + 50) as f64 * cycles_per_ms / 1e6) as u64).max(1)
 }
 
 /// Each attack at each rate, with the suite's runs and window.
