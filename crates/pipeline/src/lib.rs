@@ -11,7 +11,7 @@ mod translate;
 mod tss;
 mod wildcards;
 
-pub use pipeline::{Ending, Pipeline, RuleRef, Translation};
+pub use pipeline::{Ending, Pipeline, RuleRef, TableVisit, Translation};
 pub use rule::{
     key_ports, now_ns, port_slot, Match, PortRange, Rule, RuleCounters, RuleError, RuleId,
     RuleSpec, Selector, MAX_TABLES,

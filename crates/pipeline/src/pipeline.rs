@@ -44,6 +44,34 @@ pub struct Translation {
     pub ending: Ending,
 }
 
+/// One table a traced key met ([`Pipeline::translate_traced`]).
+#[derive(Clone, Copy, Debug)]
+pub struct TableVisit {
+    pub table: u8,
+    /// The rule that matched; `None`: no rule did (table-miss, the packet is dropped).
+    pub rule: Option<RuleRef>,
+    /// The key as this table saw it, and as the rule's actions left it.
+    pub key_before: FlowKey,
+    pub key_after: FlowKey,
+    /// The megaflow's mask so far: every bit the decision has depended on up to here.
+    pub mask: FlowKey,
+    /// How many of the translation's actions exist after this table.
+    pub actions_after: usize,
+}
+
+impl TableVisit {
+    fn missed(table: u8, k: &FlowKey, wc: &FlowKey, actions: usize) -> TableVisit {
+        TableVisit {
+            table,
+            rule: None,
+            key_before: *k,
+            key_after: *k,
+            mask: *wc,
+            actions_after: actions,
+        }
+    }
+}
+
 /// An immutable snapshot of all tables.
 #[derive(Debug)]
 pub struct Pipeline {
@@ -87,6 +115,17 @@ impl Pipeline {
 
     /// Classify `key` through the tables and build its megaflow.
     pub fn translate(&self, key: &FlowKey) -> Translation {
+        self.walk(key, |_| {})
+    }
+
+    /// [`Pipeline::translate`], telling `visit` about every table the key meets (for
+    /// `flowpath trace`): the same walk, so a trace never disagrees with the datapath.
+    pub fn translate_traced(&self, key: &FlowKey, visit: impl FnMut(&TableVisit)) -> Translation {
+        self.walk(key, visit)
+    }
+
+    #[inline(always)]
+    fn walk(&self, key: &FlowKey, mut visit: impl FnMut(&TableVisit)) -> Translation {
         let mut k = *key;
         let mut wc = FlowKey::ZERO;
         // Megaflows are per ingress port: outputs depend on it (no output to in_port).
@@ -96,18 +135,37 @@ impl Pipeline {
         let mut t = 0u8;
         let ending = 'walk: loop {
             let Some(table) = self.tables.get(t as usize) else {
+                visit(&TableVisit::missed(t, &k, &wc, actions.len()));
                 break Ending::TableMiss(t);
             };
             let Some(i) = table.lookup(&k, &mut wc) else {
+                visit(&TableVisit::missed(t, &k, &wc, actions.len()));
                 break Ending::TableMiss(t);
             };
+            let before = k;
             path.push(RuleRef { table: t, index: i });
             let spec = &table.rules()[i as usize].spec;
             for a in &spec.actions {
                 if let Some(end) = translate_action(a, &mut k, &mut wc, &mut actions) {
+                    visit(&TableVisit {
+                        table: t,
+                        rule: Some(RuleRef { table: t, index: i }),
+                        key_before: before,
+                        key_after: k,
+                        mask: wc,
+                        actions_after: actions.len(),
+                    });
                     break 'walk end;
                 }
             }
+            visit(&TableVisit {
+                table: t,
+                rule: Some(RuleRef { table: t, index: i }),
+                key_before: before,
+                key_after: k,
+                mask: wc,
+                actions_after: actions.len(),
+            });
             match spec.goto {
                 Some(g) => t = g,
                 None => break Ending::Done,

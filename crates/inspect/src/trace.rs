@@ -1,0 +1,376 @@
+//! `flowpath trace`: one packet's walk through the tables, like `ovs-appctl ofproto/trace`:
+//! per table the rule it met, the actions as they accumulate, what they changed in the
+//! key, the goto; then the megaflow the datapath would install and the final actions.
+//!
+//! The walk is [`Pipeline::translate_traced`], the slow path's own, so a trace always
+//! tells what the datapath does.
+
+use crate::explain::parse_hex;
+use crate::fields::{format_key, key_fields};
+use crate::megaflows::format_megaflow_match;
+use flowpath_flowsyntax::{format_actions, format_match, parse_flow, FlowCommand};
+use flowpath_packet::parse::{parse, ParseOptions};
+use flowpath_packet::{Action, Field, FlowKey};
+use flowpath_pipeline::{Ending, Pipeline, RuleRef, RuleSpec, TableVisit};
+use serde::{Deserialize, Serialize};
+
+/// What to trace: a packet described by flow-syntax match fields, or a frame's bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TraceInput {
+    /// `in_port=1,tcp,nw_src=10.0.0.1,tp_dst=80`: fields not given are zero.
+    Flow(String),
+    /// A whole Ethernet frame, in hex.
+    Packet(String),
+}
+
+/// A trace request (also the control socket's `trace` request, as JSON).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceRequest {
+    pub input: TraceInput,
+    /// The ingress port for a frame, or for a flow that gives no `in_port` (default 1).
+    #[serde(default)]
+    pub in_port: Option<u32>,
+}
+
+/// The port a packet is traced on when nothing says otherwise.
+pub const DEFAULT_IN_PORT: u32 = 1;
+
+/// A rule as a trace shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceRule {
+    pub priority: u16,
+    pub cookie: u64,
+    /// The match in flow syntax (`priority=...` first, as `dump-flows` prints it).
+    #[serde(rename = "match")]
+    pub matches: String,
+    pub actions: String,
+}
+
+/// One table the packet met.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceStep {
+    pub table: u8,
+    /// `None`: no rule matched (table-miss: the packet is dropped here).
+    pub rule: Option<TraceRule>,
+    /// Fields the rule's actions changed, as they are now (`nw_ttl=63`).
+    pub set: Vec<String>,
+    /// Every action collected so far, in execution order.
+    pub actions_so_far: String,
+    /// The table the rule sends the packet to next.
+    pub goto: Option<u8>,
+}
+
+/// A whole trace.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Trace {
+    /// The packet's key in flow syntax (what the tables see).
+    pub flow: String,
+    /// The parser's drop reason: the packet never reached the tables.
+    pub parse_drop: Option<String>,
+    /// The rule set version traced against.
+    pub rule_version: u64,
+    pub steps: Vec<TraceStep>,
+    /// The megaflow the datapath would install (flow syntax, masked fields as `value/mask`).
+    pub megaflow: Option<String>,
+    /// The final actions (`drop` when none).
+    pub actions: String,
+    /// What happens to the packet, in words.
+    pub verdict: String,
+    /// Whether the packet is dropped (sent nowhere).
+    pub dropped: bool,
+}
+
+/// Turn a request into a key (or the parse drop of its frame); an error names what is
+/// wrong with the request (the flow syntax's column, the hex digit's position).
+pub fn resolve(req: &TraceRequest) -> Result<Result<FlowKey, String>, String> {
+    match &req.input {
+        TraceInput::Flow(text) => {
+            let f = parse_flow(text, FlowCommand::Delete).map_err(|e| e.to_string())?;
+            let m = &f.spec.matches;
+            if m.has_ranges() {
+                return Err(
+                    "a packet has one port, not a range: give tp_src/tp_dst exactly".into(),
+                );
+            }
+            let mut key = m.value;
+            if m.mask.get(Field::InPort) == 0 {
+                key.set(
+                    Field::InPort,
+                    req.in_port.unwrap_or(DEFAULT_IN_PORT) as u128,
+                );
+            }
+            Ok(Ok(key))
+        }
+        TraceInput::Packet(hex) => {
+            let frame = parse_hex(hex)?;
+            let mut key = FlowKey::ZERO;
+            let in_port = req.in_port.unwrap_or(DEFAULT_IN_PORT);
+            Ok(parse(&frame, in_port, &ParseOptions::default(), &mut key)
+                .map(|_| key)
+                .map_err(|r| r.name().to_string()))
+        }
+    }
+}
+
+/// [`resolve`] then [`trace`] (a parse drop is a trace with no steps).
+pub fn trace_request(pipeline: &Pipeline, req: &TraceRequest) -> Result<Trace, String> {
+    Ok(match resolve(req)? {
+        Ok(key) => trace(pipeline, &key),
+        Err(drop) => Trace {
+            flow: match &req.input {
+                TraceInput::Flow(t) | TraceInput::Packet(t) => t.clone(),
+            },
+            parse_drop: Some(drop.clone()),
+            rule_version: pipeline.version(),
+            steps: Vec::new(),
+            megaflow: None,
+            actions: "drop".into(),
+            verdict: format!("dropped by the parser: {drop} (it never reaches the tables)"),
+            dropped: true,
+        },
+    })
+}
+
+/// Trace `key` through `pipeline`.
+pub fn trace(pipeline: &Pipeline, key: &FlowKey) -> Trace {
+    let mut visits: Vec<TableVisit> = Vec::new();
+    let tr = pipeline.translate_traced(key, |v| visits.push(*v));
+    let steps = visits
+        .iter()
+        .map(|v| {
+            let rule = v.rule.map(|r| pipeline.rule(r));
+            TraceStep {
+                table: v.table,
+                rule: rule.map(|r| TraceRule {
+                    priority: r.spec.priority,
+                    cookie: r.spec.cookie,
+                    matches: format_match(&r.spec),
+                    actions: format_actions(&r.spec),
+                }),
+                set: changed(&v.key_before, &v.key_after),
+                actions_so_far: format_action_list(&tr.actions[..v.actions_after]),
+                goto: rule.and_then(|r| r.spec.goto),
+            }
+        })
+        .collect();
+    let in_port = key.get(Field::InPort) as u32;
+    let verdict = describe_ending(&tr.actions, tr.ending, in_port);
+    Trace {
+        flow: format_key(key),
+        parse_drop: None,
+        rule_version: pipeline.version(),
+        steps,
+        megaflow: Some(format_megaflow_match(&key.and(&tr.mask), &tr.mask)),
+        actions: format_action_list(&tr.actions),
+        dropped: sent_to(&tr.actions, in_port).is_empty(),
+        verdict,
+    }
+}
+
+/// Fields whose value differs after the actions (or that appeared, e.g. a pushed VLAN).
+fn changed(before: &FlowKey, after: &FlowKey) -> Vec<String> {
+    let old = key_fields(before);
+    key_fields(after)
+        .into_iter()
+        .filter(|(n, v)| !old.iter().any(|(m, w)| m == n && w == v))
+        .map(|(n, v)| format!("{n}={v}"))
+        .collect()
+}
+
+/// A rule in one line: `table=1, priority=100,ip,nw_dst=10.0.0.0/8 actions=output:2`.
+pub fn rule_text(p: &Pipeline, r: RuleRef) -> String {
+    let spec = &p.rule(r).spec;
+    let mut s = format!("table={}, ", r.table);
+    if spec.cookie != 0 {
+        s.push_str(&format!("cookie={:#x}, ", spec.cookie));
+    }
+    s.push_str(&format_match(spec));
+    s.push_str(" actions=");
+    s.push_str(&format_actions(spec));
+    s
+}
+
+/// Actions in flow syntax; `drop` for none.
+pub fn format_action_list(actions: &[Action]) -> String {
+    let mut spec = RuleSpec::new(0, 0, Default::default());
+    spec.actions = actions.to_vec();
+    format_actions(&spec)
+}
+
+/// Where the datapath sends a packet with these actions, as it executes them: an output
+/// to the ingress port is skipped (OpenFlow's rule: use `in_port` for that).
+fn sent_to(actions: &[Action], in_port: u32) -> Vec<String> {
+    let mut out = Vec::new();
+    for a in actions {
+        match *a {
+            Action::Output(p) if p != in_port => out.push(format!("port {p}")),
+            Action::InPort => out.push(format!("port {in_port} (in_port)")),
+            Action::Controller { .. } => out.push("the controller queue".to_string()),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// What happens to a packet with these actions and this ending, in words.
+pub fn describe_ending(actions: &[Action], ending: Ending, in_port: u32) -> String {
+    let to = sent_to(actions, in_port);
+    let skipped = actions
+        .iter()
+        .any(|a| matches!(a, Action::Output(p) if *p == in_port));
+    let sent = if to.is_empty() {
+        String::new()
+    } else {
+        format!("sent to {}", to.join(", "))
+    };
+    let tail = match ending {
+        Ending::Done if to.is_empty() && skipped => {
+            "dropped: its only output is to its ingress port, which is skipped (use the \
+             in_port action to send a packet back)"
+                .to_string()
+        }
+        Ending::Done if to.is_empty() => "dropped by the rules' actions (drop)".to_string(),
+        Ending::Done => return sent,
+        Ending::TableMiss(t) => format!("dropped: no rule matched in table {t} (table-miss)"),
+        Ending::TtlExpired => "dropped at dec_ttl: TTL was 0 or 1".to_string(),
+        Ending::TooManyVlans => "dropped: a third VLAN tag was pushed".to_string(),
+    };
+    if sent.is_empty() {
+        tail
+    } else {
+        format!("{sent}; then {tail}")
+    }
+}
+
+impl Trace {
+    /// The trace for people, `ofproto/trace` style.
+    pub fn text(&self) -> String {
+        let mut s = format!("Flow: {}\n", self.flow);
+        if let Some(d) = &self.parse_drop {
+            s.push_str(&format!(
+                "\nParse: dropped ({d}): the packet never reaches the tables\n"
+            ));
+        }
+        for st in &self.steps {
+            s.push('\n');
+            match &st.rule {
+                Some(r) => {
+                    s.push_str(&format!("table {}: {}", st.table, r.matches));
+                    if r.cookie != 0 {
+                        s.push_str(&format!(", cookie={:#x}", r.cookie));
+                    }
+                    s.push_str(&format!("\n    rule actions: {}\n", r.actions));
+                    if !st.set.is_empty() {
+                        s.push_str(&format!("    key now: {}\n", st.set.join(",")));
+                    }
+                    s.push_str(&format!("    actions so far: {}\n", st.actions_so_far));
+                    if let Some(g) = st.goto {
+                        s.push_str(&format!("    goto_table:{g}\n"));
+                    }
+                }
+                None => s.push_str(&format!(
+                    "table {}: no rule matched: table-miss, the packet is dropped\n",
+                    st.table
+                )),
+            }
+        }
+        s.push('\n');
+        if let Some(m) = &self.megaflow {
+            s.push_str(&format!("Megaflow: {m}\n"));
+        }
+        s.push_str(&format!("Datapath actions: {}\n", self.actions));
+        s.push_str(&format!("Result: {}\n", self.verdict));
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flowpath_flowsyntax::parse_flows_file;
+    use flowpath_pipeline::{Backend, RuleStore};
+
+    fn pipeline(flows: &str) -> std::sync::Arc<Pipeline> {
+        let store = RuleStore::new(Backend::TupleSpace);
+        let specs = parse_flows_file(flows, FlowCommand::Add).unwrap();
+        store.add(specs.into_iter().map(|f| f.spec)).unwrap();
+        store.snapshot()
+    }
+
+    fn flow(t: &str) -> TraceRequest {
+        TraceRequest {
+            input: TraceInput::Flow(t.into()),
+            in_port: None,
+        }
+    }
+
+    const FLOWS: &str = "\
+        table=0,priority=100,ip,nw_dst=10.0.0.0/8 actions=dec_ttl,goto_table:1\n\
+        table=0,priority=0 actions=drop\n\
+        table=1,priority=10,tcp,tp_dst=80 actions=mod_tp_dst:8080,output:2\n";
+
+    #[test]
+    fn a_packet_walks_two_tables_and_the_megaflow_holds_what_was_looked_at() {
+        let p = pipeline(FLOWS);
+        let t = trace_request(&p, &flow("tcp,nw_dst=10.1.2.3,nw_ttl=64,tp_dst=80")).unwrap();
+        assert_eq!(t.steps.len(), 2, "{}", t.text());
+        assert_eq!(t.steps[0].rule.as_ref().unwrap().priority, 100);
+        assert_eq!(t.steps[0].goto, Some(1));
+        assert_eq!(t.steps[0].set, vec!["nw_ttl=63"]);
+        assert_eq!(t.steps[1].set, vec!["tp_dst=8080"]);
+        assert_eq!(t.actions, "dec_ttl,mod_tp_dst:8080,output:2");
+        assert_eq!(t.verdict, "sent to port 2");
+        assert!(!t.dropped);
+        let mf = t.megaflow.as_deref().unwrap();
+        assert!(mf.contains("in_port=1"), "{mf}");
+        assert!(mf.contains("nw_ttl=64"), "dec_ttl reads the TTL: {mf}");
+        assert!(mf.contains("tp_dst=80"), "{mf}");
+        let text = t.text();
+        assert!(
+            text.contains("table 1: priority=10,tcp,tp_dst=80"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_table_miss_and_a_drop_rule_are_told_apart() {
+        let p = pipeline(FLOWS);
+        let miss = trace_request(&p, &flow("udp,nw_dst=10.1.2.3,nw_ttl=9,tp_dst=53")).unwrap();
+        assert!(miss.dropped);
+        assert_eq!(miss.steps.last().unwrap().rule, None);
+        assert!(miss.verdict.contains("table-miss"), "{}", miss.verdict);
+        let drop = trace_request(&p, &flow("arp")).unwrap();
+        assert!(drop.dropped);
+        assert_eq!(drop.steps.len(), 1);
+        assert!(drop.verdict.contains("actions (drop)"), "{}", drop.verdict);
+        let ttl = trace_request(&p, &flow("tcp,nw_dst=10.1.2.3,nw_ttl=1")).unwrap();
+        assert!(ttl.verdict.contains("dec_ttl"), "{}", ttl.verdict);
+    }
+
+    #[test]
+    fn bad_requests_name_the_position() {
+        let p = pipeline(FLOWS);
+        let e = trace_request(&p, &flow("tcp,nw_sr=10.0.0.1")).unwrap_err();
+        assert!(e.contains("column"), "{e}");
+        let e = trace_request(
+            &p,
+            &TraceRequest {
+                input: TraceInput::Packet("02 00 0g".into()),
+                in_port: None,
+            },
+        )
+        .unwrap_err();
+        assert!(e.contains("character 8"), "{e}");
+        let short = trace_request(
+            &p,
+            &TraceRequest {
+                input: TraceInput::Packet("020000000002".into()),
+                in_port: None,
+            },
+        )
+        .unwrap();
+        assert_eq!(short.parse_drop.as_deref(), Some("eth_truncated"));
+        assert!(short.dropped);
+    }
+}
