@@ -1,8 +1,8 @@
 //! Capture files: read any pcap or pcapng file of Ethernet frames, and write classic pcap
 //! records (flushable at any time), for pcap ports, tracers and the traffic generator.
 
-use pcap_file::pcap::{PcapHeader, PcapReader};
-use pcap_file::pcapng::{Block, PcapNgReader};
+use pcap_file::pcap::{PcapHeader, PcapParser};
+use pcap_file::pcapng::{Block, PcapNgParser};
 use pcap_file::{DataLink, Endianness, PcapError, TsResolution};
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -36,52 +36,88 @@ pub struct Capture {
 /// Read a capture (pcap, either byte order and resolution, or pcapng) of Ethernet frames.
 ///
 /// # Errors
-/// I/O errors, a file that is neither format, or a link type other than Ethernet.
+/// I/O errors, a file that is neither format, or a link type other than Ethernet; a
+/// malformed or truncated record is reported with its number and byte offset
+/// (`record 3 at byte 172: ...`).
 pub fn read_capture(mut input: impl Read) -> io::Result<Capture> {
     let mut data = Vec::new();
     input.read_to_end(&mut data)?;
     let bad = |m: String| io::Error::new(io::ErrorKind::InvalidData, m);
-    let magic = data
-        .get(..4)
-        .ok_or_else(|| bad("file too short for a capture".into()))?;
+    let magic = data.get(..4).ok_or_else(|| {
+        bad(format!(
+            "file too short for a capture ({} bytes)",
+            data.len()
+        ))
+    })?;
     let mut cap = Capture::default();
     let not_ethernet = |l: DataLink| {
         bad(format!(
             "link type {l:?}: only Ethernet captures can be replayed"
         ))
     };
+    // Where a record starts, for errors: `record N at byte B: ...`.
+    let at = |n: usize, rest: &[u8], e: PcapError| {
+        let what = match e {
+            PcapError::IncompleteBuffer => "truncated: the file ends inside it".to_string(),
+            e => e.to_string(),
+        };
+        match n {
+            0 => bad(format!("the file header: {what}")),
+            n => bad(format!(
+                "record {n} at byte {}: {what}",
+                data.len() - rest.len()
+            )),
+        }
+    };
     if is_pcapng(magic) {
         cap.format = "pcapng";
-        let mut r = PcapNgReader::new(&data[..]).map_err(pcap_error)?;
-        while let Some(block) = r.next_block() {
-            let (iface, frame, orig) = match block.map_err(pcap_error)? {
+        let (mut rest, mut parser) = PcapNgParser::new(&data).map_err(|e| at(0, &data, e))?;
+        let mut n = 1;
+        while !rest.is_empty() {
+            let (next, block) = parser.next_block(rest).map_err(|e| at(n, rest, e))?;
+            let (iface, frame, orig) = match block {
                 Block::EnhancedPacket(p) => (p.interface_id, p.data.into_owned(), p.original_len),
                 Block::SimplePacket(p) => (0, p.data.into_owned(), p.original_len),
                 Block::Packet(p) => (p.interface_id as u32, p.data.into_owned(), p.original_len),
-                _ => continue,
+                _ => {
+                    rest = next;
+                    n += 1;
+                    continue;
+                }
             };
-            let link = r
+            let link = parser
                 .interfaces()
                 .get(iface as usize)
                 .map(|i| i.linktype)
-                .ok_or_else(|| bad(format!("packet on undeclared interface {iface}")))?;
+                .ok_or_else(|| {
+                    at(
+                        n,
+                        rest,
+                        PcapError::InvalidField("packet on an undeclared interface"),
+                    )
+                })?;
             if link != DataLink::ETHERNET {
                 return Err(not_ethernet(link));
             }
             cap.truncated += (orig as usize > frame.len()) as u64;
             cap.frames.push(frame);
+            rest = next;
+            n += 1;
         }
     } else {
         cap.format = "pcap";
-        let mut r = PcapReader::new(&data[..]).map_err(pcap_error)?;
-        let link = r.header().datalink;
+        let (mut rest, parser) = PcapParser::new(&data).map_err(|e| at(0, &data, e))?;
+        let link = parser.header().datalink;
         if link != DataLink::ETHERNET {
             return Err(not_ethernet(link));
         }
-        while let Some(p) = r.next_packet() {
-            let p = p.map_err(pcap_error)?;
+        let mut n = 1;
+        while !rest.is_empty() {
+            let (next, p) = parser.next_packet(rest).map_err(|e| at(n, rest, e))?;
             cap.truncated += (p.orig_len as usize > p.data.len()) as u64;
             cap.frames.push(p.data.into_owned());
+            rest = next;
+            n += 1;
         }
     }
     Ok(cap)
