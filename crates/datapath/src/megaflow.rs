@@ -44,6 +44,8 @@ pub struct MegaflowEntry {
     ending: Ending,
     packets: u64,
     bytes: u64,
+    /// TSC of the batch that last counted a packet for it (0: none yet), for dumps.
+    used: u64,
     /// What has already been credited to the rules on `path`.
     pushed_packets: u64,
     pushed_bytes: u64,
@@ -69,6 +71,10 @@ impl MegaflowEntry {
     }
     pub fn bytes(&self) -> u64 {
         self.bytes
+    }
+    /// TSC when a packet last used it (the start of that batch); 0: never.
+    pub fn used_tsc(&self) -> u64 {
+        self.used
     }
     pub fn is_live(&self) -> bool {
         self.live
@@ -126,6 +132,8 @@ pub struct MegaflowCache {
     seed: u64,
     /// Number of the batch being processed (see [`MegaflowCache::begin_batch`]).
     batch: u64,
+    /// The TSC at the start of that batch (stamps `used`).
+    now: u64,
     pub counters: MegaflowCounters,
     /// What happened to entries since the last [`MegaflowCache::take_events`], when some
     /// other tier watches (see [`MegaflowCache::watch`]).
@@ -156,6 +164,7 @@ impl MegaflowCache {
             hand: 0,
             seed,
             batch: 1,
+            now: 0,
             counters: MegaflowCounters::default(),
             events: None,
         }
@@ -239,10 +248,12 @@ impl MegaflowCache {
     /// Count one packet of `bytes` against `slot` and mark it recently used (CLOCK).
     #[inline(always)]
     pub fn hit(&mut self, slot: u32, bytes: u64) -> &MegaflowEntry {
+        let now = self.now;
         let e = &mut self.entries[slot as usize];
         e.packets += 1;
         e.bytes += bytes;
         e.referenced = true;
+        e.used = now;
         e
     }
 
@@ -276,6 +287,7 @@ impl MegaflowCache {
             e.packets += packets;
             e.bytes += bytes;
             e.referenced = true;
+            e.used = flowpath_base::clock::rdtsc();
         }
         true
     }
@@ -310,6 +322,14 @@ impl MegaflowCache {
     #[inline(always)]
     pub fn begin_batch(&mut self) {
         self.batch += 1;
+    }
+
+    /// [`MegaflowCache::begin_batch`], at TSC `now` (what hits in this batch stamp as their
+    /// last use).
+    #[inline(always)]
+    pub fn begin_batch_at(&mut self, now: u64) {
+        self.batch += 1;
+        self.now = now;
     }
 
     /// If `slot` is still the entry that had generation `gen`, pin it for this batch.
@@ -458,6 +478,7 @@ impl MegaflowCache {
             bytes: 0,
             pushed_packets: 0,
             pushed_bytes: 0,
+            used: 0,
         };
         let slot = match self.free.pop() {
             Some(s) => {

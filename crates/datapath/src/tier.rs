@@ -66,6 +66,10 @@ impl<'a> MegaflowView<'a> {
     pub fn counts(&self) -> (u64, u64) {
         (self.entry.packets(), self.entry.bytes())
     }
+    /// TSC when a packet last used it; 0: never.
+    pub fn used_tsc(&self) -> u64 {
+        self.entry.used_tsc()
+    }
 }
 
 /// A cache tier driven by the worker loop.
@@ -85,5 +89,9 @@ pub trait Tier: Send {
     /// without proving themselves).
     fn waiting(&self) -> (u64, u64) {
         (0, 0)
+    }
+    /// Whether the tier holds `id` itself (for dumps: which tier answers a megaflow).
+    fn holds(&self, _id: MegaflowId) -> bool {
+        false
     }
 }
