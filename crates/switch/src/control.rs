@@ -22,6 +22,12 @@ pub enum Op {
     Dump,
     /// Worker and port counters (`flowpath stats`; only `flowpath switch` answers it).
     Stats,
+    /// Trace a packet through the rules (`flowpath trace`): the text is a JSON
+    /// `TraceRequest`, the answer's data a `Trace`.
+    Trace,
+    /// The workers' cached megaflows (`flowpath dump-megaflows`): the text is a JSON
+    /// `MegaflowFilter` (or empty), the answer's data a list of `WorkerMegaflows`.
+    Megaflows,
 }
 
 impl Op {
@@ -35,6 +41,8 @@ impl Op {
             Op::Replace => "replace",
             Op::Dump => "dump",
             Op::Stats => "stats",
+            Op::Trace => "trace",
+            Op::Megaflows => "megaflows",
         }
     }
 }

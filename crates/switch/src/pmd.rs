@@ -7,8 +7,10 @@
 //! arrives for a while the worker sleeps, doubling the nap up to `idle_sleep_max`, so an
 //! idle switch does not burn its core; the first packet brings it back to busy polling.
 
-use crate::switch::{StatsTicket, Switch};
+use crate::switch::{MegaflowDump, StatsTicket, Switch};
 use crate::tier::{TierAgent, XdpTier};
+use flowpath_inspect::megaflows::CompiledFilter;
+use flowpath_inspect::{RawMegaflow, WorkerMegaflows};
 
 use flowpath_base::clock::{rdtsc, tsc_hz};
 use flowpath_base::{Port, PortInfo, PortStats};
@@ -252,11 +254,16 @@ fn run_loop(
             // Catch up with a rule change at once (not at the next upcall), so the kernel
             // entries that survive it are re-stamped soon: one atomic load.
             w.sync_rules();
-            if ticket.pending() {
+        }
+        if ticket.pending() {
+            if has_tier {
                 w.collect_tiers(usize::MAX);
             }
+            if let Some(filter) = ticket.dump_wanted() {
+                ticket.deliver(dump_megaflows(cfg.id, &w, &filter, hz));
+            }
+            ticket.poll(w.datapath_mut());
         }
-        ticket.poll(w.datapath_mut());
         let t1 = rdtsc();
         snap.iterations += 1;
         if got > 0 {
@@ -293,6 +300,48 @@ fn run_loop(
     w.finish();
     publish(&mut snap, &w, &shared, true);
     snap
+}
+
+/// Copy out the megaflows `filter` selects (formatting is the control thread's job: the
+/// worker pauses only for the copy), with the counts of every tier.
+fn dump_megaflows(
+    id: usize,
+    w: &Worker<Box<dyn Port>, PortOutputs>,
+    filter: &CompiledFilter,
+    hz: f64,
+) -> MegaflowDump {
+    let dp = w.datapath();
+    let now = rdtsc();
+    let mut summary = WorkerMegaflows {
+        worker: id,
+        emc_entries: dp.emc().occupancy() as u64,
+        megaflows: dp.megaflows().len() as u64,
+        ..WorkerMegaflows::default()
+    };
+    let mut raw = Vec::new();
+    for (mid, v) in dp.megaflow_entries() {
+        let in_xdp = w.tiers().iter().any(|t| t.holds(mid));
+        summary.xdp_entries += in_xdp as u64;
+        if !filter.wants_worker(id) {
+            continue;
+        }
+        let (packets, bytes) = v.counts();
+        let used = v.used_tsc();
+        let m = RawMegaflow {
+            key: *v.key(),
+            mask: *v.mask(),
+            actions: v.actions().to_vec(),
+            ending: v.ending(),
+            packets,
+            bytes,
+            used: (used != 0).then(|| now.saturating_sub(used) as f64 / hz),
+            tier: if in_xdp { "xdp" } else { "megaflow" },
+        };
+        if filter.selects(&m) {
+            raw.push(m);
+        }
+    }
+    MegaflowDump { summary, raw }
 }
 
 /// Idle handling: after the first empty poll, flush what an earlier busy iteration left

@@ -8,6 +8,8 @@ use flowpath_datapath::Datapath;
 use flowpath_flowsyntax::{
     format_dump_line, parse_flow, parse_flows_file, DumpStats, FlowCommand, ParsedFlow,
 };
+use flowpath_inspect::megaflows::CompiledFilter;
+use flowpath_inspect::{trace_request, MegaflowFilter, RawMegaflow, TraceRequest, WorkerMegaflows};
 use flowpath_pipeline::{now_ns, Backend, Change, Pipeline, RuleSpec, RuleStore, Selector};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -37,18 +39,32 @@ impl Default for SwitchConfig {
 
 /// Lets the control side ask every worker to credit its megaflow counters to the rules
 /// now (for `dump` and idle timeouts), and wait until they have.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct StatsSync {
     requested: AtomicU64,
     workers: Mutex<Vec<Arc<AtomicU64>>>,
+    /// The number of the last megaflow dump asked for (0: none yet), its filter (while it
+    /// runs), and the workers' answers.
+    dump_gen: AtomicU64,
+    dump_filter: Mutex<Option<Arc<CompiledFilter>>>,
+    dumps: Mutex<Vec<MegaflowDump>>,
+    /// One dump at a time.
+    dumping: Mutex<()>,
+}
+
+/// One worker's answer to a dump request: its counts, and the megaflows the filter chose,
+/// copied out but not yet formatted (the control thread formats them).
+pub struct MegaflowDump {
+    pub summary: WorkerMegaflows,
+    pub raw: Vec<RawMegaflow>,
 }
 
 /// A worker's side of [`StatsSync`].
-#[derive(Debug)]
 pub struct StatsTicket {
     sync: Arc<StatsSync>,
     done: Arc<AtomicU64>,
     seen: u64,
+    dump_seen: u64,
 }
 
 impl StatsSync {
@@ -60,7 +76,26 @@ impl StatsSync {
             sync: self.clone(),
             done,
             seen: now,
+            dump_seen: self.dump_gen.load(Ordering::Acquire),
         }
+    }
+
+    /// Ask every worker for its megaflows (as `filter` selects them) with a push, and wait
+    /// (at most `timeout`) for their answers; `None` if some live worker did not answer.
+    pub fn request_dump(
+        &self,
+        filter: Arc<CompiledFilter>,
+        timeout: Duration,
+    ) -> Option<Vec<MegaflowDump>> {
+        let _one = self.dumping.lock().unwrap_or_else(|e| e.into_inner());
+        self.dumps.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        *self.dump_filter.lock().unwrap_or_else(|e| e.into_inner()) = Some(filter);
+        // Set before the push is asked for: a worker doing that push sees it.
+        self.dump_gen.fetch_add(1, Ordering::AcqRel);
+        let all = self.request_and_wait(timeout);
+        *self.dump_filter.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        let dumps = std::mem::take(&mut *self.dumps.lock().unwrap_or_else(|e| e.into_inner()));
+        all.then_some(dumps)
     }
 
     /// Ask for a push and wait (at most `timeout`) until every live worker has done it.
@@ -90,6 +125,24 @@ impl StatsTicket {
     #[inline]
     pub fn pending(&self) -> bool {
         self.sync.requested.load(Ordering::Acquire) != self.seen
+    }
+
+    /// When a push is pending ([`StatsTicket::pending`]): the filter of a megaflow dump
+    /// asked for with it, if one is.
+    pub fn dump_wanted(&mut self) -> Option<Arc<CompiledFilter>> {
+        let gen = self.sync.dump_gen.load(Ordering::Acquire);
+        if gen == self.dump_seen {
+            return None;
+        }
+        self.dump_seen = gen;
+        self.sync.dump_filter.lock().ok()?.clone()
+    }
+
+    /// Hand this worker's dump over (before the push completes with [`StatsTicket::poll`]).
+    pub fn deliver(&self, dump: MegaflowDump) {
+        if let Ok(mut d) = self.sync.dumps.lock() {
+            d.push(dump);
+        }
     }
 
     /// Called by the worker between batches: one atomic load when nothing is asked.
@@ -198,7 +251,77 @@ impl Switch {
             Op::Stats => Response::error(
                 "stats: this switch has no port workers (`flowpath switch --config` has)",
             ),
+            Op::Trace => self.trace(&req.text),
+            Op::Megaflows => self.megaflows(&req.text),
             op => self.configure(op, &req.text),
+        }
+    }
+
+    /// `trace`: the request's packet through the rules as they are now.
+    fn trace(&self, text: &str) -> Response {
+        let req: TraceRequest = match serde_json::from_str(text) {
+            Ok(r) => r,
+            Err(e) => return Response::error(format!("trace: bad request: {e}")),
+        };
+        let snap = self.store.snapshot();
+        match trace_request(&snap, &req) {
+            Ok(t) => Response {
+                lines: t.text().lines().map(str::to_string).collect(),
+                version: snap.version(),
+                data: serde_json::to_value(&t).ok(),
+                ..Response::default()
+            },
+            Err(e) => Response::error(format!("trace: {e}")),
+        }
+    }
+
+    /// `megaflows`: ask every worker for its cached megaflows (between two of its batches)
+    /// and print those the filter selects.
+    fn megaflows(&self, text: &str) -> Response {
+        let filter: MegaflowFilter = if text.trim().is_empty() {
+            MegaflowFilter::default()
+        } else {
+            match serde_json::from_str(text) {
+                Ok(f) => f,
+                Err(e) => return Response::error(format!("megaflows: bad request: {e}")),
+            }
+        };
+        let compiled = match filter.compile() {
+            Ok(c) => Arc::new(c),
+            Err(e) => return Response::error(e),
+        };
+        let Some(mut dumps) = self
+            .stats
+            .request_dump(compiled.clone(), Duration::from_secs(5))
+        else {
+            return Response::error("megaflows: the workers did not answer within 5 s");
+        };
+        dumps.sort_by_key(|d| d.summary.worker);
+        let mut lines = Vec::new();
+        let mut workers = Vec::new();
+        for mut d in dumps {
+            if !compiled.wants_worker(d.summary.worker) {
+                continue;
+            }
+            d.summary.shown = d.raw.len() as u64;
+            lines.push(d.summary.summary());
+            if !compiled.count_only {
+                d.summary.flows = d.raw.iter().map(|r| r.record(d.summary.worker)).collect();
+                lines.extend(d.summary.flows.iter().map(|r| format!("  {}", r.line())));
+            }
+            workers.push(d.summary);
+        }
+        let summary = if workers.is_empty() {
+            "megaflows: no datapath workers (nothing is cached)".to_string()
+        } else {
+            String::new()
+        };
+        Response {
+            summary,
+            lines,
+            version: self.store.version(),
+            data: serde_json::to_value(&workers).ok(),
+            ..Response::default()
         }
     }
 
@@ -209,7 +332,7 @@ impl Switch {
             Op::ModStrict => FlowCommand::ModifyStrict,
             Op::Del => FlowCommand::Delete,
             Op::DelStrict => FlowCommand::DeleteStrict,
-            Op::Dump | Op::Stats => unreachable!(),
+            Op::Dump | Op::Stats | Op::Trace | Op::Megaflows => unreachable!(),
         };
         let flows = match parse_flows_file(text, cmd) {
             Ok(f) => f,
@@ -244,7 +367,7 @@ impl Switch {
                         .collect()
                 }
             }
-            Op::Dump | Op::Stats => unreachable!(),
+            Op::Dump | Op::Stats | Op::Trace | Op::Megaflows => unreachable!(),
         };
         let _cfg = self.config.lock().unwrap_or_else(|e| e.into_inner());
         let _change = self.rule_change();

@@ -550,6 +550,10 @@ impl TierAgent {
 }
 
 impl Tier for TierAgent {
+    fn holds(&self, id: MegaflowId) -> bool {
+        self.tracked.contains_key(&id)
+    }
+
     /// Follow the megaflow events in order; two loads and a branch when there are none.
     #[inline]
     fn after_batch(&mut self, dp: &mut Datapath) {
