@@ -12,6 +12,7 @@ use std::process::ExitCode;
 mod cmd_classifier;
 mod cmd_flows;
 mod cmd_gen;
+mod cmd_inspect;
 mod cmd_lab;
 mod cmd_plan;
 mod cmd_suite;
@@ -52,6 +53,13 @@ enum Command {
     Switch(cmd_switch::SwitchArgs),
     /// Per-worker and per-port counters of a running switch (like pmd-perf-show).
     Stats(cmd_switch::StatsArgs),
+    /// Trace a packet through the flow tables: rules met, actions, the megaflow it installs.
+    Trace(cmd_inspect::TraceArgs),
+    /// The cached megaflows of a running switch, per worker and tier (like dpctl/dump-flows).
+    #[command(visible_alias = "megaflows")]
+    DumpMegaflows(cmd_inspect::MegaflowsArgs),
+    /// Every frame of a capture as the parser sees it: its key or its drop reason.
+    Explain(cmd_inspect::ExplainArgs),
     /// Forward every frame from one interface to another in XDP, no lookup (a baseline).
     XdpForward(cmd_xdp_forward::XdpForwardArgs),
     /// Build a netns topology and measure flowpath against Open vSwitch, DPDK and Linux.
@@ -211,6 +219,9 @@ fn main() -> ExitCode {
         Command::Run(args) => cmd_flows::run_switch(args),
         Command::Switch(args) => cmd_switch::run(args),
         Command::Stats(args) => cmd_switch::stats(args),
+        Command::Trace(args) => cmd_inspect::trace(args),
+        Command::DumpMegaflows(args) => cmd_inspect::megaflows(args),
+        Command::Explain(args) => cmd_inspect::explain(args),
         Command::Lab(args) => cmd_lab::run(args),
         Command::XdpForward(args) => cmd_xdp_forward::run(args),
         Command::Plan(args) => cmd_plan::run(args),
