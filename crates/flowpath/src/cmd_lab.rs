@@ -1,5 +1,6 @@
 //! `flowpath lab`: a netns topology, the same traffic through flowpath and its peers, one table.
 
+use flowpath_lab::peers::{self, XdpBuild, SETUP_SCRIPT};
 use flowpath_lab::{report, systems, topo, Case, GenChoice, Lab, LabConfig};
 use std::process::ExitCode;
 
@@ -72,15 +73,23 @@ What is measured, per window of --duration seconds, --runs windows after --warmu
   offered     packets the generator's interface sent in the window; offered well above
               delivered means the switch, not the generator, is the limit (rows within 10 %
               of the generator alone are marked GENERATOR-BOUND)
-A system that cannot start (missing package, failed setup) gives a row with its reason,
-never a failed lab.";
+Peers: scripts/setup-lab.sh (root, Debian/Ubuntu) installs everything the lab drives (Open
+vSwitch, DPDK testpmd and its AF_XDP driver, netsniff-ng, clang/llvm/libbpf-dev, ...),
+reserves huge pages and rebuilds flowpath so that its XDP programs are compiled in (a binary
+built while clang was missing has none). Before setting anything up the lab checks what
+every system asked for needs and names ALL that is missing, with that script; it then runs
+the systems that can run, and the others give a row saying what they lack (the list is
+repeated after the table). It refuses only when none can run. `--check` prints what each
+system needs and exits 1 if anything is missing. A system that fails to start for another
+reason gives a row with its reason, never a failed lab.";
 
 const EXAMPLES: &str = "Examples:
   flowpath lab                                     # everything, ~6 minutes
   flowpath lab --systems generator,ovs-afxdp --cases hit --runs 1 --duration 2
   flowpath lab --json > lab.jsonl                  # one JSON object per line (JSON Lines)
   flowpath lab --out lab-results                   # also results.json and chart.svg there
-  flowpath lab --cleanup                           # remove leftovers of killed runs";
+  flowpath lab --cleanup                           # remove leftovers of killed runs
+  flowpath lab --check                             # can every system run here? (exit 1: no)";
 
 #[derive(clap::Args)]
 #[command(long_about = ABOUT, after_help = EXAMPLES)]
@@ -133,6 +142,18 @@ pub struct LabArgs {
     /// Remove namespaces and files left by lab runs that are no longer alive, then exit.
     #[arg(long)]
     cleanup: bool,
+    /// Say what each system needs and whether it is here (programs, DPDK drivers, this
+    /// binary's XDP programs), then exit: 0 when every system asked for can run, 1 if not.
+    #[arg(long)]
+    check: bool,
+}
+
+/// Which of this binary's XDP programs were compiled in.
+fn xdp_build() -> XdpBuild {
+    XdpBuild::new(
+        flowpath_ports::xdp::bpf_available(),
+        flowpath_switch::tier::tier_available(),
+    )
 }
 
 pub fn run(args: LabArgs) -> ExitCode {
@@ -146,8 +167,23 @@ pub fn run(args: LabArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return usage(&e),
     };
+    if args.check {
+        return check(&cfg);
+    }
     if let Err(e) = flowpath_lab::preflight(&cfg) {
         return usage(&e);
+    }
+    // Everything missing, named at once, before anything is set up.
+    let missing = peers::check(&cfg);
+    if !missing.is_empty() {
+        eprint!("{}", peers::report(&missing));
+        if peers::runnable(&cfg, &missing).is_empty() {
+            eprintln!("flowpath lab: none of the systems asked for can run here; nothing done.");
+            return ExitCode::from(2);
+        }
+        eprintln!(
+            "flowpath lab: running the systems that can run; the others' rows say what they lack.\n"
+        );
     }
     if let Err(e) = topo::install_signal_handler() {
         eprintln!("flowpath lab: {e}");
@@ -173,6 +209,9 @@ pub fn run(args: LabArgs) -> ExitCode {
     } else {
         print!("{}", report::table(&rows));
         println!("\n{summary}");
+    }
+    if !missing.is_empty() {
+        eprint!("\n{}", peers::report(&missing));
     }
     if let Some(dir) = &args.out {
         if let Err(e) = write_out(dir, &rows, &summary) {
@@ -227,8 +266,65 @@ fn config(args: &LabArgs) -> Result<LabConfig, String> {
         ovs_xdp_mode: args.ovs_xdp_mode.clone(),
         generator,
         napi_on_switch_cpu: args.napi == "switch-cpu",
+        xdp_build: xdp_build(),
         ..LabConfig::default()
     })
+}
+
+/// `--check`: each system asked for, ready or what it lacks; this binary's XDP programs;
+/// root. Exit 0 when the lab can run every system, 1 otherwise.
+fn check(cfg: &LabConfig) -> ExitCode {
+    let missing = peers::check(cfg);
+    let mut ok = missing.is_empty();
+    for s in &cfg.systems {
+        if !systems::SYSTEMS.contains(&s.as_str()) {
+            println!(
+                "  {s:<18} unknown system (known: {})",
+                systems::SYSTEMS.join(", ")
+            );
+            ok = false;
+            continue;
+        }
+        match peers::blocked(&missing, s) {
+            None => println!("  {s:<18} ready"),
+            Some(why) => println!("  {s:<18} CANNOT RUN: {why}"),
+        }
+    }
+    let b = cfg.xdp_build;
+    if b.complete() {
+        println!("XDP programs: compiled in (AF_XDP ports, `flowpath gen --tx`, the XDP tier, the lab's sinks)");
+    } else {
+        let yes = |x: bool| if x { "yes" } else { "NO" };
+        println!(
+            "XDP programs: MISSING: this binary was built while clang/libbpf-dev were missing \
+             (compiled: AF_XDP ports {}, XDP tier {}, lab sinks {}); {SETUP_SCRIPT} installs \
+             them and rebuilds it",
+            yes(b.ports),
+            yes(b.tier),
+            yes(b.lab)
+        );
+    }
+    let root = flowpath_lab::is_root();
+    println!(
+        "root: {}",
+        if root {
+            "yes"
+        } else {
+            "NO (the lab needs root)"
+        }
+    );
+    let ip = flowpath_lab::sh::which("ip").is_some();
+    if !ip {
+        println!("`ip` (iproute2): MISSING");
+    }
+    if !missing.is_empty() {
+        print!("\n{}", peers::report(&missing));
+    }
+    if ok && root && ip {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
 }
 
 fn usage(msg: &str) -> ExitCode {

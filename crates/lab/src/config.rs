@@ -1,6 +1,7 @@
 //! What a lab run is asked to do: the cases, the generator, the systems and CPUs, and the
 //! checks before anything is set up.
 
+use crate::peers::{XdpBuild, SETUP_SCRIPT};
 use crate::{sh, systems};
 use std::path::{Path, PathBuf};
 
@@ -64,6 +65,9 @@ pub struct LabConfig {
     /// figure is one core's work. False: it runs in the generator CPU's softirq, as a
     /// veth does by default, and is in no system's figure.
     pub napi_on_switch_cpu: bool,
+    /// Which of this binary's XDP programs were compiled (the binary knows; the default
+    /// assumes the ports' and the tier's match the lab's own).
+    pub xdp_build: XdpBuild,
 }
 
 impl Default for LabConfig {
@@ -81,18 +85,24 @@ impl Default for LabConfig {
             ovs_xdp_mode: "native".into(),
             generator: GenChoice::Auto,
             napi_on_switch_cpu: true,
+            xdp_build: XdpBuild::assumed(),
         }
     }
 }
 
+/// Is this process root (the lab needs it)?
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
 /// Checks before anything is built: root, `ip`, a known system list.
 pub fn preflight(cfg: &LabConfig) -> Result<(), String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !is_root() {
         return Err("the lab needs root (network namespaces, XDP, huge pages)".into());
     }
     if sh::which("ip").is_none() {
-        return Err("`ip` (iproute2) not found".into());
+        return Err(format!("`ip` (iproute2) not found: run {SETUP_SCRIPT}"));
     }
     for s in &cfg.systems {
         if !systems::SYSTEMS.contains(&s.as_str()) {

@@ -4,6 +4,7 @@
 mod config;
 pub mod generator;
 mod measure;
+pub mod peers;
 pub mod pmdperf;
 pub mod procstat;
 pub mod report;
@@ -34,6 +35,9 @@ pub struct Lab {
     pub trafgen: Option<Generator>,
     /// Why the preferred generator is not used, when it is not.
     pub generator_note: Option<String>,
+    /// What the configured systems need and this machine or build lacks
+    /// ([`peers::check`]); the systems it keeps from running give a row saying so.
+    pub missing: Vec<peers::Missing>,
     pass_obj: Option<PathBuf>,
     tsc_hz: f64,
     tick_hz: f64,
@@ -80,7 +84,9 @@ impl Lab {
             },
             GenChoice::Trafgen => (trafgen.clone(), None),
         };
+        let missing = peers::check(&cfg);
         Ok(Lab {
+            missing,
             tsc_hz: flowpath_base::clock::tsc_hz(),
             tick_hz: procstat::ticks_per_second(),
             cfg,
@@ -139,6 +145,14 @@ impl Lab {
             cpu: self.cfg.switch_cpu,
         };
         let gen_name = self.generator.as_ref().map_or("none", |g| g.name());
+        if let Some(why) = peers::blocked(&self.missing, sys) {
+            let gen_name = if sys == "trafgen" {
+                "trafgen"
+            } else {
+                gen_name
+            };
+            return Row::failed(sys, case.name(), gen_name, why);
+        }
         match sys {
             "generator" => {
                 let Some(g) = self.generator.clone() else {
@@ -160,7 +174,10 @@ impl Lab {
                         sys,
                         case.name(),
                         "trafgen",
-                        "trafgen not installed".into(),
+                        format!(
+                            "trafgen not installed (netsniff-ng): run {}",
+                            peers::SETUP_SCRIPT
+                        ),
                     );
                 };
                 let mut row = self.measure(sys, case, &g, &direct, None);
@@ -233,9 +250,12 @@ impl Lab {
     }
 
     fn no_generator(&self) -> String {
-        self.generator_note
-            .clone()
-            .unwrap_or_else(|| "no traffic generator (install netsniff-ng for trafgen)".into())
+        self.generator_note.clone().unwrap_or_else(|| {
+            format!(
+                "no traffic generator (no `flowpath gen --tx`, no trafgen): run {}",
+                peers::SETUP_SCRIPT
+            )
+        })
     }
 
     fn ctx(&self) -> Ctx<'_> {

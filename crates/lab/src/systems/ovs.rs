@@ -258,11 +258,20 @@ fn installed() -> Result<&'static Path, String> {
         "ovs-vsctl",
         "ovs-ofctl",
     ] {
-        sh::which(p).ok_or_else(|| format!("{p} not found (install openvswitch-switch)"))?;
+        sh::which(p).ok_or_else(|| {
+            format!(
+                "{p} not found (openvswitch-switch): run {}",
+                crate::peers::SETUP_SCRIPT
+            )
+        })?;
     }
     let schema = Path::new("/usr/share/openvswitch/vswitch.ovsschema");
     if !schema.exists() {
-        return Err(format!("{} not found", schema.display()));
+        return Err(format!(
+            "{} not found (openvswitch-switch): run {}",
+            schema.display(),
+            crate::peers::SETUP_SCRIPT
+        ));
     }
     Ok(schema)
 }

@@ -81,7 +81,12 @@ pub struct Testpmd {
 
 impl Switch for Testpmd {
     fn start(&mut self, ctx: &Ctx, case: Case) -> Result<(), String> {
-        let exe = sh::which("dpdk-testpmd").ok_or("dpdk-testpmd not found (install dpdk-dev)")?;
+        let exe = sh::which("dpdk-testpmd").ok_or_else(|| {
+            format!(
+                "dpdk-testpmd not found (dpdk-dev): run {}",
+                crate::peers::SETUP_SCRIPT
+            )
+        })?;
         let dir = ctx.topo.dir.join(format!("testpmd-{}", case.name()));
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
         let huge = HugePages::reserve(&dir, 256)?;
