@@ -61,6 +61,9 @@ pub const TUN_IPV6: u8 = 0x02;
 
 /// Ethertypes the parser understands.
 pub mod ethertype {
+    /// What an 802.3 frame (a length, below 0x0600, where the type would be) is keyed as:
+    /// OVS's `FLOW_DL_TYPE_NONE`, so `dl_type=0x05ff` matches every such frame.
+    pub const NONE: u16 = 0x05ff;
     pub const IPV4: u16 = 0x0800;
     pub const ARP: u16 = 0x0806;
     pub const VLAN: u16 = 0x8100;

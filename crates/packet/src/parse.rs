@@ -277,12 +277,16 @@ fn parse_frame(
     if is_vlan_tpid(etype) {
         (etype, l3) = parse_vlans(data, l3, k, meta)?;
     }
+    if etype < 0x0600 {
+        // An 802.3 length, not a type: keyed as OVS keys it (the XDP tier does the same).
+        etype = ethertype::NONE;
+    }
     k[at::ETH_TYPE..at::ETH_TYPE + 2].copy_from_slice(&etype.to_be_bytes());
     match etype {
         ethertype::IPV4 => parse_ipv4(data, l3, k, meta, vxlan_port),
         ethertype::IPV6 => parse_ipv6(data, l3, k, meta, vxlan_port),
         ethertype::ARP => parse_arp(data, l3, k, meta).map(|()| NO_VXLAN),
-        // Anything else (including 802.3 lengths) is keyed on its ethertype alone.
+        // Anything else (802.3 frames as 0x05ff) is keyed on its ethertype alone.
         _ => Ok(NO_VXLAN),
     }
 }

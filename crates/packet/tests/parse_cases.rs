@@ -373,9 +373,15 @@ fn unknown_l4_and_wrong_family_icmp_are_not_parsed() {
 
 #[test]
 fn non_ip_ethertypes_are_keyed_on_the_ethertype_only() {
-    for etype in [0x88cc_u16, 0x0050, 0x05ff, 0x8847] {
+    // An 802.3 length (below 0x0600) is keyed as 0x05ff, as OVS keys it.
+    for (etype, keyed) in [
+        (0x88cc_u16, 0x88cc_u16),
+        (0x0050, 0x05ff),
+        (0x05ff, 0x05ff),
+        (0x8847, 0x8847),
+    ] {
         let (k, m) = ok(&eth(&[(0x8100, 1)], etype, &[0xab; 40]));
-        let want = [(Field::EthType, etype.into()), (Field::VlanTci, 0x1001)];
+        let want = [(Field::EthType, keyed.into()), (Field::VlanTci, 0x1001)];
         assert_eq!(k, key(&want));
         assert_eq!(m, meta(0, 0, 0, 1));
     }

@@ -149,6 +149,9 @@ static __always_inline int parse(struct xdp_md *ctx, struct fp_key *k, struct me
 				return FP_R_UP_PARSE; /* TooManyVlans */
 		}
 	}
+	/* An 802.3 length is keyed as 0x05ff, as the user-space parser and OVS key it. */
+	if (bpf_ntohs(etype) < 0x0600)
+		etype = bpf_htons(0x05ff);
 	k->eth_type = etype;
 
 	__u32 l4, ip_end, proto;
