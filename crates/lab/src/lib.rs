@@ -64,23 +64,29 @@ impl Lab {
         ));
         let topo = Topology::create(&id, obj.as_deref())?;
         let trafgen = Generator::trafgen();
-        let fp = Generator::flowpath(&cfg.exe);
+        // `flowpath gen` lists --tx in any build, but without the ports' XDP program (a
+        // build without clang) it fails at once: not a generator then.
+        let fp = Generator::flowpath(&cfg.exe).filter(|_| cfg.xdp_build.ports);
+        let no_tx = if cfg.xdp_build.ports {
+            "`flowpath gen` has no --tx in this build".to_string()
+        } else {
+            format!(
+                "`flowpath gen --tx` needs this binary's XDP programs (it was built without \
+                 clang): run {}",
+                peers::SETUP_SCRIPT
+            )
+        };
         let (generator, generator_note) = match cfg.generator {
             GenChoice::Auto => match fp {
                 Some(g) => (Some(g), None),
                 None => (
                     trafgen.clone(),
-                    Some(
-                        "`flowpath gen --tx` is not available: trafgen drives the switches".into(),
-                    ),
+                    Some(format!("{no_tx}; trafgen drives the switches")),
                 ),
             },
             GenChoice::Flowpath => match fp {
                 Some(g) => (Some(g), None),
-                None => (
-                    None,
-                    Some("`flowpath gen` has no --tx in this build".into()),
-                ),
+                None => (None, Some(no_tx)),
             },
             GenChoice::Trafgen => (trafgen.clone(), None),
         };
