@@ -23,8 +23,6 @@ pub enum DropReason {
     TooManyVlans,
     /// ARP shorter than its 28-byte Ethernet/IPv4 body.
     ArpTruncated,
-    /// ARP that is not Ethernet/IPv4 (htype 1, ptype 0x0800, hlen 6, plen 4).
-    ArpMalformed,
     /// Shorter than a 20-byte IPv4 header or than its IHL says.
     Ipv4Truncated,
     /// IPv4 ethertype but version field is not 4.
@@ -64,12 +62,11 @@ pub enum DropReason {
 
 impl DropReason {
     /// Every reason, in declaration order (index = `self as usize`).
-    pub const ALL: [DropReason; 22] = [
+    pub const ALL: [DropReason; 21] = [
         DropReason::EthTruncated,
         DropReason::VlanTruncated,
         DropReason::TooManyVlans,
         DropReason::ArpTruncated,
-        DropReason::ArpMalformed,
         DropReason::Ipv4Truncated,
         DropReason::Ipv4BadVersion,
         DropReason::Ipv4BadHeaderLength,
@@ -96,7 +93,6 @@ impl DropReason {
             DropReason::VlanTruncated => "vlan_truncated",
             DropReason::TooManyVlans => "too_many_vlans",
             DropReason::ArpTruncated => "arp_truncated",
-            DropReason::ArpMalformed => "arp_malformed",
             DropReason::Ipv4Truncated => "ipv4_truncated",
             DropReason::Ipv4BadVersion => "ipv4_bad_version",
             DropReason::Ipv4BadHeaderLength => "ipv4_bad_header_length",
@@ -318,13 +314,15 @@ fn parse_vlans(
 #[inline(never)]
 fn parse_arp(data: &[u8], l3: usize, k: &mut Key, meta: &mut PacketMeta) -> Result<(), DropReason> {
     let arp: &[u8; 28] = hdr(data, l3).ok_or(DropReason::ArpTruncated)?;
+    meta.l3 = l3 as u16;
     if arp[0..6] != [0, 1, 0x08, 0x00, 6, 4] {
-        return Err(DropReason::ArpMalformed);
+        // Not Ethernet/IPv4 ARP (another hardware or protocol type): keyed on the
+        // ethertype alone, its ARP fields zero, as OVS keys it. Not malformed.
+        return Ok(());
     }
     k[at::NW_PROTO] = arp[7];
     k[at::IP_SRC..at::IP_SRC + 4].copy_from_slice(&arp[14..18]);
     k[at::IP_DST..at::IP_DST + 4].copy_from_slice(&arp[24..28]);
-    meta.l3 = l3 as u16;
     Ok(())
 }
 
@@ -486,7 +484,9 @@ fn parse_udp(
 ) -> Result<Vxlan, DropReason> {
     let udp: &[u8; 8] = hdr(data, l4).ok_or(DropReason::UdpTruncated)?;
     let len = usize::from(be16([udp[4], udp[5]]));
-    if len < 8 || len > data.len() - l4 {
+    // A first fragment's UDP length covers the whole datagram, not just this fragment.
+    let whole = k[at::NW_FRAG] & FRAG_ANY == 0;
+    if len < 8 || (whole && len > data.len() - l4) {
         return Err(DropReason::UdpBadLength);
     }
     k[at::TP_SRC..at::TP_SRC + 4].copy_from_slice(&udp[0..4]);

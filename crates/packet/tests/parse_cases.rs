@@ -335,6 +335,34 @@ fn ipv4_first_fragment_keeps_ports() {
 }
 
 #[test]
+fn a_first_fragments_udp_length_covers_the_whole_datagram() {
+    // UDP says 1408 bytes; this fragment carries 24 of them (scapy's fragment() makes
+    // these; an unfragmented packet with that length is still udp_bad_length).
+    let mut u = udp(5, 6, &[0; 16]);
+    u[4..6].copy_from_slice(&1408u16.to_be_bytes());
+    let mut v4 = V4::new(17);
+    v4.frag = 0x2000;
+    let (k, _) = ok(&eth(&[], 0x0800, &v4.build(&u)));
+    assert_eq!((k.get(Field::TpSrc), k.get(Field::TpDst)), (5, 6));
+    assert_eq!(
+        run(&eth(&[], 0x0800, &ipv4(17, &u)), &ParseOptions::default()).unwrap_err(),
+        DropReason::UdpBadLength
+    );
+}
+
+#[test]
+fn arp_of_other_hardware_or_protocol_types_is_keyed_on_the_ethertype() {
+    // Not Ethernet/IPv4 ARP: a valid frame (tshark dissects it), keyed as OVS keys it.
+    for (at, v) in [(1, 6u8), (3, 0xdd), (4, 8), (5, 16)] {
+        let mut a = arp(1);
+        a[at] = v;
+        let (k, m) = ok(&eth(&[], 0x0806, &a));
+        assert_eq!(k, key(&[(Field::EthType, 0x0806)]), "byte {at} = {v}");
+        assert_eq!(m, meta(0, 14, 0, 0));
+    }
+}
+
+#[test]
 fn ipv4_later_fragments_have_no_l4() {
     // Middle fragment (MF + offset) and last fragment (offset only). The payload would
     // be a bad UDP header: it must not be looked at.
@@ -669,11 +697,6 @@ fn drop_case(reason: DropReason) -> (Vec<u8>, ParseOptions) {
         VlanTruncated => eth(&[], 0x8100, &[0x00, 0x01, 0x08]),
         TooManyVlans => eth(&[(0x88a8, 1), (0x8100, 2), (0x8100, 3)], 0x0800, &[0; 40]),
         ArpTruncated => eth(&[], 0x0806, &arp(1)[..27]),
-        ArpMalformed => {
-            let mut a = arp(1);
-            a[5] = 16; // plen
-            eth(&[], 0x0806, &a)
-        }
         Ipv4Truncated => {
             // Options announced (IHL 15) but the frame ends after 40 bytes of header.
             let mut ip = ipv4(17, &[0; 20]);
@@ -766,7 +789,6 @@ drop_tests! {
     drop_vlan_truncated => VlanTruncated,
     drop_too_many_vlans => TooManyVlans,
     drop_arp_truncated => ArpTruncated,
-    drop_arp_malformed => ArpMalformed,
     drop_ipv4_truncated => Ipv4Truncated,
     drop_ipv4_bad_version => Ipv4BadVersion,
     drop_ipv4_bad_header_length => Ipv4BadHeaderLength,

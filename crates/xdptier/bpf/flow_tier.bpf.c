@@ -160,13 +160,14 @@ static __always_inline int parse(struct xdp_md *ctx, struct fp_key *k, struct me
 	if (etype == bpf_htons(ETH_P_ARP)) {
 		if ((void *)(ip + 28) > data_end)
 			return FP_R_UP_PARSE;
+		m->l3 = l3;
+		/* Not Ethernet/IPv4 ARP: keyed on the ethertype alone (as user space and OVS). */
 		if (ip[0] != 0 || ip[1] != 1 || ip[2] != 8 || ip[3] != 0 || ip[4] != 6 ||
 		    ip[5] != 4)
-			return FP_R_UP_PARSE;
+			return 0;
 		k->nw_proto = ip[7];
 		*(__u32 *)k->ip_src = *(__u32 *)(ip + 14);
 		*(__u32 *)k->ip_dst = *(__u32 *)(ip + 24);
-		m->l3 = l3;
 		return 0;
 	} else if (etype == bpf_htons(ETH_P_IP)) {
 		if ((void *)(ip + 20) > data_end)
@@ -233,7 +234,8 @@ static __always_inline int parse(struct xdp_md *ctx, struct fp_key *k, struct me
 		if (l4 + 8 > ip_end || (void *)(t + 8) > data_end)
 			return FP_R_UP_PARSE;
 		__u32 ulen = bpf_ntohs(*(__be16 *)(t + 4));
-		if (ulen < 8 || ulen > ip_end - l4)
+		/* A first fragment's UDP length covers the whole datagram. */
+		if (ulen < 8 || (!k->nw_frag && ulen > ip_end - l4))
 			return FP_R_UP_PARSE;
 		k->tp_src = *(__be16 *)t;
 		k->tp_dst = *(__be16 *)(t + 2);
