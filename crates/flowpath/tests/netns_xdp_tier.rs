@@ -13,6 +13,7 @@
 
 use flowpath_datapath::{CaptureSink, Datapath, DatapathConfig};
 use flowpath_gen::{build, FrameSpec};
+use flowpath_inspect::WorkerMegaflows;
 use flowpath_ports::afpacket::AfPacketPort;
 use flowpath_ports::{PacketBatch, Port};
 use flowpath_switch::{call, Op, Request, Response, Switch, SwitchConfig};
@@ -245,8 +246,12 @@ fn tier_stat(r: &Response, key: &str) -> u64 {
         .unwrap()
 }
 
-/// One run: (frames at b0, frames at c0, rule counters, stats response).
-fn run(tier: bool, fr: &[Vec<u8>], want: usize) -> (Frames, Frames, Counts, Response) {
+/// One run: (frames at b0, frames at c0, rule counters, stats response, megaflows).
+fn run(
+    tier: bool,
+    fr: &[Vec<u8>],
+    want: usize,
+) -> (Frames, Frames, Counts, Response, Vec<WorkerMegaflows>) {
     let lab = Lab::new(if tier { "fpx-on" } else { "fpx-off" });
     let sw = lab.start_switch(FLOWS, "afxdp", &tier_config(tier));
     if tier {
@@ -261,6 +266,8 @@ fn run(tier: bool, fr: &[Vec<u8>], want: usize) -> (Frames, Frames, Counts, Resp
     let (b, c) = send_and_capture(&lab, all, 20_000, want, Arc::new(AtomicU64::new(0)));
     let stats = lab.ask(Op::Stats, "");
     let dump = lab.ask(Op::Dump, "");
+    let megaflows = lab.ask(Op::Megaflows, "");
+    let megaflows = serde_json::from_value(megaflows.data.expect("megaflows data")).unwrap();
     let (ok, err) = sw.stop();
     assert!(ok, "switch exit: {err}");
     if tier {
@@ -268,7 +275,7 @@ fn run(tier: bool, fr: &[Vec<u8>], want: usize) -> (Frames, Frames, Counts, Resp
             assert_eq!(lab.xdp_of(dev), "", "{dev}: no XDP program after SIGTERM");
         }
     }
-    (b, c, counts(&dump.lines), stats)
+    (b, c, counts(&dump.lines), stats, megaflows)
 }
 
 #[test]
@@ -292,8 +299,8 @@ fn xdp_tier_forwards_exactly_as_user_space() {
     );
     assert!(want_b.len() > 2000 && want_c.len() > 1000);
 
-    let (off_b, off_c, off_counts, _) = run(false, &fr, want.len());
-    let (on_b, on_c, on_counts, stats) = run(true, &fr, want.len());
+    let (off_b, off_c, off_counts, _, off_mf) = run(false, &fr, want.len());
+    let (on_b, on_c, on_counts, stats, on_mf) = run(true, &fr, want.len());
     for (name, b, c) in [("off", off_b, off_c), ("on", on_b, on_c)] {
         let (b, c) = (sorted(b), sorted(c));
         assert_eq!(b.len(), want_b.len(), "tier {name}: frames at b0");
@@ -321,6 +328,33 @@ fn xdp_tier_forwards_exactly_as_user_space() {
         hits as usize > twice.len() * 3 / 4,
         "the kernel tier answered most packets: {hits} of {}",
         twice.len()
+    );
+    // dump-megaflows: the same megaflows either way; with the tier on, those the kernel
+    // holds say so, and their counts include the kernel's hits.
+    let total = |w: &[WorkerMegaflows]| -> (u64, u64, u64) {
+        let flows = w.iter().flat_map(|w| &w.flows);
+        (
+            w.iter().map(|w| w.megaflows).sum(),
+            w.iter().map(|w| w.xdp_entries).sum(),
+            flows.map(|f| f.packets).sum(),
+        )
+    };
+    let (off_n, off_x, off_p) = total(&off_mf);
+    let (on_n, on_x, on_p) = total(&on_mf);
+    eprintln!("megaflows: off {off_n} ({off_p} packets), on {on_n}, {on_x} in the kernel ({on_p} packets)");
+    assert_eq!(off_x, 0);
+    assert!(on_x > 0 && on_x <= on_n, "{on_mf:?}");
+    assert!(on_mf
+        .iter()
+        .flat_map(|w| &w.flows)
+        .any(|f| f.tier == "xdp" && f.packets >= 2));
+    assert!(
+        on_p >= hits,
+        "megaflow counts include the kernel's {hits} hits: {on_p}"
+    );
+    assert_eq!(
+        off_p, on_p,
+        "every packet is counted on a megaflow either way"
     );
 }
 
