@@ -73,9 +73,17 @@ pub struct Response {
 }
 
 impl Response {
+    /// A refusal. The message is kept to one line: a quote of the request that spans a
+    /// newline (a flow with an unclosed `(` runs on) shows it as `\n` (found by fuzzing).
     pub fn error(e: impl Into<String>) -> Response {
+        let e: String = e.into();
+        let e = if e.contains(['\n', '\r']) {
+            e.replace('\r', "\\r").replace('\n', "\\n")
+        } else {
+            e
+        };
         Response {
-            error: Some(e.into()),
+            error: Some(e),
             ..Response::default()
         }
     }
