@@ -69,7 +69,9 @@ if [ "$engine" = libfuzzer ] && ! cargo fuzz --version >/dev/null 2>&1; then
 fi
 if [ "$engine" = afl ] && ! cargo afl --version >/dev/null 2>&1; then
     echo "== installing cargo-afl (and building its AFL++)"
-    cargo install cargo-afl --locked
+    # A machine that cannot build the fuzzer has not found a bug: say so and skip.
+    cargo install cargo-afl --locked \
+        || { echo "fuzz: skipped: cargo install cargo-afl failed (see above)"; exit 0; }
 fi
 if [ "$engine" = afl ]; then
     # cargo-afl builds its AFL++ when installed (`config --build` says so, or builds it if
@@ -181,7 +183,8 @@ if [ "$engine" = libfuzzer ]; then
 else
     echo "== building the targets (cargo afl build, stable)"
     cargo afl build --release --manifest-path fuzz/Cargo.toml --no-default-features --features afl \
-        --target-dir fuzz/target/afl -q
+        --target-dir fuzz/target/afl -q \
+        || { echo "fuzz: skipped: the AFL++ build of the targets failed (see above)"; exit 0; }
     for t in "${targets[@]}"; do
         echo "== $t: ${secs}s (AFL++)"
         out="fuzz/afl-out/$t"
