@@ -11,6 +11,7 @@ use crate::controller::ControllerQueue;
 use crate::emc::ExactMatchCache;
 use crate::guard::{MissGuard, MissLimits, PortMissStats};
 use crate::megaflow::MegaflowCache;
+use crate::smc::SignatureMatchCache;
 use crate::stats::{DatapathDrop, DatapathStats};
 use crate::tier::{MegaflowEvent, MegaflowId, MegaflowView};
 use flowpath_base::clock::{rdtsc, tsc_hz};
@@ -43,6 +44,9 @@ pub struct DatapathConfig {
     pub emc_entries: usize,
     /// Insert one flow in N into the exact-match cache (1 = every flow; OVS defaults to 100).
     pub emc_insert_inv_prob: u32,
+    /// The signature-match cache between the EMC and the megaflow search: entries (0 =
+    /// off). It pays once the active flows outnumber the EMC (see `smc.rs`).
+    pub smc_entries: usize,
     /// Most megaflows held before CLOCK eviction (the dynamic flow limit starts here).
     pub megaflow_max: usize,
     /// Most megaflow subtables (distinct masks).
@@ -69,6 +73,7 @@ impl Default for DatapathConfig {
             emc: true,
             emc_entries: 8192,
             emc_insert_inv_prob: 100,
+            smc_entries: 1 << 20,
             megaflow_max: 65536,
             max_masks: 512,
             revalidate_target_ms: 20.0,
@@ -108,6 +113,7 @@ pub struct Datapath {
     store: Arc<RuleStore>,
     pipeline: Arc<Pipeline>,
     emc: ExactMatchCache,
+    smc: Option<SignatureMatchCache>,
     megaflows: MegaflowCache,
     stats: DatapathStats,
     controller: Arc<ControllerQueue>,
@@ -131,6 +137,7 @@ impl Datapath {
         let pipeline = store.snapshot();
         Datapath {
             emc: ExactMatchCache::new(cfg.emc_entries, cfg.emc_insert_inv_prob),
+            smc: (cfg.smc_entries > 0).then(|| SignatureMatchCache::new(cfg.smc_entries)),
             megaflows: MegaflowCache::with_limits(
                 cfg.megaflow_max,
                 cfg.max_masks,
@@ -299,6 +306,9 @@ impl Datapath {
     pub fn flush_caches(&mut self) {
         self.megaflows.flush(&self.pipeline);
         self.emc.clear();
+        if let Some(smc) = &mut self.smc {
+            smc.clear();
+        }
     }
 
     /// Process packets received on `in_port`: classify, count, run actions, and send
@@ -371,7 +381,15 @@ impl Datapath {
         let sc = &mut *self.scratch;
         let st = &mut self.stats;
         let mut valid = 0u32;
+        // The first packets' headers are fetched together; later ones a few ahead of the
+        // parse (frames fresh from a NIC ring or a big arena are not in the cache).
+        for p in pkts.iter().take(PARSE_PREFETCH) {
+            prefetch(p.data());
+        }
         for (i, pkt) in pkts.iter().enumerate() {
+            if let Some(next) = pkts.get(i + PARSE_PREFETCH) {
+                prefetch(next.data());
+            }
             st.bytes += pkt.len() as u64;
             match parse_into(
                 pkt.data(),
@@ -413,10 +431,60 @@ impl Datapath {
             return 0;
         }
         let sc = &mut *self.scratch;
-        let left = self
-            .megaflows
-            .lookup_batch(&sc.keys[..n], pending, &mut sc.slots);
-        let found = pending & !left;
+        let mut pending = pending;
+        let mut found = 0u32;
+        if let Some(smc) = &self.smc {
+            // Three passes over the batch, so each one's memory loads overlap: the buckets,
+            // then the candidate megaflows, then the checks.
+            let mut m = pending;
+            while m != 0 {
+                let i = m.trailing_zeros() as usize;
+                m &= m - 1;
+                if !self.cfg.emc {
+                    sc.hashes[i] = sc.keys[i].hash(self.emc_seed);
+                }
+                smc.prefetch(sc.hashes[i]);
+            }
+            let mut cand = 0u32;
+            let mut m = pending;
+            while m != 0 {
+                let i = m.trailing_zeros() as usize;
+                m &= m - 1;
+                if let Some(slot) = smc.lookup(sc.hashes[i]) {
+                    self.megaflows.prefetch_entry(slot);
+                    sc.slots[i] = slot;
+                    cand |= 1 << i;
+                }
+            }
+            while cand != 0 {
+                let i = cand.trailing_zeros() as usize;
+                cand &= cand - 1;
+                let slot = sc.slots[i];
+                if let Some(gen) = self.megaflows.verify(slot, &sc.keys[i]) {
+                    if self.megaflows.claim(slot, gen) {
+                        found |= 1 << i;
+                    }
+                }
+            }
+            pending &= !found;
+            self.stats.smc_hits += found.count_ones() as u64;
+        }
+        let left = if pending != 0 {
+            self.megaflows
+                .lookup_batch(&sc.keys[..n], pending, &mut sc.slots)
+        } else {
+            0
+        };
+        let searched = pending & !left;
+        if let Some(smc) = &mut self.smc {
+            let mut m = searched;
+            while m != 0 {
+                let i = m.trailing_zeros() as usize;
+                m &= m - 1;
+                smc.insert(sc.hashes[i], sc.slots[i]);
+            }
+        }
+        found |= searched;
         self.stats.megaflow_hits += found.count_ones() as u64;
         if self.cfg.emc {
             self.emc
@@ -651,6 +719,22 @@ fn execute<S: OutputSink>(
             _ => DatapathDrop::RuleDrop,
         });
     }
+}
+
+/// How many packets ahead the parse stage prefetches headers.
+const PARSE_PREFETCH: usize = 4;
+
+/// Start loading a frame's first cache line (its headers).
+#[inline(always)]
+fn prefetch(data: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetching is a hint; the address is that of a live slice.
+    unsafe {
+        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(data.as_ptr().cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = data;
 }
 
 fn random_seed() -> u64 {

@@ -1,5 +1,5 @@
-//! The fast path: per-worker exact-match cache and megaflow cache in front of the slow
-//! path, processing batches with per-tier counters and TSC cycles, and the worker loop.
+//! The fast path: per-worker exact-match cache, signature-match cache and megaflow cache
+//! in front of the slow path, processing batches with per-tier counters and TSC cycles, and the worker loop.
 //!
 //! Other cache tiers (XDP in the kernel, offloads, limiters) follow the caches through the
 //! tier interface in [`tier`]; ports come in through the foundation's `Port` trait.
@@ -10,6 +10,7 @@ pub mod emc;
 pub mod guard;
 pub mod megaflow;
 pub mod sink;
+pub mod smc;
 pub mod stats;
 pub mod tier;
 pub mod worker;
@@ -21,6 +22,7 @@ pub use flowpath_base::BATCH;
 pub use guard::{MissGuard, MissLimits, PortMissStats};
 pub use megaflow::{MegaflowCache, MegaflowCounters, MegaflowEntry};
 pub use sink::{CaptureSink, CountingSink};
+pub use smc::SignatureMatchCache;
 pub use stats::{DatapathDrop, DatapathStats, StageCycles};
 pub use tier::{MegaflowEvent, MegaflowId, MegaflowView, Tier};
 pub use worker::{PortOutputs, Worker, WorkerPort};

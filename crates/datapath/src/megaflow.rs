@@ -343,6 +343,35 @@ impl MegaflowCache {
         ok
     }
 
+    /// Start loading the entry in `slot` (its key's first line).
+    #[inline(always)]
+    pub fn prefetch_entry(&self, slot: u32) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(e) = self.entries.get(slot as usize) {
+            // SAFETY: prefetching is a hint; the address is that of a live element.
+            unsafe {
+                use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+                _mm_prefetch::<_MM_HINT_T0>((e as *const MegaflowEntry).cast());
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = slot;
+    }
+
+    /// If the entry in `slot` is live and `key` falls inside it (agrees with its masked
+    /// key on its mask), its generation: how the signature-match cache checks a candidate.
+    /// A key inside a live megaflow gets that megaflow's decision, whatever pointed there.
+    #[inline(always)]
+    pub fn verify(&self, slot: u32, key: &FlowKey) -> Option<u32> {
+        let e = self.entries.get(slot as usize)?;
+        if !e.live {
+            return None;
+        }
+        let st = &self.subtables[e.subtable as usize];
+        key.matches_words(&st.mask, &e.key, &st.words)
+            .then_some(e.gen)
+    }
+
     /// Live entries.
     pub fn iter(&self) -> impl Iterator<Item = (u32, &MegaflowEntry)> {
         self.entries

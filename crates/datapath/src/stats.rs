@@ -70,7 +70,10 @@ pub struct DatapathStats {
     pub packets: u64,
     pub bytes: u64,
     pub emc_hits: u64,
+    /// Megaflow hits (the signature-match cache's included).
     pub megaflow_hits: u64,
+    /// Of those, the ones the signature-match cache found (no subtable search).
+    pub smc_hits: u64,
     /// Packets classified by the slow path (each installs a megaflow).
     pub upcalls: u64,
     /// Misses answered by a megaflow that an earlier packet of the same batch installed.

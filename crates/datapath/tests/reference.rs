@@ -2,8 +2,9 @@
 //!
 //! Random rule sets (overlapping masks, equal and different priorities, several tables
 //! with goto_table, rewrites that later tables match on) and random real frames go through
-//! the real datapath (parse, exact-match cache, megaflow cache, slow path, actions) and
-//! through `flowpath_pipeline::reference` (linear scans, re-parsing after every table).
+//! the real datapath (parse, exact-match cache, signature-match cache, megaflow cache,
+//! slow path, actions) and through `flowpath_pipeline::reference` (linear scans,
+//! re-parsing after every table).
 //! The bytes sent to each port and to the controller must be identical: with caches cold,
 //! warm, under eviction pressure, with either rule-change policy, and with random rule
 //! inserts and deletes interleaved with traffic.
@@ -122,22 +123,28 @@ fn configs() -> impl Strategy<Value = DatapathConfig> {
         prop::sample::select(vec![OnRuleChange::Revalidate, OnRuleChange::Flush]),
         prop::sample::select(vec![2usize, 512]),
         prop::sample::select(vec![0u32, 1]),
+        // Signature-match cache: off, tiny (ways replaced and slots reused all the time,
+        // so stale signatures are the rule), the default size.
+        prop::sample::select(vec![0usize, 8, 1 << 20]),
     )
-        .prop_map(|(emc, inv, max, policy, masks, mask_rate)| DatapathConfig {
-            emc,
-            emc_entries: 64,
-            emc_insert_inv_prob: inv,
-            megaflow_max: max,
-            max_masks: masks,
-            miss: MissLimits {
-                new_masks_per_sec: mask_rate,
-                ..MissLimits::off()
+        .prop_map(
+            |(emc, inv, max, policy, masks, mask_rate, smc)| DatapathConfig {
+                emc,
+                emc_entries: 64,
+                smc_entries: smc,
+                emc_insert_inv_prob: inv,
+                megaflow_max: max,
+                max_masks: masks,
+                miss: MissLimits {
+                    new_masks_per_sec: mask_rate,
+                    ..MissLimits::off()
+                },
+                rerank_every: 3,
+                stats_push_every: 5,
+                on_rule_change: policy,
+                ..DatapathConfig::default()
             },
-            rerank_every: 3,
-            stats_push_every: 5,
-            on_rule_change: policy,
-            ..DatapathConfig::default()
-        })
+        )
 }
 
 fn frames_of(heads: &[Headers]) -> Vec<(u32, Vec<u8>)> {

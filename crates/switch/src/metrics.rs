@@ -83,9 +83,10 @@ fn worker_lines(o: &mut String, w: &WorkerSnapshot) {
     );
     let _ = writeln!(
         o,
-        "  megaflow hits:     {:>14}  ({:.1} %)",
+        "  megaflow hits:     {:>14}  ({:.1} %; {:.1} % by signature, no subtable search)",
         w.megaflow_hits,
-        pct(w.megaflow_hits, w.packets)
+        pct(w.megaflow_hits, w.packets),
+        pct(w.smc_hits, w.packets)
     );
     let _ = writeln!(
         o,
@@ -191,7 +192,7 @@ type WorkerGet = fn(&WorkerSnapshot) -> f64;
 /// A port counter: name, help text, how to read it.
 type PortGet = fn(&flowpath_ports::PortStats) -> u64;
 
-static WORKER_METRICS: [(&str, &str, WorkerGet); 18] = [
+static WORKER_METRICS: [(&str, &str, WorkerGet); 19] = [
     (
         "miss_budget_drops_total",
         "Misses dropped over their port's miss budget.",
@@ -237,6 +238,11 @@ static WORKER_METRICS: [(&str, &str, WorkerGet); 18] = [
         "megaflow_hits_total",
         "Packets answered by the megaflow cache.",
         |w| w.megaflow_hits as f64,
+    ),
+    (
+        "smc_hits_total",
+        "Megaflow hits found by the signature-match cache (no subtable search).",
+        |w| w.smc_hits as f64,
     ),
     ("misses_total", "Packets that missed both caches.", |w| {
         w.misses as f64

@@ -97,6 +97,8 @@ pub struct WorkerSnapshot {
     pub batches: u64,
     pub emc_hits: u64,
     pub megaflow_hits: u64,
+    /// Of the megaflow hits, those the signature-match cache found.
+    pub smc_hits: u64,
     pub misses: u64,
     pub upcalls: u64,
     pub drops: u64,
@@ -142,6 +144,7 @@ impl WorkerSnapshot {
         self.packets = st.packets;
         self.batches = st.batches;
         self.emc_hits = st.emc_hits;
+        self.smc_hits = st.smc_hits;
         self.megaflow_hits = st.megaflow_hits;
         self.misses = st.upcalls + st.upcalls_avoided;
         self.upcalls = st.upcalls;

@@ -1,0 +1,118 @@
+//! The signature-match cache in the datapath: it answers the flows the EMC does not hold
+//! (EMC off here, so it is the only exact tier), every answer is the rules' answer, and a
+//! signature whose megaflow was evicted (its slot reused by another megaflow) is never
+//! followed to a wrong decision.
+
+use flowpath_base::Packet;
+use flowpath_datapath::{CaptureSink, Datapath, DatapathConfig, MissLimits};
+use flowpath_gen::{build, FrameSpec};
+use flowpath_packet::{Action, Field};
+use flowpath_pipeline::{Backend, Match, RuleSpec, RuleStore};
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+
+/// Eight /24 routes to ports 2..=9, one subtable; the default drops.
+fn store() -> Arc<RuleStore> {
+    let s = Arc::new(RuleStore::new(Backend::TupleSpace));
+    let mut rules: Vec<RuleSpec> = (0..8u32)
+        .map(|k| {
+            RuleSpec::new(
+                0,
+                100,
+                Match::any().exact(Field::EthType, 0x0800).prefix(
+                    Field::Ipv4Dst,
+                    (0x0a00_0000 | (k << 8)) as u128,
+                    24,
+                ),
+            )
+            .actions([Action::Output(2 + k)])
+        })
+        .collect();
+    rules.push(RuleSpec::new(0, 0, Match::any()));
+    s.add(rules).unwrap();
+    s
+}
+
+/// Flow i: from 192.168.x.y to 10.0.(i % 8).1; the port its route sends it to.
+fn flow(i: u32) -> (Vec<u8>, u32) {
+    let f = build(&FrameSpec::udp4(
+        Ipv4Addr::from(0xc0a8_0000 | i),
+        Ipv4Addr::from(0x0a00_0001 | ((i % 8) << 8)),
+        1000 + (i % 100) as u16,
+        53,
+        64,
+    ));
+    (f, 2 + i % 8)
+}
+
+/// Send flows `ids` in batches of 32; check every packet went to its route's port.
+fn send(dp: &mut Datapath, ids: &[u32]) {
+    for chunk in ids.chunks(32) {
+        let frames: Vec<(Vec<u8>, u32)> = chunk.iter().map(|&i| flow(i)).collect();
+        let mut bufs: Vec<Vec<u8>> = frames
+            .iter()
+            .map(|(f, _)| {
+                let mut b = vec![0u8; 128 + f.len() + 64];
+                b[128..128 + f.len()].copy_from_slice(f);
+                b
+            })
+            .collect();
+        let mut pkts: Vec<Packet<'_>> = bufs
+            .iter_mut()
+            .zip(&frames)
+            .map(|(b, (f, _))| Packet::new(b, 128, f.len()))
+            .collect();
+        let mut sink = CaptureSink::default();
+        dp.process(1, &mut pkts, &mut sink);
+        let got: Vec<u32> = sink.packets.iter().map(|(p, _)| *p).collect();
+        let want: Vec<u32> = frames.iter().map(|(_, p)| *p).collect();
+        assert_eq!(got, want, "flows {chunk:?}");
+    }
+}
+
+fn config(smc_entries: usize, megaflow_max: usize) -> DatapathConfig {
+    DatapathConfig {
+        emc: false,
+        smc_entries,
+        megaflow_max,
+        miss: MissLimits::off(),
+        ..DatapathConfig::default()
+    }
+}
+
+#[test]
+fn the_smc_answers_flows_once_the_megaflow_search_has_found_them() {
+    let mut dp = Datapath::new(store(), config(1 << 16, 65536));
+    let ids: Vec<u32> = (0..4000).collect();
+    send(&mut dp, &ids); // misses, then searches that teach the SMC
+    send(&mut dp, &ids);
+    dp.reset_stats();
+    send(&mut dp, &ids);
+    let st = dp.stats();
+    assert_eq!(st.upcalls, 0);
+    assert_eq!(st.megaflow_hits, 4000);
+    assert!(
+        st.smc_hits >= 3600,
+        "most flows found by signature: {} of 4000",
+        st.smc_hits
+    );
+    // Off: every hit is a search.
+    let mut off = Datapath::new(store(), config(0, 65536));
+    send(&mut off, &ids);
+    off.reset_stats();
+    send(&mut off, &ids);
+    assert_eq!((off.stats().smc_hits, off.stats().megaflow_hits), (0, 4000));
+}
+
+#[test]
+fn a_signature_left_by_an_evicted_megaflow_never_misforwards() {
+    // Two megaflow slots for eight routes: every new route evicts, and the slots are
+    // reused by other routes, so the SMC (8 entries: ways replaced constantly) is full
+    // of signatures pointing at slots that now hold another megaflow.
+    let mut dp = Datapath::new(store(), config(8, 2));
+    let ids: Vec<u32> = (0..3000).map(|i| (i * 7919) % 5000).collect();
+    send(&mut dp, &ids);
+    send(&mut dp, &ids);
+    assert!(dp.megaflows().len() <= 2);
+    assert!(dp.megaflows().counters.evictions > 100);
+}
