@@ -5,9 +5,9 @@
 
 use crate::workload::IN_PORT;
 use flowpath_base::clock::rdtsc;
-use flowpath_base::BATCH;
+use flowpath_base::{PacketBatch, Port, BATCH};
 use flowpath_datapath::{
-    CountingSink, Datapath, DatapathConfig, DatapathStats, Worker, WorkerPort,
+    CountingSink, Datapath, DatapathConfig, DatapathStats, OutputSink, Worker, WorkerPort,
 };
 use flowpath_gen::{GeneratedPort, InMemorySource};
 use flowpath_pipeline::RuleStore;
@@ -84,5 +84,55 @@ impl Harness {
         self.pump(prefill);
         self.set_new_flow_share(m);
         self.pump(warm);
+    }
+}
+
+/// The floor under every case: the same generated port and counting sink with no
+/// datapath between them (receive a batch, hand each frame to the sink). What a case costs
+/// above this is what the datapath costs.
+pub struct FloorHarness {
+    port: GeneratedPort,
+    rx: PacketBatch,
+    out: CountingSink,
+}
+
+impl FloorHarness {
+    pub fn new(source: InMemorySource) -> FloorHarness {
+        FloorHarness {
+            port: GeneratedPort::new("gen", source),
+            rx: PacketBatch::new(),
+            out: CountingSink::default(),
+        }
+    }
+
+    /// Push exactly `packets` packets from the port to the sink.
+    #[inline(never)]
+    pub fn pump(&mut self, packets: u64) {
+        let mut left = packets;
+        while left > 0 {
+            self.rx.clear();
+            self.rx.limit((left as usize).min(BATCH));
+            let n = self.port.recv(&mut self.rx).unwrap_or(0);
+            debug_assert!(n > 0, "a generated port always has packets");
+            let out = &mut self.out;
+            self.rx.with_packets(|pkts| {
+                for p in pkts.iter() {
+                    out.output(2, p.data());
+                }
+            });
+            left -= n as u64;
+        }
+    }
+
+    /// One timed run: TSC cycles for `packets` packets.
+    pub fn timed(&mut self, packets: u64) -> u64 {
+        let t0 = rdtsc();
+        self.pump(packets);
+        (rdtsc() - t0).max(1)
+    }
+
+    /// Packets the sink received.
+    pub fn delivered(&self) -> u64 {
+        self.out.packets
     }
 }

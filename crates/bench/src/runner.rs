@@ -12,6 +12,10 @@ use std::sync::Arc;
 /// One bench case.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Case {
+    /// The floor: the same generated port and counting sink with no datapath between them,
+    /// with emc_hit's traffic (1,024 flows), or with many_flows' (1,000,000 flows in a
+    /// 1M-slot arena, which does not fit in the cache).
+    Floor { many: bool },
     /// (a) every packet hits the exact-match cache.
     EmcHit,
     /// (b) every packet hits the megaflow cache (EMC off), with this many subtables.
@@ -20,6 +24,9 @@ pub enum Case {
     Miss,
     /// (d) established flows plus the configured share of new flows.
     Mixed,
+    /// 1,000,000 established flows over four megaflow subtables (far more than the EMC
+    /// holds), popularity uniform or Zipf (skew 1.1).
+    ManyFlows { zipf: bool },
 }
 
 impl Case {
@@ -29,6 +36,10 @@ impl Case {
             Case::MegaflowHit(n) => format!("megaflow_hit_{n}"),
             Case::Miss => "miss".into(),
             Case::Mixed => "mixed".into(),
+            Case::Floor { many: false } => "floor".into(),
+            Case::Floor { many: true } => "floor_many_flows".into(),
+            Case::ManyFlows { zipf: false } => "many_flows".into(),
+            Case::ManyFlows { zipf: true } => "many_flows_zipf".into(),
         }
     }
 
@@ -37,26 +48,35 @@ impl Case {
             "emc_hit" => Ok(Case::EmcHit),
             "miss" => Ok(Case::Miss),
             "mixed" => Ok(Case::Mixed),
+            "floor" => Ok(Case::Floor { many: false }),
+            "floor_many_flows" => Ok(Case::Floor { many: true }),
+            "many_flows" => Ok(Case::ManyFlows { zipf: false }),
+            "many_flows_zipf" => Ok(Case::ManyFlows { zipf: true }),
             _ => s
                 .strip_prefix("megaflow_hit_")
                 .and_then(|n| n.parse().ok())
                 .filter(|n| (1..=16).contains(n))
                 .map(Case::MegaflowHit)
                 .ok_or_else(|| {
-                    format!("unknown case '{s}' (expected emc_hit, megaflow_hit_N with N in 1..=16, miss, mixed)")
+                    format!("unknown case '{s}' (expected floor, floor_many_flows, emc_hit, megaflow_hit_N with N in 1..=16, miss, mixed, many_flows, many_flows_zipf)")
                 }),
         }
     }
 
-    /// The default case list: (a), (b) with 1, 4 and 16 subtables, (c), (d).
+    /// The default case list: the floor, (a), (b) with 1, 4 and 16 subtables, (c), (d),
+    /// and many flows (their floor, uniform and Zipf).
     pub fn defaults() -> Vec<Case> {
         vec![
+            Case::Floor { many: false },
             Case::EmcHit,
             Case::MegaflowHit(1),
             Case::MegaflowHit(4),
             Case::MegaflowHit(16),
             Case::Miss,
             Case::Mixed,
+            Case::Floor { many: true },
+            Case::ManyFlows { zipf: false },
+            Case::ManyFlows { zipf: true },
         ]
     }
 }
@@ -75,6 +95,8 @@ pub struct BenchConfig {
     pub backend: Backend,
     /// Exact-match insertion: one flow in N.
     pub emc_insert_inv_prob: u32,
+    /// Signature-match cache entries (0 = off).
+    pub smc_entries: usize,
     pub megaflow_max: usize,
     pub seed: u64,
 }
@@ -89,6 +111,7 @@ impl Default for BenchConfig {
             frame_size: 64,
             backend: Backend::TupleSpace,
             emc_insert_inv_prob: 100,
+            smc_entries: DatapathConfig::default().smc_entries,
             megaflow_max: 65536,
             seed: 1,
         }
@@ -112,6 +135,8 @@ pub struct CaseResult {
     /// Share of packets answered by each tier over the timed runs.
     pub emc_hit_share: f64,
     pub megaflow_hit_share: f64,
+    /// Of the megaflow hits, the share of all packets the signature-match cache found.
+    pub smc_hit_share: f64,
     pub upcall_share: f64,
     /// Mean cycles per packet by stage (from the datapath's own TSC stamps, median run).
     pub stage_cycles: StageShare,
@@ -150,6 +175,9 @@ pub fn run_case(
     cfg: &BenchConfig,
     mut progress: impl FnMut(usize, usize),
 ) -> CaseResult {
+    if let Case::Floor { many } = case {
+        return run_floor(many, cfg, progress);
+    }
     let (rules, source, dp_cfg, share, packets) = setup(case, cfg);
     let n_rules = rules.len();
     let store = Arc::new(RuleStore::new(cfg.backend));
@@ -162,6 +190,8 @@ pub fn run_case(
         Case::Miss | Case::Mixed => {
             (cfg.megaflow_max as u64 + cfg.flows as u64 * 4).max(packets / 4)
         }
+        // Every flow seen a few times: the caches reach their steady state.
+        Case::ManyFlows { .. } => (MANY_FLOWS as u64 * 3).min(cfg.packets.max(1) * 8),
         _ => (cfg.flows as u64 * 4 * cfg.emc_insert_inv_prob as u64).clamp(200_000, 4_000_000),
     };
     h.set_new_flow_share(share);
@@ -193,6 +223,7 @@ pub fn run_case(
         frame_size: cfg.frame_size,
         emc_hit_share: st.emc_hits as f64 / pk,
         megaflow_hit_share: st.megaflow_hits as f64 / pk,
+        smc_hit_share: st.smc_hits as f64 / pk,
         upcall_share: st.upcalls as f64 / pk,
         stage_cycles: StageShare::per_packet(st),
         megaflow_subtables: h.datapath().megaflows().subtables(),
@@ -201,6 +232,50 @@ pub fn run_case(
         classifier: format!("{:?}", cfg.backend),
     }
 }
+
+/// The floor cases: emc_hit's or many_flows' traffic from the generated port straight to
+/// the sink.
+fn run_floor(many: bool, cfg: &BenchConfig, mut progress: impl FnMut(usize, usize)) -> CaseResult {
+    let (_, source) = if many {
+        workload::many_flows(MANY_FLOWS, false, cfg.frame_size, cfg.seed)
+    } else {
+        workload::emc_hit(cfg.flows, cfg.frame_size)
+    };
+    let mut h = crate::harness::FloorHarness::new(source.with_seed(cfg.seed));
+    h.pump(200_000);
+    let mut sorted: Vec<f64> = (0..cfg.runs)
+        .map(|r| {
+            let dt = h.timed(cfg.packets);
+            progress(r + 1, cfg.runs);
+            dt as f64 / cfg.packets as f64
+        })
+        .collect();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted[sorted.len() / 2];
+    debug_assert!(h.delivered() >= cfg.packets * cfg.runs as u64);
+    CaseResult {
+        case: Case::Floor { many }.name(),
+        mpps: tsc_hz() / median / 1e6,
+        cycles_per_packet: median,
+        cycles_min: sorted[0],
+        cycles_max: *sorted.last().unwrap(),
+        runs: cfg.runs,
+        packets_per_run: cfg.packets,
+        frame_size: cfg.frame_size,
+        emc_hit_share: 0.0,
+        megaflow_hit_share: 0.0,
+        smc_hit_share: 0.0,
+        upcall_share: 0.0,
+        stage_cycles: StageShare::default(),
+        megaflow_subtables: 0,
+        megaflows: 0,
+        rules: 0,
+        classifier: "none".into(),
+    }
+}
+
+/// Flows of the many-flows cases.
+pub const MANY_FLOWS: usize = 1_000_000;
 
 type Setup = (
     Vec<flowpath_pipeline::RuleSpec>,
@@ -215,6 +290,7 @@ fn setup(case: Case, cfg: &BenchConfig) -> Setup {
     // the mixed case's misses when they take over half the core) is off.
     let base = DatapathConfig {
         emc_insert_inv_prob: cfg.emc_insert_inv_prob,
+        smc_entries: cfg.smc_entries,
         megaflow_max: cfg.megaflow_max,
         miss: flowpath_datapath::MissLimits::unbudgeted(),
         ..DatapathConfig::default()
@@ -230,7 +306,12 @@ fn setup(case: Case, cfg: &BenchConfig) -> Setup {
             (
                 r,
                 s,
-                DatapathConfig { emc: false, ..base },
+                // The subtable search itself: no exact tier in front of it.
+                DatapathConfig {
+                    emc: false,
+                    smc_entries: 0,
+                    ..base
+                },
                 0.0,
                 cfg.packets,
             )
@@ -239,6 +320,11 @@ fn setup(case: Case, cfg: &BenchConfig) -> Setup {
             let (r, s) = workload::miss_pipeline(cfg.flows, cfg.frame_size);
             (r, s, base, 1.0, miss_packets)
         }
+        Case::ManyFlows { zipf } => {
+            let (r, s) = workload::many_flows(MANY_FLOWS, zipf, cfg.frame_size, cfg.seed);
+            (r, s, base, 0.0, cfg.packets)
+        }
+        Case::Floor { .. } => unreachable!("the floor runs without a datapath"),
         Case::Mixed => {
             let (r, s) = workload::miss_pipeline(cfg.flows, cfg.frame_size);
             let p = if cfg.miss_rate > 0.0 {

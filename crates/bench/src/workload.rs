@@ -94,6 +94,60 @@ pub fn megaflow_hit(subtables: usize, frame_size: usize) -> (Vec<RuleSpec>, InMe
     (rules, src)
 }
 
+/// Many flows: `n` established UDP flows over [`megaflow_hit`]'s four-subtable rules
+/// (128 megaflows in all), so the exact-match cache (8,192 entries) holds a sliver of
+/// them and nearly every packet falls to the megaflow search. Flow i is in group i % 4 and
+/// to destination (i / 4) % 32 of that group, from one of 65,536 sources inside the group's
+/// source prefix, on one of 16 source ports. Uniform: every flow once per pass over the
+/// slots, in shuffled order. Zipf: the same number of slots drawn with Zipf(1.1)
+/// popularity (flow 0 the most popular), so a few flows carry most packets.
+pub fn many_flows(
+    n: usize,
+    zipf: bool,
+    frame_size: usize,
+    seed: u64,
+) -> (Vec<RuleSpec>, InMemorySource) {
+    let (rules, _) = megaflow_hit(4, frame_size);
+    let templates: Vec<Vec<u8>> = (0..n)
+        .map(|i| {
+            let g = (i % 4) as u32;
+            let j = (i / 4) as u32 % 32;
+            let k = (i / 128) as u32;
+            build(&FrameSpec::udp4(
+                Ipv4Addr::from(0x0a00_0000 | (g << 16) | (k & 0xffff)),
+                Ipv4Addr::from(0x0a00_0000 | (g << 8) | j),
+                1024 + (k >> 16) as u16,
+                5001,
+                frame_size,
+            ))
+        })
+        .collect();
+    let mut rng = flowpath_base::SplitMix64::new(seed ^ 0x6d61_6e79);
+    let mut slots: Vec<u32> = if zipf {
+        // Inverse CDF over the cumulative Zipf weights.
+        let mut cdf = Vec::with_capacity(n);
+        let mut total = 0.0;
+        for k in 1..=n {
+            total += (k as f64).powf(-1.1);
+            cdf.push(total);
+        }
+        (0..n)
+            .map(|_| {
+                let u = rng.unit() * total;
+                cdf.partition_point(|&c| c < u).min(n - 1) as u32
+            })
+            .collect()
+    } else {
+        (0..n as u32).collect()
+    };
+    // Fisher-Yates with the seeded generator (the same seed gives the same order).
+    for i in (1..slots.len()).rev() {
+        let j = (rng.next() % (i as u64 + 1)) as usize;
+        slots.swap(i, j);
+    }
+    (rules, InMemorySource::from_slot_templates(templates, slots))
+}
+
 /// (c)/(d) The miss pipeline: three tables, 1,000 rules, IPv4 traffic of one frame size.
 /// The same as [`class_pipeline`] with [`TrafficClass::Ipv4`] and [`FrameMix::Fixed`].
 ///

@@ -91,11 +91,18 @@ const BENCH_ABOUT: &str = "Measure Mpps and TSC cycles per packet, one core, for
 Generated 64-byte UDP/IPv4 frames (in memory, no root, no copy per packet) go through the
 real datapath: parse, exact-match cache, megaflow cache, slow path, actions, and out to a
 counting sink. Cases:
+  floor            no datapath: the generated port straight to the sink (what the loop and
+                   the traffic cost by themselves; every other case runs on top of this)
   emc_hit          every packet hits the exact-match cache (1,024 flows, L3 forwarding)
   megaflow_hit_N   every packet hits the megaflow cache (EMC off), spread over N subtables
   miss             every packet is a new flow: the 3-table, 1,000-rule pipeline classifies
                    it and installs a megaflow (the cache is full, so each install evicts)
   mixed            established flows plus --miss-rate new flows
+  floor_many_flows the floor with many_flows' traffic (a 1M-slot arena: frames come from
+                   memory, not the cache, as from a NIC ring)
+  many_flows       1,000,000 established flows over 4 megaflow subtables: the EMC holds a
+                   sliver, the signature-match cache (--smc-entries, 0 = off) and the
+                   megaflow search answer the rest; many_flows_zipf: Zipf(1.1) popularity
   flood            miss storm: port A offers 1,000 established flows at half the rate it
                    reaches alone, port B sends nothing but new flows as fast as the worker
                    takes them; reports A's throughput kept (established_retained) with no
@@ -142,6 +149,10 @@ struct BenchArgs {
     /// Insert one flow in N into the exact-match cache (1 = every flow).
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
     emc_insert_inv_prob: u32,
+    /// Signature-match cache entries (0 = off; the megaflow_hit_N cases always run
+    /// without it, to measure the subtable search).
+    #[arg(long, default_value_t = flowpath_datapath::DatapathConfig::default().smc_entries)]
+    smc_entries: usize,
     /// flood/tse: the attacker's packets per second (e.g. 10000, 10k, 1M); default: as
     /// fast as the worker takes them.
     #[arg(long, value_name = "PPS", value_parser = parse_rate)]
@@ -241,7 +252,10 @@ fn bench(args: BenchArgs) -> ExitCode {
         args.cases
             .iter()
             .filter(|c| Attack::parse(c).is_none())
-            .map(|c| Case::parse(c).map_err(|e| e.replace("mixed)", "mixed, flood, tse)")))
+            .map(|c| {
+                Case::parse(c)
+                    .map_err(|e| e.replace("many_flows_zipf)", "many_flows_zipf, flood, tse)"))
+            })
             .collect()
     };
     let cases = match cases {
@@ -263,6 +277,7 @@ fn bench(args: BenchArgs) -> ExitCode {
         frame_size: args.frame_size as usize,
         backend: args.classifier.unwrap_or(Backend::TupleSpace),
         emc_insert_inv_prob: args.emc_insert_inv_prob,
+        smc_entries: args.smc_entries,
         ..BenchConfig::default()
     };
     let rules = match &args.rules {
