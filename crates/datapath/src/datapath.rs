@@ -114,6 +114,11 @@ pub struct Datapath {
     pipeline: Arc<Pipeline>,
     emc: ExactMatchCache,
     smc: Option<SignatureMatchCache>,
+    /// Whether the signature-match cache is used now: only while it pays (see
+    /// [`Datapath::reconsider_smc`]).
+    smc_active: bool,
+    /// Packets and megaflow hits at the last reconsideration.
+    smc_window: (u64, u64),
     megaflows: MegaflowCache,
     stats: DatapathStats,
     controller: Arc<ControllerQueue>,
@@ -138,6 +143,8 @@ impl Datapath {
         Datapath {
             emc: ExactMatchCache::new(cfg.emc_entries, cfg.emc_insert_inv_prob),
             smc: (cfg.smc_entries > 0).then(|| SignatureMatchCache::new(cfg.smc_entries)),
+            smc_active: false,
+            smc_window: (0, 0),
             megaflows: MegaflowCache::with_limits(
                 cfg.megaflow_max,
                 cfg.max_masks,
@@ -176,6 +183,7 @@ impl Datapath {
 
     pub fn reset_stats(&mut self) {
         self.stats = DatapathStats::default();
+        self.smc_window = (0, 0);
         self.guard.reset_stats();
     }
 
@@ -433,7 +441,7 @@ impl Datapath {
         let sc = &mut *self.scratch;
         let mut pending = pending;
         let mut found = 0u32;
-        if let Some(smc) = &self.smc {
+        if let Some(smc) = self.smc.as_ref().filter(|_| self.smc_active) {
             // Three passes over the batch, so each one's memory loads overlap: the buckets,
             // then the candidate megaflows, then the checks.
             let mut m = pending;
@@ -476,7 +484,7 @@ impl Datapath {
             0
         };
         let searched = pending & !left;
-        if let Some(smc) = &mut self.smc {
+        if let Some(smc) = self.smc.as_mut().filter(|_| self.smc_active) {
             let mut m = searched;
             while m != 0 {
                 let i = m.trailing_zeros() as usize;
@@ -625,6 +633,7 @@ impl Datapath {
             self.batches_since_rerank = 0;
             self.megaflows.rerank();
             self.reconsider_flow_limit();
+            self.reconsider_smc();
         }
         self.batches_since_push += 1;
         if self.batches_since_push >= self.cfg.stats_push_every {
@@ -639,6 +648,29 @@ impl Datapath {
                     STATS_PUSH_SLICE,
                 );
             }
+        }
+    }
+
+    /// Use the signature-match cache only while it pays: while the megaflow search answers
+    /// at least a quarter of the packets (many flows past the EMC). With few flows the
+    /// EMC answers nearly everything, and with many misses (new flows, floods) a lookup
+    /// and its 8 MB table only cost: there it measurably slowed the miss and mixed cases
+    /// (+8-10 %), so it stays off (and cold) until the traffic changes.
+    fn reconsider_smc(&mut self) {
+        if self.smc.is_none() {
+            return;
+        }
+        let (p0, h0) = self.smc_window;
+        let (p, h) = (self.stats.packets, self.stats.megaflow_hits);
+        self.smc_window = (p, h);
+        let (dp, dh) = (p.wrapping_sub(p0), h.wrapping_sub(h0));
+        if dp == 0 {
+            return;
+        }
+        let pays = dh * 4 >= dp;
+        if pays != self.smc_active {
+            self.smc_active = pays;
+            self.stats.smc_switches += 1;
         }
     }
 

@@ -74,6 +74,8 @@ pub struct DatapathStats {
     pub megaflow_hits: u64,
     /// Of those, the ones the signature-match cache found (no subtable search).
     pub smc_hits: u64,
+    /// Times the signature-match cache was turned on or off (it runs while it pays).
+    pub smc_switches: u64,
     /// Packets classified by the slow path (each installs a megaflow).
     pub upcalls: u64,
     /// Misses answered by a megaflow that an earlier packet of the same batch installed.

@@ -1,7 +1,7 @@
 //! The signature-match cache in the datapath: it answers the flows the EMC does not hold
-//! (EMC off here, so it is the only exact tier), every answer is the rules' answer, and a
+//! (EMC off here, so it is the only exact tier), every answer is the rules' answer, a
 //! signature whose megaflow was evicted (its slot reused by another megaflow) is never
-//! followed to a wrong decision.
+//! followed to a wrong decision, and it is used only while it pays.
 
 use flowpath_base::Packet;
 use flowpath_datapath::{CaptureSink, Datapath, DatapathConfig, MissLimits};
@@ -13,6 +13,12 @@ use std::sync::Arc;
 
 /// Eight /24 routes to ports 2..=9, one subtable; the default drops.
 fn store() -> Arc<RuleStore> {
+    store_with(false)
+}
+
+/// With `exact_src`, a never-hit rule on one source address puts the exact source into
+/// every megaflow: each flow is its own megaflow, and its first packet a miss.
+fn store_with(exact_src: bool) -> Arc<RuleStore> {
     let s = Arc::new(RuleStore::new(Backend::TupleSpace));
     let mut rules: Vec<RuleSpec> = (0..8u32)
         .map(|k| {
@@ -29,6 +35,15 @@ fn store() -> Arc<RuleStore> {
         })
         .collect();
     rules.push(RuleSpec::new(0, 0, Match::any()));
+    if exact_src {
+        rules.push(RuleSpec::new(
+            0,
+            200,
+            Match::any()
+                .exact(Field::EthType, 0x0800)
+                .exact(Field::Ipv4Src, 0x0102_0304),
+        ));
+    }
     s.add(rules).unwrap();
     s
 }
@@ -76,6 +91,8 @@ fn config(smc_entries: usize, megaflow_max: usize) -> DatapathConfig {
         smc_entries,
         megaflow_max,
         miss: MissLimits::off(),
+        // The SMC runs while it pays, reconsidered with the subtable ranking: often here.
+        rerank_every: 4,
         ..DatapathConfig::default()
     }
 }
@@ -102,6 +119,22 @@ fn the_smc_answers_flows_once_the_megaflow_search_has_found_them() {
     off.reset_stats();
     send(&mut off, &ids);
     assert_eq!((off.stats().smc_hits, off.stats().megaflow_hits), (0, 4000));
+}
+
+#[test]
+fn the_smc_stays_off_while_most_packets_are_misses() {
+    // Every packet a new flow: the megaflow search answers nothing, so the SMC would
+    // only cost; it is not used.
+    let mut dp = Datapath::new(store_with(true), config(1 << 16, 65536));
+    let ids: Vec<u32> = (0..4000).collect();
+    send(&mut dp, &ids);
+    assert_eq!(dp.stats().smc_hits, 0);
+    assert_eq!(dp.stats().smc_switches, 0);
+    // Then the same flows again: now it pays, and it is switched on.
+    send(&mut dp, &ids);
+    send(&mut dp, &ids);
+    assert_eq!(dp.stats().smc_switches, 1);
+    assert!(dp.stats().smc_hits > 0);
 }
 
 #[test]
