@@ -119,6 +119,10 @@ pub struct Datapath {
     smc_active: bool,
     /// Packets and megaflow hits at the last reconsideration.
     smc_window: (u64, u64),
+    /// Whether EMC lookups are skipped (but for a sample) because they hardly ever hit,
+    /// and (packets looked up, hits) since the last reconsideration.
+    emc_idle: bool,
+    emc_window: (u64, u64),
     megaflows: MegaflowCache,
     stats: DatapathStats,
     controller: Arc<ControllerQueue>,
@@ -145,6 +149,8 @@ impl Datapath {
             smc: (cfg.smc_entries > 0).then(|| SignatureMatchCache::new(cfg.smc_entries)),
             smc_active: false,
             smc_window: (0, 0),
+            emc_idle: false,
+            emc_window: (0, 0),
             megaflows: MegaflowCache::with_limits(
                 cfg.megaflow_max,
                 cfg.max_masks,
@@ -184,6 +190,7 @@ impl Datapath {
     pub fn reset_stats(&mut self) {
         self.stats = DatapathStats::default();
         self.smc_window = (0, 0);
+        self.emc_window = (0, 0);
         self.guard.reset_stats();
     }
 
@@ -420,6 +427,17 @@ impl Datapath {
             return valid;
         }
         let sc = &mut *self.scratch;
+        if self.emc_idle && self.stats.batches % EMC_SAMPLE_EVERY != 0 {
+            // Hardly any hits lately: only the hashes (later tiers use them); one batch in
+            // EMC_SAMPLE_EVERY still looks up, to notice when hits come back.
+            let mut m = valid;
+            while m != 0 {
+                let i = m.trailing_zeros() as usize;
+                m &= m - 1;
+                sc.hashes[i] = sc.keys[i].hash(self.emc_seed);
+            }
+            return valid;
+        }
         let pending = self.emc.lookup_batch(
             &sc.keys,
             valid,
@@ -429,6 +447,7 @@ impl Datapath {
             &mut self.megaflows,
         );
         self.stats.emc_hits += (valid & !pending).count_ones() as u64;
+        self.emc_window.0 += valid.count_ones() as u64;
         pending
     }
 
@@ -634,6 +653,7 @@ impl Datapath {
             self.megaflows.rerank();
             self.reconsider_flow_limit();
             self.reconsider_smc();
+            self.reconsider_emc();
         }
         self.batches_since_push += 1;
         if self.batches_since_push >= self.cfg.stats_push_every {
@@ -671,6 +691,27 @@ impl Datapath {
         if pays != self.smc_active {
             self.smc_active = pays;
             self.stats.smc_switches += 1;
+        }
+    }
+
+    /// Skip EMC lookups while they hit under 2 % of the packets looked up (a million
+    /// flows: the hash and two probes then cost ~20 cycles for nothing); a sample of
+    /// batches keeps looking, so lookups resume as soon as hits come back. Insertions go on
+    /// either way, so the cache holds what it would.
+    fn reconsider_emc(&mut self) {
+        if !self.cfg.emc {
+            return;
+        }
+        let (looked, hits0) = self.emc_window;
+        let hits = self.stats.emc_hits.wrapping_sub(hits0);
+        self.emc_window = (0, self.stats.emc_hits);
+        if looked < 64 {
+            return; // too few samples to judge (an idle or sampled-only window)
+        }
+        let idle = hits * 50 < looked;
+        if idle != self.emc_idle {
+            self.emc_idle = idle;
+            self.stats.emc_switches += 1;
         }
     }
 
@@ -752,6 +793,9 @@ fn execute<S: OutputSink>(
         });
     }
 }
+
+/// While EMC lookups are skipped, one batch in this many still looks up.
+const EMC_SAMPLE_EVERY: u64 = 16;
 
 /// How many packets ahead the parse stage prefetches headers.
 const PARSE_PREFETCH: usize = 4;

@@ -76,6 +76,8 @@ pub struct DatapathStats {
     pub smc_hits: u64,
     /// Times the signature-match cache was turned on or off (it runs while it pays).
     pub smc_switches: u64,
+    /// Times EMC lookups were suspended or resumed (suspended while they hardly hit).
+    pub emc_switches: u64,
     /// Packets classified by the slow path (each installs a megaflow).
     pub upcalls: u64,
     /// Misses answered by a megaflow that an earlier packet of the same batch installed.

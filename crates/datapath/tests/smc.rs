@@ -1,7 +1,8 @@
 //! The signature-match cache in the datapath: it answers the flows the EMC does not hold
 //! (EMC off here, so it is the only exact tier), every answer is the rules' answer, a
 //! signature whose megaflow was evicted (its slot reused by another megaflow) is never
-//! followed to a wrong decision, and it is used only while it pays.
+//! followed to a wrong decision, and it is used only while it pays; likewise EMC lookups
+//! pause while they never hit.
 
 use flowpath_base::Packet;
 use flowpath_datapath::{CaptureSink, Datapath, DatapathConfig, MissLimits};
@@ -148,4 +149,32 @@ fn a_signature_left_by_an_evicted_megaflow_never_misforwards() {
     send(&mut dp, &ids);
     assert!(dp.megaflows().len() <= 2);
     assert!(dp.megaflows().counters.evictions > 100);
+}
+
+#[test]
+fn emc_lookups_pause_while_they_never_hit_and_resume_when_they_do() {
+    let cfg = DatapathConfig {
+        emc: true,
+        emc_insert_inv_prob: 1,
+        // Reconsidered every 32 batches: while paused, 2 of them are sampled.
+        rerank_every: 32,
+        ..config(1 << 16, 65536)
+    };
+    let mut dp = Datapath::new(store(), cfg);
+    // 20,000 flows, each once: the EMC never hits, so its lookups pause.
+    let once: Vec<u32> = (0..20_000).collect();
+    send(&mut dp, &once);
+    assert_eq!(dp.stats().emc_switches, 1, "paused");
+    // Then 16 flows over and over: a sampled batch hits, lookups resume, most packets
+    // are EMC hits again. Every packet still goes where its route says (send checks).
+    let few: Vec<u32> = (0..40_000).map(|i| i % 16).collect();
+    dp.reset_stats();
+    send(&mut dp, &few);
+    assert_eq!(dp.stats().emc_switches, 1, "resumed");
+    assert_eq!(dp.stats().upcalls, 0);
+    assert!(
+        dp.stats().emc_hits > 30_000,
+        "EMC hits after resuming: {}",
+        dp.stats().emc_hits
+    );
 }
