@@ -31,6 +31,7 @@ const SWITCH_EXAMPLE: &str = "Example config:
   [datapath]            # optional
   emc = true
   emc_insert_inv_prob = 100
+  smc_entries = 1048576     # signature-match cache per worker (0 = off; used while it pays)
   megaflow_max = 65536
   idle_sleep_max_us = 500   # 0 = never nap
   # miss-storm defence (defaults shown; `flowpath stats` shows every limit and its drops)

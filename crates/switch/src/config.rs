@@ -51,6 +51,9 @@ fn default_idle_sleep() -> u64 {
 fn default_xdp_tier_max() -> u32 {
     65536
 }
+fn default_smc_entries() -> usize {
+    DatapathConfig::default().smc_entries
+}
 fn default_max_masks() -> usize {
     DatapathConfig::default().max_masks
 }
@@ -76,6 +79,9 @@ pub struct DatapathSection {
     /// Insert one flow in N into the exact-match cache.
     #[serde(default = "default_emc_prob")]
     pub emc_insert_inv_prob: u32,
+    /// Signature-match cache entries per worker (0 = off); it runs while it pays.
+    #[serde(default = "default_smc_entries")]
+    pub smc_entries: usize,
     #[serde(default = "default_megaflows")]
     pub megaflow_max: usize,
     /// Most megaflow subtables (distinct masks) per worker.
@@ -112,6 +118,7 @@ impl Default for DatapathSection {
         DatapathSection {
             emc: true,
             emc_insert_inv_prob: default_emc_prob(),
+            smc_entries: default_smc_entries(),
             megaflow_max: default_megaflows(),
             max_masks: default_max_masks(),
             revalidate_target_ms: default_revalidate_target_ms(),
@@ -172,6 +179,12 @@ impl DaemonConfig {
             return Err(format!(
                 "datapath.max_masks: {} is not in 1..=65535",
                 d.max_masks
+            ));
+        }
+        if d.smc_entries > 1 << 26 {
+            return Err(format!(
+                "datapath.smc_entries: {} is more than 67108864 (512 MB per worker); 0 turns it off",
+                d.smc_entries
             ));
         }
         if d.megaflow_max == 0 {
@@ -279,6 +292,7 @@ impl DaemonConfig {
         DatapathConfig {
             emc: self.datapath.emc,
             emc_insert_inv_prob: self.datapath.emc_insert_inv_prob,
+            smc_entries: self.datapath.smc_entries,
             megaflow_max: self.datapath.megaflow_max,
             max_masks: self.datapath.max_masks,
             revalidate_target_ms: self.datapath.revalidate_target_ms,

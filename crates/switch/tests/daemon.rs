@@ -301,6 +301,10 @@ fn config_errors_name_the_field() {
             "datapath.revalidate_target_ms",
         ),
         (
+            &format!("[datapath]\nsmc_entries = 100000000\n{base}"),
+            "datapath.smc_entries",
+        ),
+        (
             "[[port]]\nname = \"a\"\nnumber = 0\ntype = \"generator\"\n",
             "port[0].number: 0",
         ),
