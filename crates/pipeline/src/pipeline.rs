@@ -133,7 +133,7 @@ impl Pipeline {
         let mut actions = SmallVec::new();
         let mut path = SmallVec::new();
         let mut t = 0u8;
-        let ending = 'walk: loop {
+        let ending = loop {
             let Some(table) = self.tables.get(t as usize) else {
                 visit(&TableVisit::missed(t, &k, &wc, actions.len()));
                 break Ending::TableMiss(t);
@@ -143,29 +143,24 @@ impl Pipeline {
                 break Ending::TableMiss(t);
             };
             let before = k;
-            path.push(RuleRef { table: t, index: i });
+            let rule = RuleRef { table: t, index: i };
+            path.push(rule);
             let spec = &table.rules()[i as usize].spec;
-            for a in &spec.actions {
-                if let Some(end) = translate_action(a, &mut k, &mut wc, &mut actions) {
-                    visit(&TableVisit {
-                        table: t,
-                        rule: Some(RuleRef { table: t, index: i }),
-                        key_before: before,
-                        key_after: k,
-                        mask: wc,
-                        actions_after: actions.len(),
-                    });
-                    break 'walk end;
-                }
-            }
+            let end = spec
+                .actions
+                .iter()
+                .find_map(|a| translate_action(a, &mut k, &mut wc, &mut actions));
             visit(&TableVisit {
                 table: t,
-                rule: Some(RuleRef { table: t, index: i }),
+                rule: Some(rule),
                 key_before: before,
                 key_after: k,
                 mask: wc,
                 actions_after: actions.len(),
             });
+            if let Some(end) = end {
+                break end;
+            }
             match spec.goto {
                 Some(g) => t = g,
                 None => break Ending::Done,
