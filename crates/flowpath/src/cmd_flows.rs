@@ -1,7 +1,6 @@
 //! `flowpath flows` and `flowpath run`: programming flows in `ovs-ofctl` syntax over the
 //! control socket, checking flows files offline, and running the switch that serves them.
 
-use flowpath_datapath::DatapathConfig;
 use flowpath_flowsyntax::{parse_flows_file, FlowCommand};
 use flowpath_gen::{GeneratedPort, InMemorySource};
 use flowpath_pipeline::Backend;
@@ -226,11 +225,8 @@ pub fn run_switch(args: RunArgs) -> ExitCode {
         let source = InMemorySource::udp4_flows(args.gen_flows, 64);
         let port = GeneratedPort::new("gen", source);
         let cfg = WorkerConfig {
-            id: 0,
-            core: None,
-            datapath: DatapathConfig::default(),
-            idle_sleep_max: Duration::from_micros(500),
             pace: (args.gen_pace_us > 0).then(|| Duration::from_micros(args.gen_pace_us)),
+            ..WorkerConfig::default()
         };
         let ports = vec![WorkerPort::new(
             1,

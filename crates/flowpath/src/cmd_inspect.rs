@@ -2,7 +2,6 @@
 //! tools (OVS's `ofproto/trace`, `dpctl/dump-flows` and `ofp-parse-pcap`).
 
 use flowpath_base::capture::read_capture_file;
-use flowpath_flowsyntax::{parse_flows_file, FlowCommand};
 use flowpath_inspect::{
     explain_frame, trace_request, MegaflowFilter, Trace, TraceInput, TraceRequest, WorkerMegaflows,
 };
@@ -307,14 +306,13 @@ fn frame_hex(path: &Path, n: usize) -> Result<String, String> {
     Ok(f.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// A flows file as a rule snapshot (errors name the file, line and column).
+/// A flows file (or a ClassBench filter file) as a rule snapshot; errors name the file,
+/// line and column (the loader `flowpath bench classifier --rules` uses).
 fn load_flows(path: &Path, backend: Backend) -> Result<Arc<Pipeline>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let flows = parse_flows_file(&text, FlowCommand::Add)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let rules = flowpath_bench::classifier::load_rules(path)?;
     let store = RuleStore::new(backend);
     store
-        .add(flows.into_iter().map(|f| f.spec))
+        .add(rules)
         .map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(store.snapshot())
 }

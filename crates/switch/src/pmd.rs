@@ -179,6 +179,19 @@ impl WorkerSnapshot {
     }
 }
 
+impl Default for WorkerConfig {
+    /// Worker 0, not pinned, the default datapath, naps up to 500 µs, no pacing.
+    fn default() -> Self {
+        WorkerConfig {
+            id: 0,
+            core: None,
+            datapath: DatapathConfig::default(),
+            idle_sleep_max: Duration::from_micros(500),
+            pace: None,
+        }
+    }
+}
+
 /// The handle the control side keeps: the latest snapshot and the thread.
 pub struct WorkerHandle {
     pub snapshot: Arc<Mutex<WorkerSnapshot>>,
@@ -322,10 +335,11 @@ fn dump_megaflows(
         ..WorkerMegaflows::default()
     };
     let mut raw = Vec::new();
+    let wanted = filter.wants_worker(id);
     for (mid, v) in dp.megaflow_entries() {
         let in_xdp = w.tiers().iter().any(|t| t.holds(mid));
         summary.xdp_entries += in_xdp as u64;
-        if !filter.wants_worker(id) {
+        if !wanted {
             continue;
         }
         let (packets, bytes) = v.counts();

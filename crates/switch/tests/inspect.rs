@@ -3,7 +3,6 @@
 //! actions), its filter selects by overlap, and a trace against the running switch names
 //! the rule and gives the same megaflow as the dump; after a rule change both follow.
 
-use flowpath_datapath::DatapathConfig;
 use flowpath_gen::{FrameSpec, GeneratedPort, InMemorySource};
 use flowpath_inspect::{MegaflowFilter, Trace, TraceInput, TraceRequest, WorkerMegaflows};
 use flowpath_switch::{spawn_worker, Op, Request, Switch, SwitchConfig, WorkerConfig, WorkerPort};
@@ -67,11 +66,9 @@ fn dump_and_trace_show_what_the_worker_cached() {
     let worker = spawn_worker(
         &sw,
         WorkerConfig {
-            id: 0,
-            core: None,
-            datapath: DatapathConfig::default(),
             idle_sleep_max: Duration::ZERO,
             pace: Some(Duration::from_micros(200)),
+            ..WorkerConfig::default()
         },
         vec![WorkerPort::new(1, 0, Box::new(port))],
         stop.clone(),

@@ -4,7 +4,6 @@
 //! idles out; the hard-timed rule goes when its time is up; and once a rule is gone, its
 //! megaflows are gone too (its packets take the next rule).
 
-use flowpath_datapath::DatapathConfig;
 use flowpath_gen::{FrameSpec, GeneratedPort, InMemorySource};
 use flowpath_switch::{spawn_worker, Op, Request, Switch, SwitchConfig, WorkerConfig, WorkerPort};
 use std::net::Ipv4Addr;
@@ -60,11 +59,9 @@ table=0,priority=100,ip actions=output:9
     let worker = spawn_worker(
         &sw,
         WorkerConfig {
-            id: 0,
-            core: None,
-            datapath: DatapathConfig::default(),
             idle_sleep_max: Duration::ZERO,
             pace: Some(Duration::from_micros(200)),
+            ..WorkerConfig::default()
         },
         vec![WorkerPort::new(1, 0, Box::new(port))],
         stop.clone(),
