@@ -200,9 +200,15 @@ fn check_rewrite(action: &Action, old: &FlowKey, new: &FlowKey, meta: &PacketMet
                 Some((Field::VlanTci, u128::from(keep | (u16::from(p & 7) << 13)))),
             )
         }
-        Action::Output(_) | Action::InPort | Action::Controller { .. } | Action::SetTunnel(_) => {
-            (&[], None)
-        }
+        Action::Output(_)
+        | Action::InPort
+        | Action::Controller { .. }
+        | Action::SetTunnel(_)
+        | Action::Normal
+        | Action::Flood
+        | Action::All
+        | Action::Table
+        | Action::Group(_) => (&[], None),
     };
     let (o, n) = (old.bytes(), new.bytes());
     for i in 0..KEY_BYTES {

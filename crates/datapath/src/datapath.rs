@@ -765,7 +765,7 @@ fn execute<S: OutputSink>(
                 sink.output(ctx.in_port, pkt.data());
                 sent = true;
             }
-            Action::Controller { max_len } => {
+            Action::Controller { max_len, .. } => {
                 let n = pkt.len().min(max_len as usize);
                 if ctx.controller.push(ctx.in_port, &pkt.data()[..n]) {
                     st.controller_sent += 1;

@@ -389,7 +389,12 @@ fn write_action(s: &mut String, a: &Action) {
     let _ = match a {
         Action::Output(p) => write!(s, "output:{p}"),
         Action::InPort => write!(s, "IN_PORT"),
-        Action::Controller { max_len } => write!(s, "CONTROLLER:{max_len}"),
+        Action::Controller { max_len, .. } => write!(s, "CONTROLLER:{max_len}"),
+        Action::Normal => write!(s, "NORMAL"),
+        Action::Flood => write!(s, "FLOOD"),
+        Action::All => write!(s, "ALL"),
+        Action::Table => write!(s, "TABLE"),
+        Action::Group(g) => write!(s, "group:{g}"),
         Action::SetEthSrc(mac) => {
             s.push_str("mod_dl_src:");
             write_mac(s, mac);

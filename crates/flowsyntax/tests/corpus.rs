@@ -121,12 +121,12 @@ fn file_errors_name_the_line() {
     );
     // The good corpus with one bad line appended fails on exactly that line.
     let n = GOOD.lines().count();
-    let text = format!("{GOOD}ip actions=normal\n");
+    let text = format!("{GOOD}ip actions=local\n");
     let e = parse_flows_file(&text, FlowCommand::Add).unwrap_err();
     assert_eq!((e.line, e.column), (n + 1, 12));
     assert!(e
         .to_string()
-        .starts_with(&format!("line {}: action 'normal'", n + 1)));
+        .starts_with(&format!("line {}: action 'local'", n + 1)));
     // Blank and comment-only files hold no flows; a delete file holds no actions.
     assert!(parse_flows_file("\n# x\n \n", FlowCommand::Add)
         .unwrap()

@@ -1,8 +1,22 @@
 //! `Action`: what the datapath does to a packet once its flow is known.
 //!
 //! The slow path flattens a rule pipeline (apply-actions across `goto_table`s) into one
-//! list of these, which a megaflow carries. `Output`, `InPort` and `Controller` are carried
-//! out by the datapath; every other action rewrites the packet (see [`crate::rewrite`]).
+//! list of these, which a megaflow carries. `Output`, `InPort`, `Controller`, `Normal`,
+//! `Flood`, `All` and `Table` are carried out by the datapath; every other action rewrites
+//! the packet (see [`crate::rewrite`]).
+
+/// Why a packet went to the controller (OpenFlow 1.3 `ofp_packet_in_reason`).
+pub mod packet_in_reason {
+    /// A table-miss rule (priority 0, every field wildcarded) sent it.
+    pub const NO_MATCH: u8 = 0;
+    /// An explicit controller action sent it.
+    pub const ACTION: u8 = 1;
+    /// A TTL expired (not produced by flowpath yet).
+    pub const INVALID_TTL: u8 = 2;
+}
+
+/// `max_len` meaning "the whole frame, unbuffered" (OpenFlow's `OFPCML_NO_BUFFER`).
+pub const CONTROLLER_NO_BUFFER: u16 = 0xffff;
 
 /// One datapath action. Addresses and numbers are in host representation; rewrites store
 /// them in network byte order.
@@ -13,10 +27,29 @@ pub enum Action {
     Output(u32),
     /// Send the packet back out of the port it came in on.
     InPort,
-    /// Queue a copy (at most `max_len` bytes) for the controller application.
+    /// Queue a copy (at most `max_len` bytes; 0xffff: all of it) for the controller
+    /// application, with what an OpenFlow PACKET_IN says about it. A rule carries only
+    /// `max_len` (build it with [`Action::controller`]); the slow path fills `reason`,
+    /// `table` and `cookie` from the rule that ran it (see [`Action::cookie`]). The cookie
+    /// is two halves (high, low) so that `Action` stays 4-aligned and 20 bytes.
     Controller {
         max_len: u16,
+        reason: u8,
+        table: u8,
+        cookie: [u32; 2],
     },
+    /// OpenFlow `NORMAL`: the switch's own L2 forwarding, a per-VLAN MAC-learning switch
+    /// (learn the source; a known destination goes to its port, anything else floods).
+    /// The slow path resolves it with the datapath's MAC learning table into `Output`s or
+    /// `Flood`; a megaflow holding it depends on in_port, the VLAN and both MACs.
+    Normal,
+    /// OpenFlow `FLOOD`: every port of the switch but the ingress port.
+    Flood,
+    /// OpenFlow `ALL`: every port of the switch but the ingress port.
+    All,
+    /// OpenFlow `TABLE`: run the packet through the pipeline from table 0 as if it had
+    /// arrived on its in_port. Valid only in a packet-out's actions (a rule's are refused).
+    Table,
     SetEthSrc([u8; 6]),
     SetEthDst([u8; 6]),
     SetIpv4Src([u8; 4]),
@@ -48,14 +81,88 @@ pub enum Action {
     /// later tables match the new `tun_id`, and a tunnel output port encapsulates with it.
     /// The packet's bytes are not changed (OVS's `set_tunnel`).
     SetTunnel(u32),
+    /// OpenFlow `group:N`: run group N's buckets (each on its own copy of the packet).
+    /// Only rules and buckets hold it: the slow path expands it into the buckets' actions
+    /// (`flowpath_pipeline`'s group.rs), so a megaflow never carries it and the datapath
+    /// and the XDP tier do nothing for it.
+    Group(u32),
 }
 
 impl Action {
+    /// A controller action as a rule holds it (reason, table and cookie are the slow
+    /// path's to fill).
+    pub const fn controller(max_len: u16) -> Action {
+        Action::Controller {
+            max_len,
+            reason: packet_in_reason::ACTION,
+            table: 0,
+            cookie: [0, 0],
+        }
+    }
+
+    /// The cookie of a `Controller` action (0 for any other).
+    pub fn cookie(&self) -> u64 {
+        match *self {
+            Action::Controller { cookie, .. } => ((cookie[0] as u64) << 32) | cookie[1] as u64,
+            _ => 0,
+        }
+    }
+
+    /// Split a cookie into the halves `Controller` stores.
+    pub const fn cookie_halves(cookie: u64) -> [u32; 2] {
+        [(cookie >> 32) as u32, cookie as u32]
+    }
+
     /// Does this action write packet bytes?
     pub fn is_rewrite(&self) -> bool {
         !matches!(
             self,
-            Action::Output(_) | Action::InPort | Action::Controller { .. } | Action::SetTunnel(_)
+            Action::Output(_)
+                | Action::InPort
+                | Action::Controller { .. }
+                | Action::SetTunnel(_)
+                | Action::Group(_)
+                | Action::Normal
+                | Action::Flood
+                | Action::All
+                | Action::Table
         )
+    }
+
+    /// Does this action send the packet somewhere (a port, ports, or the controller)?
+    pub fn is_output(&self) -> bool {
+        matches!(
+            self,
+            Action::Output(_)
+                | Action::InPort
+                | Action::Controller { .. }
+                | Action::Normal
+                | Action::Flood
+                | Action::All
+                | Action::Table
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn action_stays_small() {
+        assert_eq!(std::mem::size_of::<Action>(), 20);
+        assert_eq!(std::mem::align_of::<Action>(), 4);
+    }
+
+    #[test]
+    fn cookie_halves_round_trip() {
+        let c = 0x0123_4567_89ab_cdefu64;
+        let a = Action::Controller {
+            max_len: 1,
+            reason: packet_in_reason::ACTION,
+            table: 3,
+            cookie: Action::cookie_halves(c),
+        };
+        assert_eq!(a.cookie(), c);
     }
 }

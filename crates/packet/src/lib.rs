@@ -9,7 +9,7 @@ pub use flowpath_base::packet;
 pub mod parse;
 pub mod rewrite;
 
-pub use action::Action;
+pub use action::{packet_in_reason, Action, CONTROLLER_NO_BUFFER};
 pub use key::{Field, FlowKey, WordSet, KEY_BYTES, KEY_WORDS};
 pub use packet::Packet;
 pub use parse::{parse, parse_into, DropReason, PacketMeta, ParseOptions};

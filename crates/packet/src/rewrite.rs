@@ -26,14 +26,22 @@ pub enum RewriteDrop {
 
 /// Apply one rewrite action to `pkt`, whose headers `meta` describes (offsets from the
 /// start of `pkt.data()`, with `meta.l2 == 0`); `meta` is updated when headers move.
-/// Non-rewrite actions (`Output`, `InPort`, `Controller`, `SetTunnel`) are a no-op here.
+/// Non-rewrite actions (outputs of every kind, `SetTunnel`) are a no-op here.
 pub fn apply(
     action: &Action,
     pkt: &mut Packet<'_>,
     meta: &mut PacketMeta,
 ) -> Result<(), RewriteDrop> {
     match *action {
-        Action::Output(_) | Action::InPort | Action::Controller { .. } | Action::SetTunnel(_) => {}
+        Action::Output(_)
+        | Action::InPort
+        | Action::Controller { .. }
+        | Action::SetTunnel(_)
+        | Action::Normal
+        | Action::Flood
+        | Action::All
+        | Action::Table
+        | Action::Group(_) => {}
         Action::SetEthSrc(mac) => set_bytes(pkt, 6, &mac),
         Action::SetEthDst(mac) => set_bytes(pkt, 0, &mac),
         Action::SetIpv4Src(addr) => set_ipv4_addr(pkt, meta, IPV4_SRC, addr),

@@ -536,7 +536,11 @@ fn sample_actions() -> Vec<Action> {
     vec![
         Action::Output(3),
         Action::InPort,
-        Action::Controller { max_len: 128 },
+        Action::controller(128),
+        Action::Normal,
+        Action::Flood,
+        Action::All,
+        Action::Table,
         Action::SetEthSrc([0x0a, 0xbb, 0xcc, 0xdd, 0xee, 0xff]),
         Action::SetEthDst([0xff, 0xee, 0xdd, 0xcc, 0xbb, 0x0a]),
         Action::SetIpv4Src([172, 16, 254, 3]),

@@ -18,6 +18,7 @@ pub use rule::{
 };
 pub use store::{Applied, Change, RuleStore};
 pub use table::{Backend, Table};
+pub use translate::replay_on_key;
 
 #[cfg(feature = "testing")]
 pub mod testing;

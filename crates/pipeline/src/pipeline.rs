@@ -6,7 +6,7 @@
 
 use crate::rule::Rule;
 use crate::table::{Backend, Table};
-use crate::translate::translate_action;
+use crate::translate::{stamp_controller, translate_action};
 use flowpath_packet::{Action, Field, FlowKey};
 use smallvec::SmallVec;
 use std::sync::Arc;
@@ -146,10 +146,12 @@ impl Pipeline {
             let rule = RuleRef { table: t, index: i };
             path.push(rule);
             let spec = &table.rules()[i as usize].spec;
+            let added = actions.len();
             let end = spec
                 .actions
                 .iter()
                 .find_map(|a| translate_action(a, &mut k, &mut wc, &mut actions));
+            stamp_controller(&mut actions[added..], t, spec);
             visit(&TableVisit {
                 table: t,
                 rule: Some(rule),

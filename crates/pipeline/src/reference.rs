@@ -75,7 +75,7 @@ pub fn evaluate(
                 }
                 Action::InPort => out.outputs.push((in_port, pkt.data().to_vec())),
                 Action::SetTunnel(id) => tunnel[0].1 = *id as u128,
-                Action::Controller { max_len } => {
+                Action::Controller { max_len, .. } => {
                     let n = pkt.len().min(*max_len as usize);
                     out.controller.push(pkt.data()[..n].to_vec());
                 }

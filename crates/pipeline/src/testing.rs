@@ -178,7 +178,7 @@ pub fn arb_action(max_port: u32) -> impl Strategy<Value = Action> {
     prop_oneof![
         4 => (1..=max_port).prop_map(Action::Output),
         1 => Just(Action::InPort),
-        1 => Just(Action::Controller { max_len: 64 }),
+        1 => Just(Action::controller(64)),
         1 => Just(Action::SetEthDst([2, 0, 0, 0, 0, 9])),
         1 => prop::sample::select(V4.to_vec()).prop_map(|v| Action::SetIpv4Dst(v.to_be_bytes())),
         1 => prop::sample::select(V4.to_vec()).prop_map(|v| Action::SetIpv4Src(v.to_be_bytes())),

@@ -3,7 +3,8 @@
 
 use crate::pipeline::Ending;
 use flowpath_packet::key::{ethertype, ipproto, FRAG_LATER, VLAN_PRESENT, VLAN_VID_MASK};
-use flowpath_packet::{Action, Field, FlowKey};
+use crate::rule::{Match, RuleSpec};
+use flowpath_packet::{packet_in_reason, Action, Field, FlowKey};
 use smallvec::SmallVec;
 
 /// The actions a megaflow runs, as the translation collects them.
@@ -22,7 +23,17 @@ pub(crate) fn translate_action(
     out: &mut ActionList,
 ) -> Option<Ending> {
     match *a {
-        Action::Output(_) | Action::InPort | Action::Controller { .. } => out.push(*a),
+        Action::Output(_)
+        | Action::InPort
+        | Action::Controller { .. }
+        | Action::Flood
+        | Action::All => out.push(*a),
+        Action::Normal => normal(wc, out),
+        // TABLE is for packet-outs only (the flow syntax refuses it in a rule, and so
+        // should the OpenFlow channel): in a rule it does nothing.
+        Action::Table => {}
+        // Expanded into its buckets by the walk (group.rs) before it gets here.
+        Action::Group(_) => {}
         Action::SetTunnel(id) => set(k, out, a, Field::TunId, id as u128),
         Action::SetEthSrc(m) => set(k, out, a, Field::EthSrc, mac(m)),
         Action::SetEthDst(m) => set(k, out, a, Field::EthDst, mac(m)),
@@ -51,6 +62,51 @@ pub(crate) fn translate_action(
         Action::DecTtl => return dec_ttl(k, wc, out, a),
     }
     None
+}
+
+/// Fill in what a PACKET_IN says about the controller actions `rule` (in `table`) just
+/// added: the rule's table and cookie, and the reason — `NO_MATCH` for a table-miss rule
+/// (priority 0, every field wildcarded: OpenFlow 1.3 §6.4), `ACTION` for any other.
+pub(crate) fn stamp_controller(added: &mut [Action], table: u8, rule: &RuleSpec) {
+    for a in added {
+        if let Action::Controller {
+            reason,
+            table: t,
+            cookie,
+            ..
+        } = a
+        {
+            *reason = if rule.priority == 0 && rule.matches == Match::any() {
+                packet_in_reason::NO_MATCH
+            } else {
+                packet_in_reason::ACTION
+            };
+            *t = table;
+            *cookie = Action::cookie_halves(rule.cookie);
+        }
+    }
+}
+
+/// `NORMAL`: the MAC learning switch's decision depends on the ingress port (always in the
+/// mask), the VLAN (VID and whether tagged) and both MACs as the packet is at this point.
+/// The datapath resolves it with its MAC learning table (`flowpath_datapath::l2`); here
+/// the bits it reads are un-wildcarded. Where an earlier action set one of them the original
+/// field is un-wildcarded all the same (narrower than needed, never wrong).
+fn normal(wc: &mut FlowKey, out: &mut ActionList) {
+    wc.or_field(Field::VlanTci, (VLAN_PRESENT | VLAN_VID_MASK) as u128);
+    wc.set_all(Field::EthSrc);
+    wc.set_all(Field::EthDst);
+    out.push(Action::Normal);
+}
+
+/// Replay one translated action's effect on a key (what later tables, or a NORMAL after
+/// it, see): for the datapath's resolution of `NORMAL`, which needs the key as the
+/// actions before it left it. `actions` of a [`crate::Translation`] replayed in order
+/// from the classified key give exactly the keys the walk saw.
+pub fn replay_on_key(a: &Action, k: &mut FlowKey) {
+    let mut wc = FlowKey::ZERO;
+    let mut out = ActionList::new();
+    let _ = translate_action(a, k, &mut wc, &mut out);
 }
 
 /// A field set unconditionally (its value is not read, so nothing is un-wildcarded).

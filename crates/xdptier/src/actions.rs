@@ -33,7 +33,17 @@ pub fn actions_from(
                 a.out_port = p;
                 a.out_dev = dev;
             }
-            Action::InPort | Action::Controller { .. } | Action::SetTunnel(_) => return None,
+            // Controller, NORMAL (MAC learning), FLOOD/ALL (the port list) and TABLE are the
+            // userspace datapath's.
+            Action::InPort
+            | Action::Controller { .. }
+            | Action::SetTunnel(_)
+            | Action::Normal
+            | Action::Flood
+            | Action::All
+            | Action::Table
+            // The slow path expands groups; a megaflow never holds one.
+            | Action::Group(_) => return None,
             Action::PopVlan | Action::PushVlan { .. } => {
                 vlan_push_pop(&mut a, act, &mut vlan_phase)?
             }

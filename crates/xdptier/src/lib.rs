@@ -58,7 +58,10 @@ mod tests {
         assert_eq!(actions_from(&[], dev).unwrap().flags, 0); // drop
         for bad in [
             vec![Action::Output(1), Action::Output(2)],
-            vec![Action::Controller { max_len: 64 }],
+            vec![Action::controller(64)],
+            vec![Action::Normal],
+            vec![Action::Flood],
+            vec![Action::All],
             vec![Action::InPort],
             vec![Action::SetTunnel(5), Action::Output(1)],
             vec![Action::Output(11)],

@@ -42,6 +42,10 @@ enum A {
     ModVlanPcp,
     DecTtl,
     SetTunnel,
+    Group,
+    Normal,
+    Flood,
+    All,
 }
 
 /// Action names flowpath supports (matched case-insensitively, as OVS does).
@@ -68,22 +72,23 @@ const ACTIONS: &[(&str, A)] = &[
     ("dec_ttl", A::DecTtl),
     ("set_tunnel", A::SetTunnel),
     ("set_tunnel64", A::SetTunnel),
+    ("group", A::Group),
+    ("normal", A::Normal),
+    ("flood", A::Flood),
+    ("all", A::All),
 ];
 
 const SUPPORTED: &str = "output, in_port, controller, drop, goto_table, resubmit(,TABLE), \
 mod_dl_src, mod_dl_dst, mod_nw_src, mod_nw_dst, mod_nw_tos, mod_tp_src, mod_tp_dst, set_field, \
-push_vlan, strip_vlan, pop_vlan, mod_vlan_vid, mod_vlan_pcp, dec_ttl, set_tunnel, set_tunnel64";
+push_vlan, strip_vlan, pop_vlan, mod_vlan_vid, mod_vlan_pcp, dec_ttl, set_tunnel, set_tunnel64, \
+group, normal, flood, all";
 
 /// OVS actions (and reserved ports usable as actions) that flowpath does not have.
 const UNSUPPORTED: &[&str] = &[
-    "normal",
-    "flood",
-    "all",
     "local",
     "table",
     "none",
     "any",
-    "group",
     "enqueue",
     "output_reg",
     "output_trunc",
@@ -130,11 +135,12 @@ const UNSUPPORTED: &[&str] = &[
 ];
 
 /// Reserved OpenFlow port names flowpath has no equivalent for.
-const UNSUPPORTED_PORTS: &[&str] = &["normal", "flood", "all", "local", "table", "none", "any"];
+const UNSUPPORTED_PORTS: &[&str] = &["local", "table", "none", "any"];
 
 const TOS_WHAT: &str = "a TOS value 0..255 whose low 2 (ECN) bits are 0, e.g. 184";
 const TUN_WHAT: &str = "a tunnel id 0..0xffffff (flowpath tunnel ids are 24 bits, the VXLAN VNI)";
-const PORT_WHAT: &str = "a port number 1..4294967295, in_port or controller";
+const PORT_WHAT: &str =
+    "a port number 1..4294967295, in_port, controller, normal, flood or all";
 
 /// What follows an action name.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -205,12 +211,21 @@ impl Ctx<'_> {
             return Ok(Action::InPort);
         }
         if v.eq_ignore_ascii_case("controller") {
-            return Ok(Action::Controller { max_len: u16::MAX });
+            return Ok(Action::controller(u16::MAX));
+        }
+        for (name, a) in [
+            ("normal", Action::Normal),
+            ("flood", Action::Flood),
+            ("all", Action::All),
+        ] {
+            if v.eq_ignore_ascii_case(name) {
+                return Ok(a);
+            }
         }
         if UNSUPPORTED_PORTS.iter().any(|p| p.eq_ignore_ascii_case(v)) {
             return Err(self.err(k.at, |c| {
                 format!(
-                    "port '{v}' for {} at column {c} is not supported by flowpath (use a port number, in_port or controller)",
+                    "port '{v}' for {} at column {c} is not supported by flowpath (use a port number, in_port, controller, normal, flood or all)",
                     k.name
                 )
             }));
@@ -262,7 +277,7 @@ impl Ctx<'_> {
                 max_len
             }
         };
-        Ok(Action::Controller { max_len })
+        Ok(Action::controller(max_len))
     }
 
     /// Each `key=value` of a parenthesised argument `inner` (at byte `at` of the flow).
@@ -471,6 +486,14 @@ impl Ctx<'_> {
                 Action::InPort
             }
             A::Controller => self.controller(k, arg)?,
+            A::Normal | A::Flood | A::All => {
+                self.no_arg(k, arg)?;
+                match a {
+                    A::Normal => Action::Normal,
+                    A::Flood => Action::Flood,
+                    _ => Action::All,
+                }
+            }
             A::ModDlSrc | A::ModDlDst => {
                 let v = self.plain(k, arg)?;
                 let mac = parse_mac(v)
@@ -541,6 +564,10 @@ impl Ctx<'_> {
             A::SetTunnel => {
                 let v = self.plain(k, arg)?;
                 Action::SetTunnel(self.num(k, v, 0xff_ffff, TUN_WHAT)? as u32)
+            }
+            A::Group => {
+                let v = self.plain(k, arg)?;
+                Action::Group(self.num(k, v, 0xffff_ff00, "a group id 0..4294967040")? as u32)
             }
             A::Drop | A::GotoTable | A::Resubmit => {
                 unreachable!("drop, goto_table and resubmit are not actions of their own")

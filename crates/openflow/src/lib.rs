@@ -1,0 +1,25 @@
+//! OpenFlow 1.3 for flowpath: the wire codec (messages, OXM matches, instructions, actions)
+//! and the translation between OpenFlow flow_mods and flowpath's rules, with OF error codes.
+
+pub mod actions;
+pub mod codec;
+pub mod consts;
+pub mod multipart;
+pub mod oxm;
+pub mod translate;
+mod wire;
+
+pub use actions::{Instruction, OfAction};
+pub use codec::{
+    decode, message_len, negotiate_version, AsyncConfig, Bucket, Features, FlowMod, FlowRemoved,
+    GroupMod, Header, HelloElement, Message, MeterBand, MeterMod, PacketIn, PacketOut, Port,
+    PortMod, Role, SwitchConfig,
+};
+pub use multipart::{
+    encode_multipart_reply, encode_multipart_reply_max, Desc, FlowStats, FlowStatsRequest,
+    GroupDesc, GroupStats, MultipartReply, MultipartRequest, PortStats, TableFeatureProp,
+    TableFeatures, TableStats, TooLong,
+};
+pub use oxm::{Oxm, OxmField};
+pub use translate::OfError;
+pub use wire::DecodeError;
