@@ -1,7 +1,9 @@
 //! The slow path: tables of prioritised rules (masks and port ranges) looked up by
 //! tuple-space search, a decision tree or a list; classifying a key yields a megaflow.
 
+mod actionset;
 mod cuts;
+pub mod group;
 pub mod pipeline;
 pub mod reference;
 pub mod rule;
@@ -11,12 +13,17 @@ mod translate;
 mod tss;
 mod wildcards;
 
+pub use actionset::ActionSet;
+pub use group::{
+    Bucket, Group, GroupCounters, GroupSpec, GroupTable, GroupType, GROUP_ALL, GROUP_ANY,
+    GROUP_MAX, GROUP_TABLE,
+};
 pub use pipeline::{Ending, Pipeline, RuleRef, TableVisit, Translation};
 pub use rule::{
-    key_ports, now_ns, port_slot, Match, PortRange, Rule, RuleCounters, RuleError, RuleId,
-    RuleSpec, Selector, MAX_TABLES,
+    key_ports, now_ns, port_slot, FlowFlags, Match, PortRange, Rule, RuleCounters, RuleError,
+    RuleId, RuleSpec, Selector, MAX_TABLES,
 };
-pub use store::{Applied, Change, RuleStore};
+pub use store::{Applied, Change, RemovalReason, Removed, RuleStore};
 pub use table::{Backend, Table};
 pub use translate::replay_on_key;
 

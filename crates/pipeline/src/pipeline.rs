@@ -4,18 +4,30 @@
 //! new one for every batch of changes); [`Pipeline::translate`] classifies a key through it,
 //! with each action's effect on the key in `translate.rs`.
 
+use crate::actionset::ActionSet;
+use crate::group::{Expand, GroupTable, GROUP_TABLE};
 use crate::rule::Rule;
 use crate::table::{Backend, Table};
-use crate::translate::{stamp_controller, translate_action};
+use crate::translate::stamp_controller;
 use flowpath_packet::{Action, Field, FlowKey};
 use smallvec::SmallVec;
 use std::sync::Arc;
 
-/// Where a rule sits in a snapshot: (table, index into that table's rules).
+/// Where a rule sits in a snapshot: (table, index into that table's rules). With table
+/// [`GROUP_TABLE`] it stands for a group or one of its buckets that the translation went
+/// through ([`GroupTable::resolve`] says which): [`Pipeline::rule`] gives a stand-in rule
+/// holding its counters, so a path is credited the same way for both.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RuleRef {
     pub table: u8,
     pub index: u32,
+}
+
+impl RuleRef {
+    /// Does this stand for a group or bucket rather than a rule?
+    pub fn is_group(&self) -> bool {
+        self.table == GROUP_TABLE
+    }
 }
 
 /// How classification of one key ended.
@@ -80,6 +92,7 @@ pub struct Pipeline {
     pub(crate) version: u64,
     pub(crate) backend: Backend,
     pub(crate) seed: u64,
+    pub(crate) groups: Arc<GroupTable>,
 }
 
 impl Pipeline {
@@ -89,7 +102,13 @@ impl Pipeline {
             version: 0,
             backend,
             seed,
+            groups: Arc::default(),
         }
+    }
+
+    /// The group table published with these rules.
+    pub fn groups(&self) -> &GroupTable {
+        &self.groups
     }
 
     pub fn version(&self) -> u64 {
@@ -104,7 +123,12 @@ impl Pipeline {
         self.tables.len()
     }
 
+    /// The rule `r` names; for a group or bucket entry of a path, a stand-in holding its
+    /// counters (see [`RuleRef`]).
     pub fn rule(&self, r: RuleRef) -> &Rule {
+        if r.table == GROUP_TABLE {
+            return self.groups.slot(r.index);
+        }
         &self.tables[r.table as usize].rules()[r.index as usize]
     }
 
@@ -133,6 +157,9 @@ impl Pipeline {
         let mut actions = SmallVec::new();
         let mut path = SmallVec::new();
         let mut t = 0u8;
+        // The OpenFlow action set (write_actions), and the last group compensation.
+        let mut set = ActionSet::default();
+        let mut tail = None;
         let ending = loop {
             let Some(table) = self.tables.get(t as usize) else {
                 visit(&TableVisit::missed(t, &k, &wc, actions.len()));
@@ -147,11 +174,45 @@ impl Pipeline {
             path.push(rule);
             let spec = &table.rules()[i as usize].spec;
             let added = actions.len();
-            let end = spec
-                .actions
-                .iter()
-                .find_map(|a| translate_action(a, &mut k, &mut wc, &mut actions));
+            let mut ex = Expand {
+                k: &mut k,
+                wc: &mut wc,
+                out: &mut actions,
+                path: &mut path,
+                tail: &mut tail,
+            };
+            let mut end = ex.run(&self.groups, &spec.actions);
             stamp_controller(&mut actions[added..], t, spec);
+            if spec.clear_actions {
+                set.clear();
+            }
+            if !spec.write_actions.is_empty() {
+                let mut w: SmallVec<[Action; 4]> = spec.write_actions.iter().copied().collect();
+                stamp_controller(&mut w, t, spec);
+                set.write(&w);
+            }
+            let last = end.is_some() || spec.goto.is_none();
+            if last && end.is_none() && !set.is_empty() {
+                // The walk ends here: the action set runs (OpenFlow 1.3 §5.10).
+                let run: SmallVec<[Action; 8]> = set.actions().collect();
+                let mut ex = Expand {
+                    k: &mut k,
+                    wc: &mut wc,
+                    out: &mut actions,
+                    path: &mut path,
+                    tail: &mut tail,
+                };
+                end = ex.run(&self.groups, &run);
+            }
+            if last {
+                // A group's compensating rewrites with nothing after them are dropped
+                // (only this table's: earlier visits have reported their counts).
+                if let Some((start, stop)) = tail {
+                    if stop == actions.len() && start >= added {
+                        actions.truncate(start);
+                    }
+                }
+            }
             visit(&TableVisit {
                 table: t,
                 rule: Some(rule),

@@ -2,6 +2,7 @@
 //! new versioned [`Pipeline`] snapshot for each (copy-on-write per table), so readers never
 //! lock and a batch of changes is seen all at once or not at all.
 
+use crate::group::{Group, GroupSpec, GroupTable, GROUP_ALL};
 use crate::pipeline::Pipeline;
 use crate::rule::{Match, Rule, RuleCounters, RuleError, RuleId, RuleSpec, Selector, MAX_TABLES};
 use crate::table::{Backend, Table};
@@ -27,13 +28,19 @@ pub enum Change {
     },
     /// Remove every rule the selector picks (OpenFlow delete / delete-strict).
     DeleteWhere(Selector),
-    /// Give every rule the selector picks these actions and `goto_table`; the rules keep
-    /// their identity, counters and age (OpenFlow modify / modify-strict). Picking no rule
-    /// is not an error and adds nothing (OpenFlow 1.1+ semantics).
+    /// Give every rule the selector picks these instructions — apply-actions, `goto_table`,
+    /// write-actions and clear-actions, all replaced (OpenFlow modify / modify-strict); the
+    /// rules keep their identity, cookie, timeouts, flags, age and (unless `reset_counts`)
+    /// counters. Picking no rule is not an error and adds nothing (OpenFlow 1.1+ semantics).
     Modify {
         selector: Selector,
         actions: Vec<Action>,
         goto: Option<u8>,
+        write_actions: Vec<Action>,
+        clear_actions: bool,
+        /// OpenFlow's `OFPFF_RESET_COUNTS`: the picked rules' counters start from zero
+        /// (their age stays).
+        reset_counts: bool,
     },
     /// Remove every rule.
     Clear,
@@ -42,10 +49,50 @@ pub enum Change {
     /// counters and age, and takes the new actions, cookie and timeouts; the others are
     /// added; installed rules not in the list are removed. Among duplicates the last wins.
     Replace(Vec<RuleSpec>),
+    /// Add a group ([`RuleError::GroupExists`] if its id is taken).
+    AddGroup(GroupSpec),
+    /// Replace a group's type and buckets ([`RuleError::NoSuchGroup`] if there is none);
+    /// rules naming it keep naming it.
+    ModifyGroup(GroupSpec),
+    /// Delete group N, or every group with [`GROUP_ALL`], and (OpenFlow 1.3 §6.5) every
+    /// rule whose instructions name a deleted group (removed with
+    /// [`RemovalReason::GroupDelete`]). A group that does not exist is not an error.
+    DeleteGroup(u32),
+}
+
+/// Why a rule left the rule set (OpenFlow's `ofp_flow_removed_reason`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RemovalReason {
+    IdleTimeout,
+    HardTimeout,
+    /// A delete, clear or replace.
+    Delete,
+    /// Its group was deleted.
+    GroupDelete,
+}
+
+impl RemovalReason {
+    /// OpenFlow 1.3's `ofp_flow_removed_reason` value.
+    pub fn code(self) -> u8 {
+        match self {
+            RemovalReason::IdleTimeout => 0,
+            RemovalReason::HardTimeout => 1,
+            RemovalReason::Delete => 2,
+            RemovalReason::GroupDelete => 3,
+        }
+    }
+}
+
+/// A rule that was removed, with its final counters (the `Rule` still holds them: counts
+/// the datapath pushes after the removal still land there) and why.
+#[derive(Clone, Debug)]
+pub struct Removed {
+    pub rule: Rule,
+    pub reason: RemovalReason,
 }
 
 /// What one [`RuleStore::apply`] did.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct Applied {
     /// The version of the snapshot published (unchanged when `changes` was empty).
     pub version: u64,
@@ -55,6 +102,14 @@ pub struct Applied {
     pub modified: usize,
     /// Rules removed (including rules replaced by an identical-match `Add`).
     pub removed: usize,
+    /// Every rule removed by a delete, clear, replace or group delete, with the reason,
+    /// in order (for FLOW_REMOVED: the channel sends it for rules with `send_flow_rem`).
+    /// Rules replaced by an identical-match `Add` are not listed (OpenFlow sends nothing).
+    pub removed_rules: Vec<Removed>,
+    /// Groups added, modified and removed.
+    pub groups_added: usize,
+    pub groups_modified: usize,
+    pub groups_removed: usize,
 }
 
 /// The owner of the rule set: applies changes and publishes versioned snapshots.
@@ -114,6 +169,10 @@ impl RuleStore {
             done.version = old.version;
             return Ok(done);
         }
+        let groups = match work.groups.take() {
+            Some(g) => Arc::new(GroupTable::build(g.into_values())),
+            None => old.groups.clone(),
+        };
         let new_tables = work.finish(&old);
         let version = old.version + 1;
         self.current.store(Arc::new(Pipeline {
@@ -121,6 +180,7 @@ impl RuleStore {
             version,
             backend: old.backend,
             seed: old.seed,
+            groups,
         }));
         self.version.store(version, Ordering::Release);
         done.version = version;
@@ -137,6 +197,10 @@ impl RuleStore {
             match change {
                 Change::Add(spec) => {
                     spec.validate()?;
+                    work.check_groups(&spec)?;
+                    if spec.flags.check_overlap {
+                        work.check_overlap(&spec)?;
+                    }
                     let id = self.new_id();
                     done.removed += work.add(Rule {
                         id,
@@ -147,8 +211,7 @@ impl RuleStore {
                 }
                 Change::Delete(id) => {
                     let (t, i) = work.find_id(id).ok_or(RuleError::NoSuchRule(id))?;
-                    work.remove(t, i);
-                    done.removed += 1;
+                    done.gone(work.remove(t, i), RemovalReason::Delete);
                 }
                 Change::DeleteStrict {
                     table,
@@ -156,42 +219,92 @@ impl RuleStore {
                     matches,
                 } => {
                     if let Some(i) = work.find_exact(table as usize, priority, &matches) {
-                        work.remove(table as usize, i);
-                        done.removed += 1;
+                        done.gone(work.remove(table as usize, i), RemovalReason::Delete);
                     }
                 }
                 Change::DeleteWhere(sel) => {
                     for (t, i) in work.select(&sel) {
-                        work.remove(t, i);
-                        done.removed += 1;
+                        done.gone(work.remove(t, i), RemovalReason::Delete);
                     }
                 }
                 Change::Modify {
                     selector,
                     actions,
                     goto,
+                    write_actions,
+                    clear_actions,
+                    reset_counts,
                 } => {
-                    for (t, i) in work.select(&selector) {
+                    let picked = work.select(&selector);
+                    for (t, i) in picked {
                         let rule = work.tables[t].as_mut().unwrap().rules[i].as_mut().unwrap();
                         let mut spec = (*rule.spec).clone();
                         spec.actions.clone_from(&actions);
                         spec.goto = goto;
+                        spec.write_actions.clone_from(&write_actions);
+                        spec.clear_actions = clear_actions;
                         spec.validate()?;
                         rule.spec = Arc::new(spec);
+                        if reset_counts {
+                            rule.counters = Arc::new(RuleCounters {
+                                added_ns: rule.counters.added_ns,
+                                ..RuleCounters::default()
+                            });
+                        }
+                        let spec = rule.spec.clone();
+                        work.check_groups(&spec)?;
                         done.modified += 1;
                     }
                 }
                 Change::Clear => {
-                    done.removed += work.clear();
+                    for r in work.clear() {
+                        done.gone(Some(r), RemovalReason::Delete);
+                    }
                 }
                 Change::Replace(specs) => {
                     for spec in &specs {
                         spec.validate()?;
+                        work.check_groups(spec)?;
                     }
                     let (added, modified, removed) = work.replace(specs, || self.new_id());
                     done.added.extend(added);
                     done.modified += modified;
-                    done.removed += removed;
+                    for r in removed {
+                        done.gone(Some(r), RemovalReason::Delete);
+                    }
+                }
+                Change::AddGroup(spec) => {
+                    spec.validate()?;
+                    let groups = work.groups();
+                    if groups.contains_key(&spec.id) {
+                        return Err(RuleError::GroupExists(spec.id));
+                    }
+                    groups.insert(spec.id, Group::new(spec));
+                    done.groups_added += 1;
+                }
+                Change::ModifyGroup(spec) => {
+                    spec.validate()?;
+                    let groups = work.groups();
+                    let Some(g) = groups.get_mut(&spec.id) else {
+                        return Err(RuleError::NoSuchGroup(spec.id));
+                    };
+                    *g = g.modified(spec);
+                    done.groups_modified += 1;
+                }
+                Change::DeleteGroup(id) => {
+                    let groups = work.groups();
+                    let gone: Vec<u32> = if id == GROUP_ALL {
+                        groups.drain().map(|(id, _)| id).collect()
+                    } else {
+                        groups.remove(&id).map(|_| id).into_iter().collect()
+                    };
+                    done.groups_removed += gone.len();
+                    if !gone.is_empty() {
+                        let names = |s: &RuleSpec| s.groups().any(|g| gone.contains(&g));
+                        for (t, i) in work.select_where(None, names) {
+                            done.gone(work.remove(t, i), RemovalReason::GroupDelete);
+                        }
+                    }
                 }
             }
         }
@@ -200,6 +313,24 @@ impl RuleStore {
 
     fn new_id(&self) -> RuleId {
         RuleId(self.next_id.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// [`RuleStore::expire`], with why each rule went (hard timeout when both passed).
+    pub fn expire_removed(&self, now: u64) -> Result<Vec<Removed>, RuleError> {
+        const NS: u64 = 1_000_000_000;
+        Ok(self
+            .expire(now)?
+            .into_iter()
+            .map(|rule| {
+                let hard = rule.spec.hard_timeout as u64 * NS;
+                let reason = if hard != 0 && now.saturating_sub(rule.counters.added_ns) >= hard {
+                    RemovalReason::HardTimeout
+                } else {
+                    RemovalReason::IdleTimeout
+                };
+                Removed { rule, reason }
+            })
+            .collect())
     }
 
     /// Remove, in one atomic change, every rule whose hard timeout has passed or that has
@@ -238,6 +369,15 @@ impl RuleStore {
     }
 }
 
+impl Applied {
+    fn gone(&mut self, rule: Option<Rule>, reason: RemovalReason) {
+        if let Some(rule) = rule {
+            self.removed += 1;
+            self.removed_rules.push(Removed { rule, reason });
+        }
+    }
+}
+
 type ExactKey = (u16, Match);
 
 /// A change batch's working copy of the tables it touches (copy-on-write per table).
@@ -247,6 +387,8 @@ struct Work<'a> {
     tables: Vec<Option<TableWork>>,
     /// Rule id → (table, index), built on the first delete-by-id of the batch.
     ids: Option<HashMap<RuleId, (usize, usize)>>,
+    /// The group table, copied on the batch's first group change.
+    groups: Option<HashMap<u32, Group>>,
 }
 
 struct TableWork {
@@ -294,6 +436,55 @@ impl<'a> Work<'a> {
             old,
             tables: Vec::new(),
             ids: None,
+            groups: None,
+        }
+    }
+
+    fn groups(&mut self) -> &mut HashMap<u32, Group> {
+        let old = self.old;
+        self.groups.get_or_insert_with(|| {
+            old.groups
+                .groups()
+                .map(|g| (g.spec.id, g.clone()))
+                .collect()
+        })
+    }
+
+    fn has_group(&self, id: u32) -> bool {
+        match &self.groups {
+            Some(g) => g.contains_key(&id),
+            None => self.old.groups.get(id).is_some(),
+        }
+    }
+
+    /// Every group `spec` names exists (OpenFlow `OFPBAC_BAD_OUT_GROUP` otherwise).
+    fn check_groups(&self, spec: &RuleSpec) -> Result<(), RuleError> {
+        match spec.groups().find(|&g| !self.has_group(g)) {
+            Some(group) => Err(RuleError::UnknownGroupRef { group }),
+            None => Ok(()),
+        }
+    }
+
+    /// `check_overlap`: no rule in `spec`'s table with its priority may share a packet.
+    fn check_overlap(&mut self, spec: &RuleSpec) -> Result<(), RuleError> {
+        let t = spec.table as usize;
+        let clash =
+            |r: &Rule| r.spec.priority == spec.priority && r.spec.matches.overlaps(&spec.matches);
+        let with = match self.tables.get(t) {
+            Some(Some(tw)) => tw.rules.iter().flatten().find(|r| clash(r)).map(|r| r.id),
+            _ => self
+                .old
+                .tables
+                .get(t)
+                .and_then(|tb| tb.rules().iter().find(|r| clash(r)).map(|r| r.id)),
+        };
+        match with {
+            Some(with) => Err(RuleError::Overlap {
+                table: spec.table,
+                priority: spec.priority,
+                with,
+            }),
+            None => Ok(()),
         }
     }
 
@@ -346,16 +537,16 @@ impl<'a> Work<'a> {
         replaced.is_some() as usize
     }
 
-    fn remove(&mut self, t: usize, i: usize) {
+    fn remove(&mut self, t: usize, i: usize) -> Option<Rule> {
         let tw = self.table(t);
-        if let Some(r) = tw.rules[i].take() {
-            if let Some(map) = tw.exact.as_mut() {
-                map.remove(&(r.spec.priority, r.spec.matches));
-            }
-            if let Some(ids) = self.ids.as_mut() {
-                ids.remove(&r.id);
-            }
+        let r = tw.rules[i].take()?;
+        if let Some(map) = tw.exact.as_mut() {
+            map.remove(&(r.spec.priority, r.spec.matches));
         }
+        if let Some(ids) = self.ids.as_mut() {
+            ids.remove(&r.id);
+        }
+        Some(r)
     }
 
     fn find_id(&mut self, id: RuleId) -> Option<(usize, usize)> {
@@ -408,26 +599,35 @@ impl<'a> Work<'a> {
                 })
                 .collect();
         }
+        self.select_where(sel.table, |s| sel.selects(s))
+    }
+
+    /// (table, index) of every rule (in `table`, or every table) `pick` picks.
+    fn select_where(
+        &mut self,
+        table: Option<u8>,
+        pick: impl Fn(&RuleSpec) -> bool,
+    ) -> Vec<(usize, usize)> {
         let mut out = Vec::new();
         for t in 0..self.n_tables() {
-            if sel.table.is_some_and(|s| s as usize != t) {
+            if table.is_some_and(|s| s as usize != t) {
                 continue;
             }
             // Look before copying: a table with nothing selected stays shared.
             let hit = match self.tables.get(t) {
-                Some(Some(tw)) => tw.rules.iter().flatten().any(|r| sel.selects(&r.spec)),
+                Some(Some(tw)) => tw.rules.iter().flatten().any(|r| pick(&r.spec)),
                 _ => self
                     .old
                     .tables
                     .get(t)
-                    .is_some_and(|tb| tb.rules().iter().any(|r| sel.selects(&r.spec))),
+                    .is_some_and(|tb| tb.rules().iter().any(|r| pick(&r.spec))),
             };
             if !hit {
                 continue;
             }
             let tw = self.table(t);
             for (i, r) in tw.rules.iter().enumerate() {
-                if r.as_ref().is_some_and(|r| sel.selects(&r.spec)) {
+                if r.as_ref().is_some_and(|r| pick(&r.spec)) {
                     out.push((t, i));
                 }
             }
@@ -435,26 +635,25 @@ impl<'a> Work<'a> {
         out
     }
 
-    fn clear(&mut self) -> usize {
-        let mut n = 0;
+    fn clear(&mut self) -> Vec<Rule> {
+        let mut gone = Vec::new();
         for t in 0..self.n_tables() {
             let tw = self.table(t);
-            n += tw.rules.iter().flatten().count();
-            tw.rules.clear();
+            gone.extend(tw.rules.drain(..).flatten());
             tw.exact = Some(HashMap::default());
         }
         if let Some(ids) = self.ids.as_mut() {
             ids.clear();
         }
-        n
+        gone
     }
 
-    /// See [`Change::Replace`]. Returns (added ids, modified, removed).
+    /// See [`Change::Replace`]. Returns (added ids, modified, removed rules).
     fn replace(
         &mut self,
         specs: Vec<RuleSpec>,
         mut new_id: impl FnMut() -> RuleId,
-    ) -> (Vec<RuleId>, usize, usize) {
+    ) -> (Vec<RuleId>, usize, Vec<Rule>) {
         // Current rules by (table, priority, match).
         let mut current: HashMap<(u8, ExactKey), Rule> = HashMap::default();
         for t in 0..self.n_tables() {
@@ -498,7 +697,9 @@ impl<'a> Work<'a> {
             self.add(rule);
         }
         // Tables the old set used but the new one does not must still be emptied.
-        (added, modified, current.len())
+        let mut removed: Vec<Rule> = current.into_values().collect();
+        removed.sort_by_key(|r| r.id);
+        (added, modified, removed)
     }
 
     /// Build the new snapshot's tables: rebuilt where touched, shared otherwise.

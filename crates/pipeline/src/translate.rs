@@ -2,8 +2,8 @@
 //! tables see and un-wildcards every bit it depended on, so the megaflow stays exact.
 
 use crate::pipeline::Ending;
-use flowpath_packet::key::{ethertype, ipproto, FRAG_LATER, VLAN_PRESENT, VLAN_VID_MASK};
 use crate::rule::{Match, RuleSpec};
+use flowpath_packet::key::{ethertype, ipproto, FRAG_LATER, VLAN_PRESENT, VLAN_VID_MASK};
 use flowpath_packet::{packet_in_reason, Action, Field, FlowKey};
 use smallvec::SmallVec;
 

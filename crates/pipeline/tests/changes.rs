@@ -57,16 +57,24 @@ impl Model {
                     selector,
                     actions,
                     goto,
+                    write_actions,
+                    clear_actions,
+                    reset_counts: _,
                 } => {
                     for (_, r) in m.rules.iter_mut() {
                         if selects(selector, r) {
                             r.actions.clone_from(actions);
                             r.goto = *goto;
+                            r.write_actions.clone_from(write_actions);
+                            r.clear_actions = *clear_actions;
                             r.validate()?;
                         }
                     }
                 }
                 Change::Clear => m.rules.clear(),
+                Change::AddGroup(_) | Change::ModifyGroup(_) | Change::DeleteGroup(_) => {
+                    unreachable!("no group changes here (tests/groups.rs has them)")
+                }
                 Change::Replace(specs) => {
                     for s in specs {
                         s.validate()?;
@@ -169,6 +177,8 @@ fn arb_selector() -> impl Strategy<Value = Selector> {
             priority,
             cookie: r.cookie,
             cookie_mask: 0,
+            out_port: None,
+            out_group: None,
         })
         .prop_flat_map(|sel| {
             // Sometimes select by cookie (rules' cookies are 0, so a mask either keeps or
@@ -196,6 +206,9 @@ fn arb_change(n_ids: u64) -> impl Strategy<Value = Change> {
             selector,
             actions: r.actions,
             goto: r.goto,
+            write_actions: r.write_actions,
+            clear_actions: r.clear_actions,
+            reset_counts: false,
         }),
         1 => Just(Change::Clear),
         1 => prop::collection::vec(arb_rule(3, 4), 0..12).prop_map(Change::Replace),
@@ -243,6 +256,9 @@ fn modify_and_replace_keep_counters_and_age() {
             },
             actions: vec![Action::Output(3)],
             goto: None,
+            write_actions: Vec::new(),
+            clear_actions: false,
+            reset_counts: false,
         }])
         .unwrap();
     assert_eq!(done.modified, 1);

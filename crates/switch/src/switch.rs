@@ -351,6 +351,9 @@ impl Switch {
                         selector: selector(&f, op == Op::ModStrict),
                         actions: f.spec.actions,
                         goto: f.spec.goto,
+                        write_actions: f.spec.write_actions,
+                        clear_actions: f.spec.clear_actions,
+                        reset_counts: f.spec.flags.reset_counts,
                     })
                     .collect()
             }
@@ -529,6 +532,8 @@ pub fn selector(f: &ParsedFlow, strict: bool) -> Selector {
         priority: strict.then_some(f.spec.priority),
         cookie: f.spec.cookie,
         cookie_mask: f.cookie_mask,
+        out_port: None,
+        out_group: None,
     }
 }
 
