@@ -7,9 +7,10 @@
 //! worker revalidates (or flushes) its caches before the batch, so every packet of that
 //! batch is handled as the new rules say.
 
-use crate::controller::ControllerQueue;
+use crate::controller::{ControllerQueue, PacketOut, CONTROLLER_PORT};
 use crate::emc::ExactMatchCache;
 use crate::guard::{MissGuard, MissLimits, PortMissStats};
+use crate::l2::{resolve_normal, MacLearningConfig, MacLearningTable, NormalDep};
 use crate::megaflow::MegaflowCache;
 use crate::smc::SignatureMatchCache;
 use crate::stats::{DatapathDrop, DatapathStats};
@@ -19,6 +20,7 @@ use flowpath_base::BATCH;
 use flowpath_packet::rewrite::{self, RewriteDrop};
 use flowpath_packet::{parse_into, Action, FlowKey, Packet, PacketMeta, ParseOptions};
 use flowpath_pipeline::{Ending, Pipeline, RuleStore, Translation};
+use smallvec::SmallVec;
 use std::sync::Arc;
 
 /// Where `Output` actions send packets. Implemented by port sets, counting sinks and test
@@ -65,6 +67,11 @@ pub struct DatapathConfig {
     pub parse: ParseOptions,
     /// Packets held for the controller before further ones are dropped (and counted).
     pub controller_queue: usize,
+    /// Packet-outs a worker holds before further ones are refused to the caller.
+    pub packet_out_queue: usize,
+    /// The MAC learning table `NORMAL` uses, when the datapath makes its own (a switch
+    /// shares one among its workers: [`Datapath::set_mac_table`]).
+    pub mac_learning: MacLearningConfig,
 }
 
 impl Default for DatapathConfig {
@@ -83,6 +90,8 @@ impl Default for DatapathConfig {
             on_rule_change: OnRuleChange::Revalidate,
             parse: ParseOptions::default(),
             controller_queue: 1024,
+            packet_out_queue: 1024,
+            mac_learning: MacLearningConfig::default(),
         }
     }
 }
@@ -133,6 +142,15 @@ pub struct Datapath {
     guard: MissGuard,
     /// Cycles one megaflow's revalidation took, last measured (for the flow limit).
     reval_cycles_per_entry: f64,
+    /// The MAC learning table NORMAL consults, the ports FLOOD/ALL (and a flooding NORMAL)
+    /// send to, and this worker's megaflows that ran NORMAL (see `l2.rs`).
+    mac: Arc<MacLearningTable>,
+    ports: Vec<u32>,
+    l2_flows: Vec<L2Flow>,
+    /// The table generation this worker's NORMAL megaflows are valid for.
+    mac_gen: u64,
+    /// The table's clock (ms) at which the next refresh sweep is due.
+    l2_sweep_at: u64,
     /// TSC of the last time the flow limit was reconsidered between revalidations.
     limit_checked_at: u64,
     /// Where the next periodic counter push starts, and when the last one ran.
@@ -162,6 +180,11 @@ impl Datapath {
             push_cursor: 0,
             pushed_at: 0,
             controller: Arc::new(ControllerQueue::new(cfg.controller_queue)),
+            mac: Arc::new(MacLearningTable::new(cfg.mac_learning.clone())),
+            ports: Vec::new(),
+            l2_flows: Vec::new(),
+            mac_gen: 0,
+            l2_sweep_at: 0,
             scratch: Box::new(Scratch {
                 keys: [FlowKey::ZERO; BATCH],
                 metas: [PacketMeta::default(); BATCH],
@@ -212,6 +235,45 @@ impl Datapath {
     /// (and recycles the buffers).
     pub fn controller_queue(&self) -> Arc<ControllerQueue> {
         self.controller.clone()
+    }
+
+    /// Use `q` as the controller queue (a switch makes the queues before its workers, so
+    /// the control side holds them from the start).
+    pub fn set_controller_queue(&mut self, q: Arc<ControllerQueue>) {
+        self.controller = q;
+    }
+
+    /// Share `t` as the MAC learning table (every worker of a switch uses the same one).
+    /// Megaflows decided with the previous table are flushed.
+    pub fn set_mac_table(&mut self, t: Arc<MacLearningTable>) {
+        if !self.l2_flows.is_empty() {
+            self.flush_caches();
+        }
+        self.mac_gen = t.generation();
+        self.mac = t;
+    }
+
+    pub fn mac_table(&self) -> &Arc<MacLearningTable> {
+        &self.mac
+    }
+
+    /// The ports FLOOD and ALL (and a NORMAL that floods) send to, but for the ingress
+    /// port. Expanded when a packet's actions run, so a change applies to the next packet
+    /// and no megaflow holds a stale list.
+    pub fn set_ports(&mut self, ports: impl IntoIterator<Item = u32>) {
+        let mut v: Vec<u32> = ports.into_iter().collect();
+        v.sort_unstable();
+        v.dedup();
+        self.ports = v;
+    }
+
+    pub fn ports(&self) -> &[u32] {
+        &self.ports
+    }
+
+    /// How many megaflows that ran NORMAL this worker tracks (live or not yet swept).
+    pub fn normal_megaflows(&self) -> usize {
+        self.l2_flows.len()
     }
 
     /// The megaflow cache, read-only (sizes, counters, entries for dumps).
@@ -278,11 +340,35 @@ impl Datapath {
         }
         let new = self.store.snapshot();
         match self.cfg.on_rule_change {
-            OnRuleChange::Flush => self.megaflows.flush(&self.pipeline),
+            OnRuleChange::Flush => {
+                self.megaflows.flush(&self.pipeline);
+                self.l2_flows.clear();
+            }
             OnRuleChange::Revalidate => {
                 let n = self.megaflows.len();
                 let t0 = rdtsc();
-                self.megaflows.revalidate(&self.pipeline, &new);
+                // NORMAL is resolved as on the slow path (without learning); the megaflows
+                // that ran it are tracked afresh.
+                self.mac_gen = self.mac.generation();
+                let mac = &self.mac;
+                let mut l2: Vec<(u32, SmallVec<[NormalDep; 1]>)> = Vec::new();
+                self.megaflows
+                    .revalidate_with(&self.pipeline, &new, |slot, key, tr| {
+                        let deps = resolve_normal(&mut tr.actions, key, mac, false);
+                        if !deps.is_empty() {
+                            l2.push((slot, deps));
+                        }
+                    });
+                let mf = &self.megaflows;
+                self.l2_flows = l2
+                    .into_iter()
+                    .filter(|(s, _)| mf.entry(*s).is_live())
+                    .map(|(s, deps)| L2Flow {
+                        id: mf.id(s),
+                        deps,
+                        packets: mf.entry(s).packets(),
+                    })
+                    .collect();
                 let dt = rdtsc() - t0;
                 if n > 0 {
                     self.reval_cycles_per_entry = dt as f64 / n as f64;
@@ -297,6 +383,131 @@ impl Datapath {
         self.stats.rule_syncs += 1;
         if self.megaflows.over_limit() {
             self.megaflows.trim(&self.pipeline);
+        }
+    }
+
+    /// Keep this worker's NORMAL megaflows exact (before every batch while it has any):
+    /// age the MAC table out when due, refresh the entries of megaflows that had packets,
+    /// and revalidate the megaflows a MAC change concerns.
+    fn sync_l2(&mut self) {
+        let now = self.mac.now_ms();
+        if self.mac.expiry_due_at(now) {
+            self.mac.expire();
+        }
+        if now >= self.l2_sweep_at {
+            let aging = self.mac.config().aging.as_millis() as u64;
+            self.l2_sweep_at = now + L2_SWEEP_MS.min(aging / 4).max(1);
+            self.refresh_l2();
+        }
+        let gen = self.mac.generation();
+        if gen != self.mac_gen {
+            self.revalidate_l2(gen);
+        }
+    }
+
+    /// Fast-path hits do not learn: re-learn the sources of the NORMAL megaflows that had
+    /// packets since the last sweep, so a talking host does not age out (and a host seen
+    /// again on its old port moves back, as OVS's revalidators do). Drops dead entries.
+    fn refresh_l2(&mut self) {
+        let (mf, mac) = (&self.megaflows, &self.mac);
+        self.l2_flows.retain_mut(|f| {
+            let Some(v) = mf.get(f.id) else {
+                return false;
+            };
+            let (packets, _) = v.counts();
+            if packets != f.packets {
+                f.packets = packets;
+                for d in &f.deps {
+                    mac.learn(d.vlan, d.src, d.in_port);
+                }
+            }
+            true
+        });
+    }
+
+    /// The MAC table moved to `gen`: re-translate the NORMAL megaflows whose destination
+    /// changed (all of them if the change log does not reach back) and remove those that
+    /// now decide differently.
+    fn revalidate_l2(&mut self, gen: u64) {
+        let changed = self.mac.changes_since(self.mac_gen);
+        self.mac_gen = gen;
+        self.stats.l2_revalidations += 1;
+        let mut i = 0;
+        while i < self.l2_flows.len() {
+            let f = &self.l2_flows[i];
+            let Some(v) = self.megaflows.get(f.id) else {
+                self.l2_flows.swap_remove(i);
+                continue;
+            };
+            let concerned = match &changed {
+                None => true,
+                Some(c) => f.deps.iter().any(|d| c.contains(&(d.vlan, d.dst))),
+            };
+            if !concerned {
+                i += 1;
+                continue;
+            }
+            let key = *v.key();
+            let mut tr = self.pipeline.translate(&key);
+            let deps = resolve_normal(&mut tr.actions, &key, &self.mac, false);
+            let slot = f.id.slot();
+            if self.megaflows.revalidate_one(slot, tr, &self.pipeline) {
+                self.l2_flows[i].deps = deps;
+                i += 1;
+            } else {
+                self.stats.l2_removed += 1;
+                self.l2_flows.swap_remove(i);
+            }
+        }
+    }
+
+    /// Run a packet-out (OpenFlow PACKET_OUT) now: its actions on its frame, outputs to
+    /// `sink`; a `Table` action sends the frame as it is then through the pipeline (and
+    /// the caches) as if it had come in on `in_port`. NORMAL is resolved with the MAC table
+    /// (a packet-out does not learn). A frame that does not parse gets its outputs only
+    /// (rewrites, NORMAL's lookup and TABLE need the parsed headers; NORMAL then floods).
+    pub fn packet_out<S: OutputSink>(&mut self, po: &PacketOut, sink: &mut S) {
+        if self.rules_changed() {
+            self.sync_rules();
+        }
+        self.stats.packet_outs += 1;
+        let in_port = po.in_port.unwrap_or(CONTROLLER_PORT);
+        let len = po.data.len();
+        let mut buf = vec![0u8; PACKET_OUT_ROOM + len + PACKET_OUT_ROOM];
+        buf[PACKET_OUT_ROOM..PACKET_OUT_ROOM + len].copy_from_slice(&po.data);
+        let mut pkt = Packet::new(&mut buf, PACKET_OUT_ROOM, len);
+        let mut key = FlowKey::ZERO;
+        let mut meta = PacketMeta::default();
+        let parsed = parse_into(pkt.data(), in_port, &self.cfg.parse, &mut key, &mut meta).is_ok();
+        let table = po.actions.iter().position(|a| *a == Action::Table);
+        let mut actions: SmallVec<[Action; 4]> = po.actions[..table.unwrap_or(po.actions.len())]
+            .iter()
+            .copied()
+            .filter(|a| parsed || a.is_output())
+            .collect();
+        if parsed {
+            resolve_normal(&mut actions, &key, &self.mac, false);
+        }
+        let ctx = Ctx {
+            in_port,
+            controller: &self.controller,
+            ports: &self.ports,
+        };
+        // Without TABLE, a packet-out that sends nothing counts as a rule drop.
+        if !actions.is_empty() || table.is_none() {
+            execute(
+                &actions,
+                Ending::Done,
+                &mut pkt,
+                &mut meta,
+                &ctx,
+                sink,
+                &mut self.stats,
+            );
+        }
+        if table.is_some() && parsed {
+            let mut pkts = [pkt];
+            self.process(in_port, &mut pkts, sink);
         }
     }
 
@@ -320,6 +531,7 @@ impl Datapath {
     /// Drop every cached flow (counters are credited to rules first).
     pub fn flush_caches(&mut self) {
         self.megaflows.flush(&self.pipeline);
+        self.l2_flows.clear();
         self.emc.clear();
         if let Some(smc) = &mut self.smc {
             smc.clear();
@@ -345,6 +557,9 @@ impl Datapath {
         debug_assert!(pkts.len() <= BATCH);
         if self.rules_changed() {
             self.sync_rules();
+        }
+        if !self.l2_flows.is_empty() {
+            self.sync_l2();
         }
         if pkts.is_empty() {
             return;
@@ -550,7 +765,16 @@ impl Datapath {
                 dropped |= 1 << i;
                 continue;
             }
-            let tr = self.pipeline.translate(&sc.keys[i]);
+            let mut tr = self.pipeline.translate(&sc.keys[i]);
+            let deps = if tr.actions.contains(&Action::Normal) {
+                if self.l2_flows.is_empty() {
+                    // Changes from now on concern the megaflow about to be made.
+                    self.mac_gen = self.mac.generation();
+                }
+                resolve_normal(&mut tr.actions, &sc.keys[i], &self.mac, true)
+            } else {
+                SmallVec::new()
+            };
             self.stats.upcalls += 1;
             let subtable = self.megaflows.find_subtable(&tr.mask);
             if subtable.is_none()
@@ -566,6 +790,13 @@ impl Datapath {
                     .megaflows
                     .install_in(&sc.keys[i], tr, &self.pipeline, subtable);
                 cached |= 1 << i;
+                if !deps.is_empty() {
+                    self.l2_flows.push(L2Flow {
+                        id: self.megaflows.id(sc.slots[i]),
+                        deps,
+                        packets: 0,
+                    });
+                }
             }
             upcalls += 1;
             if binds {
@@ -608,6 +839,7 @@ impl Datapath {
             let ctx = Ctx {
                 in_port,
                 controller: &self.controller,
+                ports: &self.ports,
             };
             if sc.slots[i] == UNCACHED {
                 let Some((_, tr)) = sc.uncached.iter().find(|(p, _)| *p as usize == i) else {
@@ -739,7 +971,21 @@ impl Datapath {
 struct Ctx<'a> {
     in_port: u32,
     controller: &'a ControllerQueue,
+    /// Where FLOOD/ALL send (but the ingress port).
+    ports: &'a [u32],
 }
+
+/// A megaflow that ran NORMAL, and what its decision depended on (see `l2.rs`).
+struct L2Flow {
+    id: MegaflowId,
+    deps: SmallVec<[NormalDep; 1]>,
+    /// Its packet count at the last refresh sweep.
+    packets: u64,
+}
+
+/// Refresh sweeps of NORMAL megaflows run at most this often (ms of the MAC table's
+/// clock), and at least four times per aging period.
+const L2_SWEEP_MS: u64 = 1000;
 
 /// Run one packet's actions.
 #[inline(always)]
@@ -765,9 +1011,18 @@ fn execute<S: OutputSink>(
                 sink.output(ctx.in_port, pkt.data());
                 sent = true;
             }
-            Action::Controller { max_len, .. } => {
-                let n = pkt.len().min(max_len as usize);
-                if ctx.controller.push(ctx.in_port, &pkt.data()[..n]) {
+            Action::Flood | Action::All | Action::Normal => {
+                // (A megaflow's NORMAL was resolved on the slow path; one left here floods.)
+                for &p in ctx.ports {
+                    if p != ctx.in_port {
+                        sink.output(p, pkt.data());
+                        sent = true;
+                    }
+                }
+            }
+            Action::Table => {} // a packet-out's only, run by Datapath::packet_out
+            Action::Controller { .. } => {
+                if ctx.controller.push(ctx.in_port, a, pkt.data()) {
                     st.controller_sent += 1;
                 } else {
                     st.drop(DatapathDrop::ControllerQueueFull);
@@ -793,6 +1048,9 @@ fn execute<S: OutputSink>(
         });
     }
 }
+
+/// Head- and tailroom around a packet-out's frame (VLAN pushes).
+const PACKET_OUT_ROOM: usize = 64;
 
 /// While EMC lookups are skipped, one batch in this many still looks up.
 const EMC_SAMPLE_EVERY: u64 = 16;

@@ -8,6 +8,7 @@ pub mod controller;
 pub mod datapath;
 pub mod emc;
 pub mod guard;
+pub mod l2;
 pub mod megaflow;
 pub mod sink;
 pub mod smc;
@@ -15,11 +16,15 @@ pub mod stats;
 pub mod tier;
 pub mod worker;
 
-pub use controller::{ControllerPacket, ControllerQueue};
+pub use controller::{
+    ControllerPacket, ControllerQueue, PacketOut, PacketOutQueue, CONTROLLER_PORT,
+    PACKET_OUTS_PER_POLL,
+};
 pub use datapath::{Datapath, DatapathConfig, OnRuleChange, OutputSink};
 pub use emc::ExactMatchCache;
 pub use flowpath_base::BATCH;
 pub use guard::{MissGuard, MissLimits, PortMissStats};
+pub use l2::{MacLearningConfig, MacLearningTable, NormalDecision, NormalDep};
 pub use megaflow::{MegaflowCache, MegaflowCounters, MegaflowEntry};
 pub use sink::{CaptureSink, CountingSink};
 pub use smc::SignatureMatchCache;

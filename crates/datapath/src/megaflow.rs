@@ -687,19 +687,28 @@ impl MegaflowCache {
     /// differently, and it still overlaps no other entry); otherwise remove it. Counters are
     /// credited to `old`'s rules first. Returns (kept, removed).
     pub fn revalidate(&mut self, old: &Pipeline, new: &Pipeline) -> (usize, usize) {
+        self.revalidate_with(old, new, |_, _, _| {})
+    }
+
+    /// [`MegaflowCache::revalidate`], with `resolve(slot, key, translation)` finishing each
+    /// translation as the slow path does (the datapath resolves `NORMAL` there) before it
+    /// is compared.
+    pub fn revalidate_with(
+        &mut self,
+        old: &Pipeline,
+        new: &Pipeline,
+        mut resolve: impl FnMut(u32, &FlowKey, &mut Translation),
+    ) -> (usize, usize) {
         self.push_stats(old);
         let (mut kept, mut removed) = (0, 0);
         for s in 0..self.entries.len() as u32 {
             if !self.entries[s as usize].live {
                 continue;
             }
-            let tr = new.translate(&self.entries[s as usize].key);
-            let e = &self.entries[s as usize];
-            let same = tr.mask == self.subtables[e.subtable as usize].mask
-                && *tr.actions == *e.actions
-                && tr.ending == e.ending;
-            if same {
-                self.entries[s as usize].path = tr.path;
+            let key = self.entries[s as usize].key;
+            let mut tr = new.translate(&key);
+            resolve(s, &key, &mut tr);
+            if self.keep_if_same(s, tr) {
                 kept += 1;
             } else {
                 self.remove(s, old);
@@ -710,6 +719,36 @@ impl MegaflowCache {
         self.counters.revalidated_removed += removed as u64;
         self.event(MegaflowEvent::Revalidated);
         (kept, removed)
+    }
+
+    /// Whether live entry `slot` still decides as `tr` says (same mask, actions and
+    /// ending); if so its rule path is updated.
+    fn keep_if_same(&mut self, slot: u32, tr: Translation) -> bool {
+        let e = &self.entries[slot as usize];
+        let same = tr.mask == self.subtables[e.subtable as usize].mask
+            && *tr.actions == *e.actions
+            && tr.ending == e.ending;
+        if same {
+            self.entries[slot as usize].path = tr.path;
+        }
+        same
+    }
+
+    /// Revalidate one live entry against `tr`, its key's translation now: keep it if the
+    /// decision is unchanged, else remove it (counters credited to `pipeline`'s rules).
+    /// Returns whether it was kept.
+    pub fn revalidate_one(&mut self, slot: u32, tr: Translation, pipeline: &Pipeline) -> bool {
+        if !self.entries[slot as usize].live {
+            return false;
+        }
+        if self.keep_if_same(slot, tr) {
+            self.counters.revalidated_kept += 1;
+            true
+        } else {
+            self.remove(slot, pipeline);
+            self.counters.revalidated_removed += 1;
+            false
+        }
     }
 
     /// Re-rank subtables by hits since the last ranking (most hit first).

@@ -89,6 +89,12 @@ pub struct DatapathStats {
     /// Drops after parsing, indexed by [`DatapathDrop`].
     pub drops_by: [u64; DatapathDrop::ALL.len()],
     pub controller_sent: u64,
+    /// Packet-outs run ([`crate::Datapath::packet_out`]).
+    pub packet_outs: u64,
+    /// MAC learning table changes this worker caught up with, and the NORMAL megaflows
+    /// they removed (their decision changed).
+    pub l2_revalidations: u64,
+    pub l2_removed: u64,
     pub rule_syncs: u64,
     pub cycles: StageCycles,
 }

@@ -25,11 +25,13 @@
 //! only matters while another port is waiting). The miss budget (`guard.rs`) then shares
 //! the slow path among the ports that reach it.
 
+use crate::controller::{PacketOutQueue, PACKET_OUTS_PER_POLL};
 use crate::datapath::{Datapath, OutputSink};
 use crate::sink::CountingSink;
 use crate::tier::Tier;
 use flowpath_base::{PacketBatch, Port};
 use smallvec::SmallVec;
+use std::sync::Arc;
 
 /// One port queue served by a worker: the OpenFlow port number flows use, and the queue.
 pub struct WorkerPort<P> {
@@ -165,10 +167,18 @@ pub struct Worker<P: Port, O: Outputs> {
     /// Cycle-fair polling: the quantum (0 = off) and each port's credit in cycles.
     quantum: i64,
     credit: Vec<i64>,
+    /// Packet-outs from the control side, run between batches.
+    packet_outs: Arc<PacketOutQueue>,
 }
 
 impl<P: Port, O: Outputs> Worker<P, O> {
-    pub fn new(dp: Datapath, ports: Vec<WorkerPort<P>>, out: O, label: &str) -> Worker<P, O> {
+    /// The datapath floods (FLOOD, ALL, NORMAL) to `ports`' numbers unless told otherwise
+    /// ([`Datapath::set_ports`]).
+    pub fn new(mut dp: Datapath, ports: Vec<WorkerPort<P>>, out: O, label: &str) -> Worker<P, O> {
+        if dp.ports().is_empty() {
+            dp.set_ports(ports.iter().map(|p| p.number));
+        }
+        let packet_outs = Arc::new(PacketOutQueue::new(dp.config().packet_out_queue));
         let quantum = dp
             .config()
             .miss
@@ -183,7 +193,39 @@ impl<P: Port, O: Outputs> Worker<P, O> {
             tiers: Vec::new(),
             rx: PacketBatch::new(),
             label: label.into(),
+            packet_outs,
         }
+    }
+
+    /// The queue the control side hands this worker packet-outs through.
+    pub fn packet_out_queue(&self) -> Arc<PacketOutQueue> {
+        self.packet_outs.clone()
+    }
+
+    /// Use `q` for packet-outs (a switch makes the queues before its workers start).
+    pub fn set_packet_out_queue(&mut self, q: Arc<PacketOutQueue>) {
+        self.packet_outs = q;
+    }
+
+    /// Run up to [`PACKET_OUTS_PER_POLL`] queued packet-outs, deliver and flush their
+    /// outputs. Returns how many ran. [`Worker::poll`] calls it when the queue is not empty.
+    pub fn run_packet_outs(&mut self) -> usize {
+        let mut n = 0;
+        while n < PACKET_OUTS_PER_POLL {
+            let Some(po) = self.packet_outs.pop() else {
+                break;
+            };
+            self.dp.packet_out(&po, &mut self.out);
+            n += 1;
+        }
+        if n > 0 {
+            self.after_batch();
+            let f = self.out.deliver(&mut self.ports);
+            if f != 0 {
+                self.flush_ports(f);
+            }
+        }
+        n
     }
 
     /// Add a tier that follows the caches (the datapath starts recording events for it).
@@ -231,6 +273,9 @@ impl<P: Port, O: Outputs> Worker<P, O> {
     /// push an exact number through).
     #[inline]
     pub fn poll_up_to(&mut self, max: usize) -> usize {
+        if !self.packet_outs.is_empty() {
+            self.run_packet_outs();
+        }
         let mut got = 0usize;
         let mut to_flush = 0u64;
         let fair = self.quantum > 0 && self.ports.len() > 1;

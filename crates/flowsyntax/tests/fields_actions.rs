@@ -548,12 +548,7 @@ fn action_cases() -> Vec<(&'static str, Vec<Action>, Option<u8>, &'static str)> 
             None,
             "CONTROLLER:128",
         ),
-        (
-            "CONTROLLER:0",
-            vec![A::controller(0)],
-            None,
-            "CONTROLLER:0",
-        ),
+        ("CONTROLLER:0", vec![A::controller(0)], None, "CONTROLLER:0"),
         (
             "controller(max_len=64)",
             vec![A::controller(64)],
@@ -811,12 +806,7 @@ fn action_cases() -> Vec<(&'static str, Vec<Action>, Option<u8>, &'static str)> 
         ),
         (
             "dec_ttl,1,2,controller,resubmit(,9)",
-            vec![
-                A::DecTtl,
-                A::Output(1),
-                A::Output(2),
-                A::controller(65535),
-            ],
+            vec![A::DecTtl, A::Output(1), A::Output(2), A::controller(65535)],
             Some(9),
             "dec_ttl,output:1,output:2,CONTROLLER:65535,goto_table:9",
         ),

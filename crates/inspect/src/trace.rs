@@ -207,7 +207,9 @@ fn sent_to(actions: &[Action], in_port: u32) -> Vec<String> {
             Action::Output(p) if p != in_port => out.push(format!("port {p}")),
             Action::InPort => out.push(format!("port {in_port} (in_port)")),
             Action::Controller { .. } => out.push("the controller queue".to_string()),
-            Action::Normal => out.push("NORMAL (MAC learning: the learned port, else flood)".to_string()),
+            Action::Normal => {
+                out.push("NORMAL (MAC learning: the learned port, else flood)".to_string())
+            }
             Action::Flood => out.push("every port but in_port (flood)".to_string()),
             Action::All => out.push("every port but in_port (all)".to_string()),
             Action::Table => out.push("the pipeline (table)".to_string()),

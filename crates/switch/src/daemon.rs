@@ -196,6 +196,10 @@ fn spawn_workers(
     tier: Option<&Arc<XdpTier>>,
 ) -> Result<Vec<WorkerHandle>, String> {
     let mut workers = Vec::new();
+    // One MAC learning table (NORMAL) for the whole switch.
+    let mac = Arc::new(flowpath_datapath::MacLearningTable::new(
+        cfg.datapath_config().mac_learning,
+    ));
     for (id, ports) in per_worker.into_iter().enumerate() {
         let wcfg = WorkerConfig {
             id,
@@ -203,6 +207,8 @@ fn spawn_workers(
             datapath: cfg.datapath_config(),
             idle_sleep_max: Duration::from_micros(cfg.datapath.idle_sleep_max_us),
             pace: None,
+            mac_table: Some(mac.clone()),
+            flood_ports: None,
         };
         let h = spawn_worker_with_tier(sw, wcfg, ports, stop.clone(), tier.cloned())
             .map_err(|e| format!("worker[{id}]: cannot start its thread: {e}"))?;

@@ -15,7 +15,8 @@ use flowpath_inspect::{RawMegaflow, WorkerMegaflows};
 use flowpath_base::clock::{rdtsc, tsc_hz};
 use flowpath_base::{Port, PortInfo, PortStats};
 use flowpath_datapath::{
-    Datapath, DatapathConfig, DatapathDrop, DatapathStats, PortMissStats, PortOutputs, Worker,
+    ControllerQueue, Datapath, DatapathConfig, DatapathDrop, DatapathStats, MacLearningTable,
+    PacketOutQueue, PortMissStats, PortOutputs, Worker,
 };
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -37,6 +38,11 @@ pub struct WorkerConfig {
     /// Sleep this long after every iteration that received packets (to pace generated
     /// traffic in demos and tests); `None`: never.
     pub pace: Option<Duration>,
+    /// The switch's MAC learning table (NORMAL), shared by all its workers; `None`: the
+    /// worker makes its own from `datapath.mac_learning`.
+    pub mac_table: Option<Arc<MacLearningTable>>,
+    /// The ports FLOOD/ALL/NORMAL send to; `None`: this worker's own ports.
+    pub flood_ports: Option<Vec<u32>>,
 }
 
 /// A port queue's counters as the worker last published them.
@@ -188,14 +194,25 @@ impl Default for WorkerConfig {
             datapath: DatapathConfig::default(),
             idle_sleep_max: Duration::from_micros(500),
             pace: None,
+            mac_table: None,
+            flood_ports: None,
         }
     }
 }
 
-/// The handle the control side keeps: the latest snapshot and the thread.
+/// The handle the control side keeps: the latest snapshot, the thread, and the two
+/// queues an OpenFlow channel uses.
 pub struct WorkerHandle {
     pub snapshot: Arc<Mutex<WorkerSnapshot>>,
     pub thread: JoinHandle<WorkerSnapshot>,
+    /// Packets the worker's `controller` actions send (PACKET_IN: reason, table, cookie,
+    /// in_port, total length, truncated data). Pop them from any thread and give the
+    /// buffers back with `recycle`; when full, further ones are dropped and counted
+    /// (`controller_queue_full`).
+    pub controller: Arc<ControllerQueue>,
+    /// Frames plus actions for the worker to send (PACKET_OUT), run between its batches;
+    /// `push` hands a packet-out back when the queue is full (nothing blocks).
+    pub packet_out: Arc<PacketOutQueue>,
 }
 
 /// Start a worker over `ports`. It runs until `stop` is set, then flushes, drops its ports
@@ -225,6 +242,9 @@ pub fn spawn_worker_with_tier(
         ..WorkerSnapshot::default()
     }));
     let shared = snapshot.clone();
+    let controller = Arc::new(ControllerQueue::new(cfg.datapath.controller_queue));
+    let packet_out = Arc::new(PacketOutQueue::new(cfg.datapath.packet_out_queue));
+    let (ctl, pout) = (controller.clone(), packet_out.clone());
     let thread = std::thread::Builder::new()
         .name(format!("flowpath-pmd{}", cfg.id))
         .spawn(move || {
@@ -233,15 +253,28 @@ pub fn spawn_worker_with_tier(
                     eprintln!("flowpath: worker {}: cannot pin to CPU {core}: {e}", cfg.id);
                 }
             }
-            let dp = Datapath::new(store, cfg.datapath.clone());
+            let mut dp = Datapath::new(store, cfg.datapath.clone());
+            dp.set_controller_queue(ctl);
+            if let Some(t) = &cfg.mac_table {
+                dp.set_mac_table(t.clone());
+            }
+            if let Some(p) = &cfg.flood_ports {
+                dp.set_ports(p.iter().copied());
+            }
             let out = PortOutputs::new(&ports);
             let mut w = Worker::new(dp, ports, out, &format!("worker {}", cfg.id));
+            w.set_packet_out_queue(pout);
             if let Some(t) = tier {
                 w.add_tier(Box::new(TierAgent::new(t)));
             }
             run_loop(cfg, w, ticket, shared, stop)
         })?;
-    Ok(WorkerHandle { snapshot, thread })
+    Ok(WorkerHandle {
+        snapshot,
+        thread,
+        controller,
+        packet_out,
+    })
 }
 
 /// The switch's thread around the one worker loop: poll, keep up with rule changes,

@@ -91,6 +91,7 @@ fn worker_forwards_exactly_as_the_datapath_says() {
         datapath: DatapathConfig::default(),
         idle_sleep_max: Duration::from_micros(200),
         pace: None,
+        ..WorkerConfig::default()
     };
     let w = spawn_worker(&sw, cfg, ports, stop.clone()).unwrap();
     let all = frames();
@@ -214,6 +215,7 @@ fn a_failing_port_is_dropped_and_the_others_carry_on() {
         datapath: DatapathConfig::default(),
         idle_sleep_max: Duration::from_micros(100),
         pace: None,
+        ..WorkerConfig::default()
     };
     let w = spawn_worker(&sw, cfg, ports, stop.clone()).unwrap();
     let f = build(&FrameSpec::udp4(

@@ -139,8 +139,7 @@ const UNSUPPORTED_PORTS: &[&str] = &["local", "table", "none", "any"];
 
 const TOS_WHAT: &str = "a TOS value 0..255 whose low 2 (ECN) bits are 0, e.g. 184";
 const TUN_WHAT: &str = "a tunnel id 0..0xffffff (flowpath tunnel ids are 24 bits, the VXLAN VNI)";
-const PORT_WHAT: &str =
-    "a port number 1..4294967295, in_port, controller, normal, flood or all";
+const PORT_WHAT: &str = "a port number 1..4294967295, in_port, controller, normal, flood or all";
 
 /// What follows an action name.
 #[derive(Clone, Copy, PartialEq, Eq)]
