@@ -17,7 +17,7 @@
 use crate::pipeline::RuleRef;
 use crate::rule::{Rule, RuleCounters, RuleError, RuleId, RuleSpec, MAX_TABLES};
 use crate::translate::{translate_action, ActionList};
-use flowpath_packet::key::VLAN_PRESENT;
+use flowpath_packet::key::{ethertype, VLAN_PRESENT};
 use flowpath_packet::{Action, Field, FlowKey};
 use rustc_hash::FxHashMap as HashMap;
 use smallvec::SmallVec;
@@ -398,6 +398,7 @@ impl Expand<'_> {
     fn restore(&mut self, pre: &FlowKey, actions: &[Action]) {
         let start = self.out.len();
         let mut vlan = false;
+        let mut touched: SmallVec<[Field; 8]> = SmallVec::new();
         for a in actions {
             let f = match a {
                 Action::SetEthSrc(_) => Field::EthSrc,
@@ -420,8 +421,14 @@ impl Expand<'_> {
                 _ => continue,
             };
             self.wc.set_all(f);
+            if !touched.contains(&f) {
+                touched.push(f);
+            }
         }
         let k = *self.k;
+        // The IPv4 and IPv6 addresses share the key's bytes: compare the family the packet
+        // is (the address sets un-wildcarded the ethertype).
+        let eth_type = k.get(Field::EthType) as u16;
         let mut emit = |a: Action| self.out.push(a);
         if vlan {
             restore_vlans(pre, &k, &mut emit);
@@ -440,6 +447,14 @@ impl Expand<'_> {
             Field::TunId,
         ];
         for f in fields {
+            let family = match f {
+                Field::Ipv4Src | Field::Ipv4Dst => Some(ethertype::IPV4),
+                Field::Ipv6Src | Field::Ipv6Dst => Some(ethertype::IPV6),
+                _ => None,
+            };
+            if !touched.contains(&f) || family.is_some_and(|t| t != eth_type) {
+                continue;
+            }
             let (was, now) = (pre.get(f), k.get(f));
             if was == now {
                 continue;

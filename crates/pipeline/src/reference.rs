@@ -3,10 +3,18 @@
 //! It shares nothing with the fast classifier: for each table it scans every rule, keeps
 //! the best match by (priority, then oldest), executes the actions on a copy of the packet,
 //! and re-parses the packet bytes before the next table instead of tracking key changes.
+//! The OpenFlow action set is a plain list (a write drops the action of the same kind,
+//! the list is sorted into §5.10's order when it runs), and every group bucket runs on a
+//! real copy of the packet's bytes: the fast path's compensating rewrites are checked
+//! against actual copies. Only SELECT's bucket choice is shared ([`crate::group::select_hash`]
+//! is its definition).
 
+use crate::group::{select_bucket, select_hash, GroupSpec, GroupType};
 use crate::rule::{RuleId, RuleSpec};
 use flowpath_packet::rewrite::{self, RewriteDrop};
-use flowpath_packet::{parse, Action, DropReason, Field, FlowKey, Packet, ParseOptions};
+use flowpath_packet::{
+    parse, Action, DropReason, Field, FlowKey, Packet, PacketMeta, ParseOptions,
+};
 
 /// How the reference's walk ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,6 +42,17 @@ pub fn evaluate(
     in_port: u32,
     opts: &ParseOptions,
 ) -> RefOutcome {
+    evaluate_with_groups(rules, &[], frame, in_port, opts)
+}
+
+/// [`evaluate`] with a group table.
+pub fn evaluate_with_groups(
+    rules: &[(RuleId, RuleSpec)],
+    groups: &[GroupSpec],
+    frame: &[u8],
+    in_port: u32,
+    opts: &ParseOptions,
+) -> RefOutcome {
     let mut out = RefOutcome {
         outputs: Vec::new(),
         controller: Vec::new(),
@@ -57,6 +76,7 @@ pub fn evaluate(
     meta.strip_outer(&mut pkt);
     let reparse_opts = ParseOptions { vxlan_port: None };
     let mut table = 0u8;
+    let mut set: Vec<Action> = Vec::new();
     loop {
         let best = rules
             .iter()
@@ -66,35 +86,36 @@ pub fn evaluate(
             out.ending = RefEnding::TableMiss(table);
             return out;
         };
-        for a in &rule.actions {
-            match a {
-                Action::Output(p) => {
-                    if *p != in_port {
-                        out.outputs.push((*p, pkt.data().to_vec()));
-                    }
-                }
-                Action::InPort => out.outputs.push((in_port, pkt.data().to_vec())),
-                Action::SetTunnel(id) => tunnel[0].1 = *id as u128,
-                Action::Controller { max_len, .. } => {
-                    let n = pkt.len().min(*max_len as usize);
-                    out.controller.push(pkt.data()[..n].to_vec());
-                }
-                _ => match rewrite::apply(a, &mut pkt, &mut meta) {
-                    Ok(()) => {}
-                    Err(RewriteDrop::TtlExpired) => {
-                        out.ending = RefEnding::TtlExpired;
-                        return out;
-                    }
-                    Err(RewriteDrop::NoRoom) => {
-                        out.ending = RefEnding::NoRoom;
-                        return out;
-                    }
-                    Err(RewriteDrop::TooManyVlans) => {
-                        out.ending = RefEnding::TooManyVlans;
-                        return out;
-                    }
-                },
+        let cx = Cx {
+            in_port,
+            groups,
+            tunnel: &mut tunnel,
+        };
+        if let Err(e) = run(&rule.actions, &mut pkt, &mut meta, cx, &mut out) {
+            out.ending = e;
+            return out;
+        }
+        if rule.clear_actions {
+            set.clear();
+        }
+        for a in &rule.write_actions {
+            set.retain(|b| kind(b) != kind(a));
+            set.push(*a);
+        }
+        if rule.goto.is_none() && !set.is_empty() {
+            set.sort_by_key(|a| kind(a).0);
+            if set.iter().any(|a| matches!(a, Action::Group(_))) {
+                set.retain(|a| kind(a).0 != OUTPUT);
             }
+            let cx = Cx {
+                in_port,
+                groups,
+                tunnel: &mut tunnel,
+            };
+            if let Err(e) = run(&set, &mut pkt, &mut meta, cx, &mut out) {
+                out.ending = e;
+            }
+            return out;
         }
         let Some(next) = rule.goto else {
             return out;
@@ -110,5 +131,116 @@ pub fn evaluate(
             key.set(f, v);
         }
         table = next;
+    }
+}
+
+/// Execution order ranks of the action set (OpenFlow 1.3 §5.10).
+const POP: u8 = 0;
+const PUSH: u8 = 1;
+const DEC_TTL: u8 = 2;
+const SET_FIELD: u8 = 3;
+const GROUP: u8 = 4;
+const OUTPUT: u8 = 5;
+
+/// An action's kind in the action set: (order rank, which one of that rank).
+fn kind(a: &Action) -> (u8, u8) {
+    match a {
+        Action::PopVlan => (POP, 0),
+        Action::PushVlan { .. } => (PUSH, 0),
+        Action::DecTtl => (DEC_TTL, 0),
+        Action::SetEthSrc(_) => (SET_FIELD, 0),
+        Action::SetEthDst(_) => (SET_FIELD, 1),
+        Action::SetIpv4Src(_) => (SET_FIELD, 2),
+        Action::SetIpv4Dst(_) => (SET_FIELD, 3),
+        Action::SetIpv6Src(_) => (SET_FIELD, 4),
+        Action::SetIpv6Dst(_) => (SET_FIELD, 5),
+        Action::SetNwTos(_) => (SET_FIELD, 6),
+        Action::SetTpSrc(_) => (SET_FIELD, 7),
+        Action::SetTpDst(_) => (SET_FIELD, 8),
+        Action::SetVlanVid(_) => (SET_FIELD, 9),
+        Action::SetVlanPcp(_) => (SET_FIELD, 10),
+        Action::SetTunnel(_) => (SET_FIELD, 11),
+        Action::Group(_) => (GROUP, 0),
+        _ => (OUTPUT, 0),
+    }
+}
+
+/// What running actions needs besides the packet.
+struct Cx<'a> {
+    in_port: u32,
+    groups: &'a [GroupSpec],
+    tunnel: &'a mut [(Field, u128); 4],
+}
+
+/// Run `actions` on the packet; `Err` is how the packet was dropped.
+fn run(
+    actions: &[Action],
+    pkt: &mut Packet<'_>,
+    meta: &mut PacketMeta,
+    cx: Cx<'_>,
+    out: &mut RefOutcome,
+) -> Result<(), RefEnding> {
+    let in_port = cx.in_port;
+    for a in actions {
+        match a {
+            Action::Output(p) => {
+                if *p != in_port {
+                    out.outputs.push((*p, pkt.data().to_vec()));
+                }
+            }
+            Action::InPort => out.outputs.push((in_port, pkt.data().to_vec())),
+            Action::SetTunnel(id) => cx.tunnel[0].1 = *id as u128,
+            Action::Controller { max_len, .. } => {
+                let n = pkt.len().min(*max_len as usize);
+                out.controller.push(pkt.data()[..n].to_vec());
+            }
+            Action::Group(id) => {
+                if let Some(g) = cx.groups.iter().find(|g| g.id == *id) {
+                    group(g, pkt, meta, &cx, out);
+                }
+            }
+            _ => match rewrite::apply(a, pkt, meta) {
+                Ok(()) => {}
+                Err(RewriteDrop::TtlExpired) => return Err(RefEnding::TtlExpired),
+                Err(RewriteDrop::NoRoom) => return Err(RefEnding::NoRoom),
+                Err(RewriteDrop::TooManyVlans) => return Err(RefEnding::TooManyVlans),
+            },
+        }
+    }
+    Ok(())
+}
+
+/// Run group `g`: each chosen bucket on a real copy of the packet (a dropped copy ends
+/// only its bucket).
+fn group(g: &GroupSpec, pkt: &Packet<'_>, meta: &PacketMeta, cx: &Cx<'_>, out: &mut RefOutcome) {
+    let chosen: Vec<usize> = match g.kind {
+        GroupType::All => (0..g.buckets.len()).collect(),
+        GroupType::Indirect => (0..g.buckets.len().min(1)).collect(),
+        GroupType::Select => {
+            // The key of the packet as it is now.
+            let mut key = FlowKey::ZERO;
+            let opts = ParseOptions { vxlan_port: None };
+            if parse(pkt.data(), cx.in_port, &opts, &mut key).is_err() {
+                return;
+            }
+            select_bucket(&g.buckets, select_hash(&key))
+                .into_iter()
+                .collect()
+        }
+        GroupType::FastFailover => Vec::new(),
+    };
+    for i in chosen {
+        let headroom = 128;
+        let mut buf = vec![0u8; headroom + pkt.len() + 64];
+        buf[headroom..headroom + pkt.len()].copy_from_slice(pkt.data());
+        let mut copy = Packet::new(&mut buf, headroom, pkt.len());
+        let mut meta = *meta;
+        let mut tunnel = *cx.tunnel;
+        let bcx = Cx {
+            in_port: cx.in_port,
+            groups: cx.groups,
+            tunnel: &mut tunnel,
+        };
+        let _ = run(&g.buckets[i].actions, &mut copy, &mut meta, bcx, out);
     }
 }

@@ -745,6 +745,73 @@ mod tests {
     }
 
     #[test]
+    fn next_masked_is_the_smallest_port_at_or_above() {
+        let cases = [
+            0u16, 1, 0x00ff, 0x0f0f, 0xff00, 0x8001, 0xfff0, 0xffff, 0x1234,
+        ];
+        for m in cases {
+            for v0 in cases {
+                let v = v0 & m;
+                for lo in [0u16, 1, 79, 80, 1023, 1024, 0x7fff, 0x8000, 0xfffe, 0xffff] {
+                    let want = (lo..=u16::MAX).find(|p| p & m == v);
+                    assert_eq!(next_masked(lo, m, v), want, "lo {lo:#x} m {m:#x} v {v:#x}");
+                }
+            }
+        }
+    }
+
+    /// The overlap test against brute force over the ports (the other fields: masks).
+    #[test]
+    fn overlap_is_exact_on_masks_and_port_ranges() {
+        let tp = |m: Match, f: Field, v: u128, mask: u128| m.with(f, v, mask);
+        let ranged = |f, lo, hi| Match::any().port_range(f, PortRange { lo, hi });
+        let matches = [
+            Match::any(),
+            tp(Match::any(), Field::TpDst, 80, 0xffff),
+            tp(Match::any(), Field::TpDst, 0x50, 0xfff0),
+            tp(Match::any(), Field::TpDst, 0x1, 0x1),
+            tp(Match::any(), Field::TpDst, 0x0, 0x8001),
+            ranged(Field::TpDst, 81, 1000),
+            ranged(Field::TpDst, 3, 77),
+            ranged(Field::TpDst, 1001, 65000),
+            tp(ranged(Field::TpSrc, 5, 9), Field::TpDst, 443, 0xffff),
+            ranged(Field::TpSrc, 10, 20),
+            Match::any().prefix(Field::Ipv4Dst, 0x0a00_0000, 8),
+            Match::any()
+                .prefix(Field::Ipv4Dst, 0x0a01_0000, 16)
+                .exact(Field::NwProto, 6),
+            Match::any().prefix(Field::Ipv4Dst, 0x0b00_0000, 8),
+            Match::any().exact(Field::NwProto, 17),
+        ];
+        let mut k = FlowKey::ZERO;
+        for a in &matches {
+            for b in &matches {
+                // Brute force: the non-port bits by masks, the ports by trying all.
+                let mut am = a.mask;
+                let mut bm = b.mask;
+                for f in [Field::TpSrc, Field::TpDst] {
+                    am.set(f, 0);
+                    bm.set(f, 0);
+                }
+                let both = am.and(&bm);
+                let bits = a.value.and(&both) == b.value.and(&both);
+                let mut port_ok = |slot: usize, f: Field| {
+                    (0..=u16::MAX).any(|p| {
+                        k.set(f, p as u128);
+                        let inm = |m: &Match| {
+                            k.and(&m.mask).get(f) == m.value.get(f) && m.ports[slot].contains(p)
+                        };
+                        inm(a) && inm(b)
+                    })
+                };
+                let want = bits && port_ok(0, Field::TpSrc) && port_ok(1, Field::TpDst);
+                assert_eq!(a.overlaps(b), want, "{a:?} vs {b:?}");
+                assert_eq!(b.overlaps(a), want);
+            }
+        }
+    }
+
+    #[test]
     fn validate_rejects_backward_goto_and_bad_vid() {
         let r = RuleSpec::new(2, 1, Match::any()).goto(2);
         assert!(matches!(r.validate(), Err(RuleError::BadGoto { .. })));

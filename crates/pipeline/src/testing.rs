@@ -1,6 +1,7 @@
 //! Random rule sets and keys for property tests: small value domains, so that rules
 //! overlap, priorities tie, `goto_table` chains form and megaflows get reused.
 
+use crate::group::{Bucket, GroupSpec, GroupType};
 use crate::rule::{Match, PortRange, RuleSpec};
 use flowpath_packet::key::{ethertype, ipproto, VLAN_PRESENT};
 use flowpath_packet::{Action, Field, FlowKey};
@@ -233,4 +234,68 @@ pub fn arb_rules(
     max_port: u32,
 ) -> impl Strategy<Value = Vec<RuleSpec>> {
     prop::collection::vec(arb_rule(tables, max_port), 1..=max_rules)
+}
+
+/// An action a group bucket may hold (no `dec_ttl`: refused in buckets).
+pub fn arb_bucket_action(max_port: u32) -> impl Strategy<Value = Action> {
+    arb_action(max_port).prop_filter("dec_ttl is refused in buckets", |a| *a != Action::DecTtl)
+}
+
+/// Groups 1..=n: ALL (most), SELECT (weights 0–3) and INDIRECT, with 1–3 buckets of 0–3
+/// actions each.
+pub fn arb_groups(n: u32, max_port: u32) -> impl Strategy<Value = Vec<GroupSpec>> {
+    let bucket = (
+        0u16..=3,
+        prop::collection::vec(arb_bucket_action(max_port), 0..=3),
+    )
+        .prop_map(|(w, actions)| Bucket::new(actions).weight(w));
+    let group = (
+        prop::sample::select(vec![
+            GroupType::All,
+            GroupType::All,
+            GroupType::Select,
+            GroupType::Indirect,
+        ]),
+        prop::collection::vec(bucket, 1..=3),
+    );
+    prop::collection::vec(group, n as usize).prop_map(|gs| {
+        gs.into_iter()
+            .enumerate()
+            .map(|(i, (kind, mut buckets))| {
+                if kind == GroupType::Indirect {
+                    buckets.truncate(1);
+                }
+                GroupSpec::new(i as u32 + 1, kind, buckets)
+            })
+            .collect()
+    })
+}
+
+/// An action for a rule's write-actions or apply-actions when groups 1..=n exist.
+pub fn arb_of_action(max_port: u32, groups: u32) -> impl Strategy<Value = Action> {
+    prop_oneof![
+        4 => arb_action(max_port),
+        1 => (1..=groups.max(1)).prop_map(Action::Group),
+    ]
+}
+
+/// [`arb_rule`] with OpenFlow 1.3 instructions: sometimes a group among the
+/// apply-actions, 0–3 write-actions (groups 1..=`groups` included), sometimes
+/// clear-actions.
+pub fn arb_of_rule(tables: u8, max_port: u32, groups: u32) -> impl Strategy<Value = RuleSpec> {
+    (
+        arb_rule(tables, max_port),
+        prop::option::weighted(0.2, (0usize..4, 1..=groups.max(1))),
+        prop::collection::vec(arb_of_action(max_port, groups), 0..=3),
+        prop::bool::weighted(0.2),
+    )
+        .prop_map(move |(mut r, apply_group, write, clear)| {
+            if let Some((at, g)) = apply_group {
+                let at = at.min(r.actions.len());
+                r.actions.insert(at, Action::Group(g));
+            }
+            r.write_actions = write;
+            r.clear_actions = clear;
+            r
+        })
 }
