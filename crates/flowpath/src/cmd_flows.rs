@@ -5,6 +5,9 @@ use flowpath_flowsyntax::{parse_flows_file, FlowCommand};
 use flowpath_gen::{GeneratedPort, InMemorySource};
 use flowpath_pipeline::Backend;
 use flowpath_switch::control::{default_socket, default_state};
+use flowpath_switch::openflow::{
+    parse_datapath_id, FailMode, NoPacketIo, NoPorts, OpenFlowChannel, OpenFlowConfig,
+};
 use flowpath_switch::{
     call, spawn_worker, ControlSocket, Op, Request, Switch, SwitchConfig, WorkerConfig, WorkerPort,
 };
@@ -189,6 +192,27 @@ pub struct RunArgs {
     /// Sleep this many microseconds after each batch of generated traffic (0 = poll flat out).
     #[arg(long, default_value_t = 0)]
     gen_pace_us: u64,
+    /// Speak OpenFlow 1.3 (repeatable): `ptcp:[IP:]PORT` listens for clients such as
+    /// `ovs-ofctl -O OpenFlow13 dump-flows tcp:127.0.0.1:PORT` (IP defaults to
+    /// 127.0.0.1); `tcp:HOST:PORT` connects to a controller, reconnecting with backoff.
+    /// Flows added over OpenFlow and over the control socket are one rule set.
+    #[arg(long, value_name = "TARGET")]
+    openflow: Vec<String>,
+    /// With a `tcp:` controller: `secure` keeps the flows while it is away (default),
+    /// `standalone` acts as a learning switch (a priority-0 NORMAL flow) meanwhile.
+    #[arg(long, default_value = "secure", value_parser = parse_fail_mode)]
+    fail_mode: FailMode,
+    /// The datapath id controllers see (hex) [default: 0000f10e9a700001].
+    #[arg(long, value_name = "HEX")]
+    datapath_id: Option<String>,
+}
+
+fn parse_fail_mode(s: &str) -> Result<FailMode, String> {
+    match s {
+        "secure" => Ok(FailMode::Secure),
+        "standalone" => Ok(FailMode::Standalone),
+        _ => Err(format!("'{s}': expected secure or standalone")),
+    }
 }
 
 pub fn run_switch(args: RunArgs) -> ExitCode {
@@ -221,6 +245,46 @@ pub fn run_switch(args: RunArgs) -> ExitCode {
     }
     let control = sw.spawn_control(sock.clone(), stop.clone());
     let expiry = sw.spawn_expiry(stop.clone());
+    let openflow = if args.openflow.is_empty() {
+        None
+    } else {
+        let cfg = OpenFlowConfig {
+            fail_mode: args.fail_mode,
+            ..OpenFlowConfig::default()
+        }
+        .with_targets(&args.openflow)
+        .and_then(|mut c| {
+            if let Some(d) = &args.datapath_id {
+                c.datapath_id = parse_datapath_id(d).map_err(|e| format!("--datapath-id: {e}"))?;
+            }
+            Ok(c)
+        });
+        let started = cfg.and_then(|cfg| {
+            OpenFlowChannel::start(
+                sw.clone(),
+                Arc::new(NoPorts),
+                Arc::new(NoPacketIo),
+                cfg,
+                stop.clone(),
+            )
+        });
+        match started {
+            Ok(ch) => {
+                for a in &ch.listening {
+                    eprintln!("flowpath run: OpenFlow 1.3 listening on ptcp:{a}");
+                }
+                Some(ch)
+            }
+            Err(e) => {
+                eprintln!("flowpath run: --openflow {e}");
+                stop.store(true, Ordering::Relaxed);
+                sock.wake();
+                let _ = control.join();
+                let _ = expiry.join();
+                return ExitCode::from(1);
+            }
+        }
+    };
     let worker = if args.gen_flows > 0 {
         let source = InMemorySource::udp4_flows(args.gen_flows, 64);
         let port = GeneratedPort::new("gen", source);
@@ -258,6 +322,9 @@ pub fn run_switch(args: RunArgs) -> ExitCode {
     sock.wake();
     let _ = control.join();
     let _ = expiry.join();
+    if let Some(ch) = openflow {
+        ch.join();
+    }
     if let Some(w) = worker {
         if let Ok(st) = w.thread.join() {
             eprintln!(

@@ -34,6 +34,19 @@ pub struct SwitchSection {
     pub flows: Option<PathBuf>,
     /// `host:port` for the Prometheus text endpoint (keep it on localhost).
     pub metrics: Option<String>,
+    /// OpenFlow 1.3 targets: `ptcp:[IP:]PORT` listens (IP defaults to 127.0.0.1) for
+    /// clients such as `ovs-ofctl`; `tcp:HOST:PORT` connects to a controller.
+    #[serde(default)]
+    pub openflow: Vec<String>,
+    /// `secure` (default: keep flows while no controller is connected) or `standalone`
+    /// (act as a learning switch meanwhile).
+    #[serde(default)]
+    pub openflow_fail_mode: crate::openflow::FailMode,
+    /// The datapath id controllers see, in hex (default: derived from the first port).
+    pub datapath_id: Option<String>,
+    /// Packet-ins per second per ingress port (default 1000); the rest are dropped and
+    /// counted, so a miss storm cannot flood the controller.
+    pub packet_in_rate: Option<u32>,
 }
 
 fn default_true() -> bool {
@@ -200,7 +213,48 @@ impl DaemonConfig {
             m.parse::<SocketAddr>()
                 .map_err(|e| format!("switch.metrics: '{m}' is not host:port ({e})"))?;
         }
+        self.openflow_config()?;
         Ok(())
+    }
+
+    /// The OpenFlow channel's settings; errors name the field.
+    pub fn openflow_config(&self) -> Result<crate::openflow::OpenFlowConfig, String> {
+        use crate::openflow::{parse_datapath_id, OpenFlowConfig, Target};
+        let mut cfg = OpenFlowConfig {
+            fail_mode: self.switch.openflow_fail_mode,
+            ..OpenFlowConfig::default()
+        };
+        for (i, t) in self.switch.openflow.iter().enumerate() {
+            cfg.targets
+                .push(Target::parse(t).map_err(|e| format!("switch.openflow[{i}]: {e}"))?);
+        }
+        match &self.switch.datapath_id {
+            Some(d) => {
+                cfg.datapath_id =
+                    parse_datapath_id(d).map_err(|e| format!("switch.datapath_id: {e}"))?
+            }
+            None => {
+                // OVS derives it from a MAC; use the first port's number and name hash so
+                // two flowpath switches on one host differ when their ports do.
+                let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+                for p in &self.ports {
+                    for b in p.name.bytes().chain(p.number.to_be_bytes()) {
+                        h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+                    }
+                }
+                cfg.datapath_id = h & 0x0000_ffff_ffff_ffff;
+            }
+        }
+        if let Some(r) = self.switch.packet_in_rate {
+            if r == 0 {
+                return Err(
+                    "switch.packet_in_rate: must be at least 1 packet-in per second per port"
+                        .into(),
+                );
+            }
+            cfg.packet_in_rate = r;
+        }
+        Ok(cfg)
     }
 
     /// Pinned cores exist and are not shared.

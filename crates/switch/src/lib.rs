@@ -5,6 +5,7 @@ pub mod config;
 pub mod control;
 pub mod daemon;
 pub mod metrics;
+pub mod openflow;
 pub mod pmd;
 pub mod state;
 pub mod switch;

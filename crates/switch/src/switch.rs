@@ -10,7 +10,9 @@ use flowpath_flowsyntax::{
 };
 use flowpath_inspect::megaflows::CompiledFilter;
 use flowpath_inspect::{trace_request, MegaflowFilter, RawMegaflow, TraceRequest, WorkerMegaflows};
-use flowpath_pipeline::{now_ns, Backend, Change, Pipeline, RuleSpec, RuleStore, Selector};
+use flowpath_pipeline::{
+    now_ns, Applied, Backend, Change, Pipeline, Removed, RuleError, RuleSpec, RuleStore, Selector,
+};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -191,7 +193,15 @@ pub struct Switch {
     stats: Arc<StatsSync>,
     cfg: SwitchConfig,
     hook: OnceLock<Arc<dyn RuleChangeHook>>,
+    /// Changes applied by [`Switch::apply_batch`] and not yet in the state file.
+    unsaved: AtomicBool,
+    /// Told about every rule removed by expiry or by [`Switch::apply_batch`] (the
+    /// OpenFlow channel's FLOW_REMOVED).
+    removal_listeners: Mutex<Vec<Arc<RemovalListener>>>,
 }
+
+/// Called with the rules one change removed (their counters final), and why.
+pub type RemovalListener = dyn Fn(&[Removed]) + Send + Sync;
 
 impl Switch {
     /// Set up a switch, restoring the flows saved in `cfg.state`.
@@ -213,6 +223,8 @@ impl Switch {
             stats: Arc::new(StatsSync::default()),
             cfg,
             hook: OnceLock::new(),
+            unsaved: AtomicBool::new(false),
+            removal_listeners: Mutex::new(Vec::new()),
         }))
     }
 
@@ -390,6 +402,11 @@ impl Switch {
                 op.name()
             ));
         }
+        drop(_change);
+        drop(_cfg);
+        if !done.removed_rules.is_empty() {
+            self.tell_removed(&done.removed_rules);
+        }
         let n = self.store.snapshot().rules().count();
         Response {
             error: None,
@@ -404,6 +421,66 @@ impl Switch {
             lines: Vec::new(),
             version: done.version,
             data: None,
+        }
+    }
+
+    /// Apply `changes` atomically (the same rule store, hook and lock as the control
+    /// socket), leaving the state-file save for [`Switch::save_pending`]: the OpenFlow
+    /// channel applies a burst of flow_mods as it reads them and saves once, at a barrier
+    /// or when its input goes quiet, so a stream of 100,000 flow_mods is not 100,000 saves.
+    /// The removal listeners hear about the rules it removed.
+    pub fn apply_batch(&self, changes: Vec<Change>) -> Result<Applied, RuleError> {
+        if changes.is_empty() {
+            return Ok(Applied {
+                version: self.store.version(),
+                ..Applied::default()
+            });
+        }
+        let mut done = {
+            let _cfg = self.config.lock().unwrap_or_else(|e| e.into_inner());
+            let _change = self.rule_change();
+            let done = self.store.apply(changes)?;
+            self.unsaved.store(true, Ordering::Release);
+            done
+        };
+        let removed = std::mem::take(&mut done.removed_rules);
+        if !removed.is_empty() {
+            self.tell_removed(&removed);
+        }
+        Ok(done)
+    }
+
+    /// Save the state file if [`Switch::apply_batch`] changed rules since the last save.
+    pub fn save_pending(&self) -> std::io::Result<()> {
+        if !self.unsaved.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let _cfg = self.config.lock().unwrap_or_else(|e| e.into_inner());
+        if self.unsaved.swap(false, Ordering::AcqRel) {
+            if let Err(e) = self.save() {
+                self.unsaved.store(true, Ordering::Release);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Hear about every rule removed by expiry or [`Switch::apply_batch`] from now on.
+    pub fn on_removed(&self, listener: Arc<RemovalListener>) {
+        self.removal_listeners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(listener);
+    }
+
+    fn tell_removed(&self, removed: &[Removed]) {
+        let ls = self
+            .removal_listeners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        for l in ls {
+            l(removed);
         }
     }
 
@@ -459,11 +536,12 @@ impl Switch {
             return 0;
         }
         let _change = self.rule_change();
-        match self.store.expire(now) {
+        match self.store.expire_removed(now) {
             Ok(gone) if !gone.is_empty() => {
                 if let Err(e) = self.save() {
                     eprintln!("flowpath: saving the state after expiring flows: {e}");
                 }
+                self.tell_removed(&gone);
                 gone.len()
             }
             _ => 0,

@@ -1,0 +1,242 @@
+//! The OpenFlow 1.3 channel: listeners (`ptcp:`) for tools such as `ovs-ofctl`, active
+//! connections (`tcp:`) to controllers with reconnect and echo keepalive, on the same rule
+//! store as the control socket (a rule added either way shows in both dumps).
+//!
+//! Threads: one per listener and per connection (a switch has a handful of controllers;
+//! the channel is not on the packet path), one that carries packet-ins from the workers'
+//! controller queues to the connections under a per-port rate limit, and one that watches
+//! port link state for PORT_STATUS. The codec is `flowpath-openflow`.
+
+mod flows;
+pub mod ports;
+mod session;
+pub mod target;
+
+pub use ports::{DaemonPorts, NoPorts, PortCounters, PortDesc, SwitchPorts};
+pub use session::{ChannelCounters, NoPacketIo, PacketInItem, PacketIo};
+pub use target::Target;
+
+use crate::switch::Switch;
+use session::{Conn, Shared};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// What the switch does while no controller is connected.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FailMode {
+    /// Keep the flows as they are (OpenFlow's fail-secure; the default, as in OVS).
+    #[default]
+    Secure,
+    /// Act as a learning switch: a table-0 `priority=0,actions=NORMAL` flow (with cookie
+    /// [`FAIL_OPEN_COOKIE`]) is installed while no `tcp:` controller is connected and
+    /// removed when one connects.
+    Standalone,
+}
+
+/// The cookie of the flow standalone fail mode installs.
+pub const FAIL_OPEN_COOKIE: u64 = 0xfa11_0be4_fa11_0be4;
+
+/// How the channel runs.
+#[derive(Clone, Debug)]
+pub struct OpenFlowConfig {
+    pub targets: Vec<Target>,
+    pub fail_mode: FailMode,
+    /// FEATURES_REPLY's datapath id.
+    pub datapath_id: u64,
+    /// Packet-ins per second per ingress port (the rest are dropped and counted), so a
+    /// miss storm cannot flood the controller. OVS's controller_rate_limit idea.
+    pub packet_in_rate: u32,
+    /// Packet-ins a port may send at once above the rate.
+    pub packet_in_burst: u32,
+    /// Send ECHO_REQUEST after this long without hearing from the peer; close the
+    /// connection after twice as long (OVS's inactivity probe: 5 s).
+    pub probe_interval: Duration,
+    /// The first and longest reconnect wait for `tcp:` targets (doubling in between).
+    pub backoff_min: Duration,
+    pub backoff_max: Duration,
+}
+
+impl Default for OpenFlowConfig {
+    fn default() -> Self {
+        OpenFlowConfig {
+            targets: Vec::new(),
+            fail_mode: FailMode::Secure,
+            datapath_id: 0x0000_f10e_9a70_0001,
+            packet_in_rate: 1000,
+            packet_in_burst: 100,
+            probe_interval: Duration::from_secs(5),
+            backoff_min: Duration::from_millis(250),
+            backoff_max: Duration::from_secs(8),
+        }
+    }
+}
+
+impl OpenFlowConfig {
+    /// Parse target strings; the error names the target at fault.
+    pub fn with_targets(mut self, targets: &[String]) -> Result<OpenFlowConfig, String> {
+        for t in targets {
+            self.targets.push(Target::parse(t)?);
+        }
+        Ok(self)
+    }
+}
+
+/// Parse a datapath id given as hex (`0x1`, `00000000000000a1`, with or without `0x`).
+pub fn parse_datapath_id(s: &str) -> Result<u64, String> {
+    let h = s.trim().trim_start_matches("0x").replace(':', "");
+    u64::from_str_radix(&h, 16)
+        .map_err(|_| format!("'{s}' is not a 64-bit hexadecimal datapath id"))
+}
+
+/// A running OpenFlow channel. Dropping it does not stop it: set `stop` and call
+/// [`OpenFlowChannel::join`].
+pub struct OpenFlowChannel {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+    /// Where each `ptcp:` target ended up listening (port 0 asks for a free one).
+    pub listening: Vec<std::net::SocketAddr>,
+}
+
+impl OpenFlowChannel {
+    /// Bind every listener (a busy port is an error naming the target), then start the
+    /// threads.
+    pub fn start(
+        switch: Arc<Switch>,
+        ports: Arc<dyn SwitchPorts>,
+        packet_io: Arc<dyn session::PacketIo>,
+        cfg: OpenFlowConfig,
+        stop: Arc<AtomicBool>,
+    ) -> Result<OpenFlowChannel, String> {
+        let mut listeners = Vec::new();
+        for t in &cfg.targets {
+            if let Target::Listen(a) = t {
+                let l = TcpListener::bind(a).map_err(|e| format!("openflow {t}: {e}"))?;
+                l.set_nonblocking(true)
+                    .map_err(|e| format!("openflow {t}: {e}"))?;
+                listeners.push(l);
+            }
+        }
+        let listening = listeners
+            .iter()
+            .filter_map(|l| l.local_addr().ok())
+            .collect();
+        let shared = Shared::new(switch, ports, packet_io, cfg.clone(), stop.clone());
+        let mut threads = Vec::new();
+        for l in listeners {
+            let sh = shared.clone();
+            threads.push(spawn("flowpath-of-listen", move || listen(sh, l)));
+        }
+        let active: Vec<Target> = cfg
+            .targets
+            .iter()
+            .filter(|t| matches!(t, Target::Connect { .. }))
+            .cloned()
+            .collect();
+        if cfg.fail_mode == FailMode::Standalone && !active.is_empty() {
+            shared.set_fail_open(true);
+        }
+        for t in active {
+            let sh = shared.clone();
+            threads.push(spawn("flowpath-of-connect", move || connect_loop(sh, t)));
+        }
+        {
+            let sh = shared.clone();
+            threads.push(spawn("flowpath-of-packet-in", move || sh.packet_in_loop()));
+        }
+        {
+            let sh = shared.clone();
+            threads.push(spawn("flowpath-of-ports", move || sh.port_watch_loop()));
+        }
+        Ok(OpenFlowChannel {
+            shared,
+            threads,
+            listening,
+        })
+    }
+
+    /// Connections up now.
+    pub fn connections(&self) -> usize {
+        self.shared.connections()
+    }
+
+    /// Counters for `flowpath stats` and tests.
+    pub fn counters(&self) -> session::ChannelCounters {
+        self.shared.counters()
+    }
+
+    /// Wait for every thread (after `stop` was set).
+    pub fn join(self) {
+        self.shared.close_all();
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .expect("spawn an OpenFlow thread")
+}
+
+/// Accept clients until stop; each gets its own thread.
+fn listen(sh: Arc<Shared>, l: TcpListener) {
+    while !sh.stopped() {
+        match l.accept() {
+            Ok((s, peer)) => {
+                let sh2 = sh.clone();
+                spawn("flowpath-of-conn", move || {
+                    if let Some(c) = Conn::open(sh2.clone(), s, peer.to_string(), false) {
+                        c.run();
+                    }
+                });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => {
+                eprintln!("flowpath: openflow listener: {e}");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
+}
+
+/// Keep a connection to controller `t` up: connect, run the session, and on failure wait
+/// (doubling from `backoff_min` to `backoff_max`) and try again.
+fn connect_loop(sh: Arc<Shared>, t: Target) {
+    let mut wait = sh.cfg.backoff_min;
+    while !sh.stopped() {
+        let started = Instant::now();
+        let stream = t
+            .resolve()
+            .and_then(|a| TcpStream::connect_timeout(&a, Duration::from_secs(2)));
+        match stream {
+            Ok(s) => {
+                if let Some(c) = Conn::open(sh.clone(), s, t.to_string(), true) {
+                    c.run();
+                }
+                // A session that lasted resets the backoff.
+                if started.elapsed() > sh.cfg.backoff_max {
+                    wait = sh.cfg.backoff_min;
+                }
+            }
+            Err(e) => sh.note_connect_failure(&t, &e),
+        }
+        let until = Instant::now() + wait;
+        while Instant::now() < until && !sh.stopped() {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        wait = (wait * 2).min(sh.cfg.backoff_max);
+    }
+}
+
+/// Is `stop` set?
+pub(crate) fn stopped(stop: &AtomicBool) -> bool {
+    stop.load(Ordering::Relaxed)
+}
