@@ -426,20 +426,42 @@ fn write_action(s: &mut String, a: &Action) {
 }
 
 fn write_actions(s: &mut String, spec: &RuleSpec) {
-    if spec.actions.is_empty() && spec.goto.is_none() {
+    if spec.actions.is_empty()
+        && spec.goto.is_none()
+        && spec.write_actions.is_empty()
+        && !spec.clear_actions
+    {
         s.push_str("drop");
         return;
     }
-    for (i, a) in spec.actions.iter().enumerate() {
-        if i > 0 {
+    // Apply-actions, then the instructions in OVS's order.
+    let mut first = true;
+    let mut sep = |s: &mut String| {
+        if !std::mem::take(&mut first) {
             s.push(',');
         }
+    };
+    for a in &spec.actions {
+        sep(s);
         write_action(s, a);
     }
-    if let Some(t) = spec.goto {
-        if !spec.actions.is_empty() {
-            s.push(',');
+    if spec.clear_actions {
+        sep(s);
+        s.push_str("clear_actions");
+    }
+    if !spec.write_actions.is_empty() {
+        sep(s);
+        s.push_str("write_actions(");
+        for (i, a) in spec.write_actions.iter().enumerate() {
+            if i > 0 {
+                s.push(',');
+            }
+            write_action(s, a);
         }
+        s.push(')');
+    }
+    if let Some(t) = spec.goto {
+        sep(s);
         let _ = write!(s, "goto_table:{t}");
     }
 }

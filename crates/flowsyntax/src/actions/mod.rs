@@ -14,6 +14,10 @@ pub(crate) const MAX_COLS: usize = 32;
 
 pub(crate) struct ActionsOut {
     pub actions: Vec<Action>,
+    /// `write_actions(...)`: OpenFlow's write-actions instruction.
+    pub write_actions: Vec<Action>,
+    /// `clear_actions`: OpenFlow's clear-actions instruction.
+    pub clear_actions: bool,
     /// Target table and the byte offset of the `goto_table`/`resubmit` that set it.
     pub goto: Option<(u8, usize)>,
     /// Byte offset of each of the first `MAX_COLS` actions.
@@ -128,8 +132,6 @@ const UNSUPPORTED: &[&str] = &[
     "clone",
     "check_pkt_larger",
     "meter",
-    "clear_actions",
-    "write_actions",
     "write_metadata",
     "apply_actions",
 ];
@@ -354,6 +356,20 @@ pub(crate) fn parse_actions(
             return Err(cx.not_last(at, name));
         }
         let arg = cx.arg(&mut lx, &k)?;
+        if k.name.eq_ignore_ascii_case("clear_actions") {
+            cx.no_arg(&k, arg)?;
+            out.clear_actions = true;
+            continue;
+        }
+        if k.name.eq_ignore_ascii_case("write_actions") {
+            let Arg::Paren(inner, at) = arg else {
+                return Err(cx.err(k.at, |c| {
+                    format!("write_actions at column {c} takes its actions in parentheses, e.g. write_actions(output:1)")
+                }));
+            };
+            cx.write_actions(text, inner, at, &mut out.write_actions)?;
+            continue;
+        }
         let action = if k.name.bytes().all(|b| b.is_ascii_digit()) {
             cx.no_arg(&k, arg)?;
             cx.port(&k, k.name)?
@@ -384,7 +400,11 @@ pub(crate) fn parse_actions(
         out.actions.push(action);
     }
     if let Some(at) = drop_at {
-        if !out.actions.is_empty() || out.goto.is_some() {
+        if !out.actions.is_empty()
+            || out.goto.is_some()
+            || !out.write_actions.is_empty()
+            || out.clear_actions
+        {
             return Err(cx.err(at, |c| {
                 format!("'drop' at column {c} must be the only action")
             }));
@@ -394,6 +414,36 @@ pub(crate) fn parse_actions(
 }
 
 impl Ctx<'_> {
+    /// The actions inside `write_actions(...)` (`inner`, at byte `at` of `text`): plain
+    /// actions only (no drop, goto_table or nested instructions).
+    fn write_actions(
+        &self,
+        text: &str,
+        inner: &str,
+        at: usize,
+        out: &mut Vec<Action>,
+    ) -> Result<(), SyntaxError> {
+        let mut lx = Lexer::new(&text[..at + inner.len()], at);
+        while let Some(k) = lx.next_key() {
+            let arg = self.arg(&mut lx, &k)?;
+            let action = if k.name.bytes().all(|b| b.is_ascii_digit()) {
+                self.no_arg(&k, arg)?;
+                self.port(&k, k.name)?
+            } else {
+                match self.lookup(&k)? {
+                    A::Drop | A::GotoTable | A::Resubmit => {
+                        return Err(self.err(k.at, |c| {
+                            format!("{} at column {c} cannot be inside write_actions", k.name)
+                        }))
+                    }
+                    a => self.action(a, &k, arg)?,
+                }
+            };
+            out.push(action);
+        }
+        Ok(())
+    }
+
     /// An action after `goto_table`/`resubmit` (named `name`, at `at`).
     fn not_last(&self, at: usize, name: &str) -> SyntaxError {
         if name.eq_ignore_ascii_case("resubmit") {

@@ -226,15 +226,22 @@ impl<'a> Parser<'a> {
             (true, Some((_, vat))) => {
                 let mut out = ActionsOut {
                     actions: Vec::new(),
+                    write_actions: Vec::new(),
+                    clear_actions: false,
                     goto: None,
                     cols: [0; MAX_COLS],
                 };
                 parse_actions(text, vat, spec.table, &mut out)?;
+                let n_apply = out.actions.len();
                 spec.actions = out.actions;
+                spec.write_actions = out.write_actions;
+                spec.clear_actions = out.clear_actions;
                 spec.goto = out.goto.map(|(t, _)| t);
                 spec.validate().map_err(|e| {
                     let at = match e {
-                        RuleError::BadAction { index, .. } if index < MAX_COLS => out.cols[index],
+                        RuleError::BadAction { index, .. } if index < n_apply.min(MAX_COLS) => {
+                            out.cols[index]
+                        }
                         RuleError::BadGoto { .. } => out.goto.map_or(vat, |(_, at)| at),
                         RuleError::BadTable(_) => self.recs[slot::TABLE].at,
                         _ => vat,
