@@ -180,6 +180,13 @@ fn changed(before: &FlowKey, after: &FlowKey) -> Vec<String> {
 
 /// A rule in one line: `table=1, priority=100,ip,nw_dst=10.0.0.0/8 actions=output:2`.
 pub fn rule_text(p: &Pipeline, r: RuleRef) -> String {
+    // A group (or one of its buckets) the translation went through.
+    if let Some((g, bucket)) = p.groups().resolve(r) {
+        return match bucket {
+            Some(b) => format!("group={g}, bucket={b}"),
+            None => format!("group={g}"),
+        };
+    }
     let spec = &p.rule(r).spec;
     let mut s = format!("table={}, ", r.table);
     if spec.cookie != 0 {
