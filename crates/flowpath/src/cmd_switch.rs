@@ -122,6 +122,14 @@ pub fn run(args: SwitchArgs) -> ExitCode {
             .map(|a| format!("; metrics http://{a}/metrics"))
             .unwrap_or_default()
     );
+    if let Some(of) = &daemon.openflow {
+        let targets: Vec<String> = cfg.switch.openflow.clone();
+        eprintln!(
+            "flowpath switch: OpenFlow 1.3 on {} (listening on {:?})",
+            targets.join(", "),
+            of.listening
+        );
+    }
     println!("ready");
     let _ = std::io::stdout().flush();
     while !stop.load(Ordering::Relaxed) {

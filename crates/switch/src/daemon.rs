@@ -9,9 +9,14 @@
 use crate::config::DaemonConfig;
 use crate::control::{ControlSocket, Op, Request};
 use crate::metrics::{collect, spawn_metrics, stats_response};
+use crate::openflow::{DaemonPorts, OpenFlowChannel, PacketInItem, PacketIo};
 use crate::pmd::{spawn_worker_with_tier, WorkerConfig, WorkerHandle, WorkerPort, WorkerSnapshot};
 use crate::switch::{spawn_control_with, Switch, SwitchConfig};
 use crate::tier::{TierPort, XdpTier};
+use flowpath_datapath::{ControllerQueue, PacketOut, PacketOutQueue};
+use flowpath_openflow::consts::{brc, et, OFPP_CONTROLLER};
+use flowpath_openflow::OfError;
+use flowpath_packet::Action;
 use flowpath_ports::{PortConfig, PortKind};
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
@@ -31,6 +36,8 @@ pub struct Daemon {
     control: Option<(Arc<ControlSocket>, JoinHandle<()>)>,
     expiry: Option<JoinHandle<()>>,
     metrics: Option<(SocketAddr, JoinHandle<()>)>,
+    /// The OpenFlow channel, when `switch.openflow` names targets.
+    pub openflow: Option<OpenFlowChannel>,
     /// Where the control socket and metrics endpoint listen, for the start-up message.
     pub control_path: PathBuf,
     pub metrics_addr: Option<SocketAddr>,
@@ -80,6 +87,25 @@ impl Daemon {
             control_handler(&sw, &snapshots, tier.clone()),
         );
         let expiry = sw.spawn_expiry(stop.clone());
+        let openflow = if cfg.switch.openflow.is_empty() {
+            None
+        } else {
+            let ofcfg = cfg.openflow_config()?;
+            let ports = Arc::new(DaemonPorts::new(cfg.ports.clone(), snapshots.clone()));
+            let io = Arc::new(DaemonPacketIo {
+                controllers: workers.iter().map(|w| w.controller.clone()).collect(),
+                packet_out: workers[0].packet_out.clone(),
+                ports: cfg.ports.iter().map(|p| p.number).collect(),
+                next: std::sync::atomic::AtomicUsize::new(0),
+            });
+            match OpenFlowChannel::start(sw.clone(), ports, io, ofcfg, stop.clone()) {
+                Ok(ch) => Some(ch),
+                Err(e) => {
+                    stop.store(true, Ordering::Relaxed);
+                    return Err(format!("switch.openflow: {e}"));
+                }
+            }
+        };
         let (metrics, metrics_addr) = match metrics_listener {
             Some(l) => {
                 let addr = l.local_addr().map_err(|e| format!("switch.metrics: {e}"))?;
@@ -97,6 +123,7 @@ impl Daemon {
             control: Some((sock, control)),
             expiry: Some(expiry),
             metrics,
+            openflow,
             control_path,
             metrics_addr,
             restored_flows,
@@ -117,6 +144,9 @@ impl Daemon {
             .drain(..)
             .filter_map(|w| w.thread.join().ok())
             .collect();
+        if let Some(ch) = self.openflow.take() {
+            ch.join();
+        }
         if let Some((sock, h)) = self.control.take() {
             sock.wake();
             let _ = h.join();
@@ -296,4 +326,55 @@ fn open_tier_port(
         port = Box::new(flowpath_ports::PcapTracer::new(port, &path).map_err(ctx)?);
     }
     Ok(port)
+}
+
+/// The daemon's workers as the OpenFlow channel's packet source and sink: packet-ins
+/// from every worker's controller queue (taken in turn), packet-outs to worker 0, which
+/// like every worker can transmit on every port.
+struct DaemonPacketIo {
+    controllers: Vec<Arc<ControllerQueue>>,
+    packet_out: Arc<PacketOutQueue>,
+    ports: Vec<u32>,
+    next: std::sync::atomic::AtomicUsize,
+}
+
+impl PacketIo for DaemonPacketIo {
+    fn poll_packet_ins(&self, out: &mut Vec<PacketInItem>, max: usize) {
+        let n = self.controllers.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        for i in 0..n {
+            let q = &self.controllers[(start + i) % n];
+            while out.len() < max {
+                let Some(p) = q.pop() else { break };
+                out.push(PacketInItem {
+                    in_port: p.in_port,
+                    reason: p.reason,
+                    table_id: p.table_id,
+                    cookie: p.cookie,
+                    total_len: p.total_len.min(u16::MAX as u32) as u16,
+                    data: p.data.clone(),
+                });
+                q.recycle(p);
+            }
+        }
+    }
+
+    fn packet_out(&self, in_port: u32, actions: Vec<Action>, data: Vec<u8>) -> Result<(), OfError> {
+        let p = PacketOut {
+            in_port: (in_port != OFPP_CONTROLLER).then_some(in_port),
+            actions,
+            data,
+        };
+        self.packet_out.push(p).map_err(|_| {
+            // The worker is behind by a whole queue of packet-outs: refuse, not block.
+            OfError {
+                type_: et::BAD_REQUEST,
+                code: brc::EPERM,
+            }
+        })
+    }
+
+    fn has_port(&self, port: u32) -> bool {
+        self.ports.contains(&port)
+    }
 }
