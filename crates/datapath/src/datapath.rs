@@ -405,9 +405,11 @@ impl Datapath {
         }
     }
 
-    /// Fast-path hits do not learn: re-learn the sources of the NORMAL megaflows that had
-    /// packets since the last sweep, so a talking host does not age out (and a host seen
-    /// again on its old port moves back, as OVS's revalidators do). Drops dead entries.
+    /// Fast-path hits do not learn: refresh the sources of the NORMAL megaflows that had
+    /// packets since the last sweep, so a talking host does not age out. (A refresh never
+    /// moves an entry: a megaflow whose source the table places elsewhere is removed by
+    /// [`Datapath::revalidate_l2`], so its next packet learns on the slow path.) Drops dead
+    /// entries.
     fn refresh_l2(&mut self) {
         let (mf, mac) = (&self.megaflows, &self.mac);
         self.l2_flows.retain_mut(|f| {
@@ -418,7 +420,7 @@ impl Datapath {
             if packets != f.packets {
                 f.packets = packets;
                 for d in &f.deps {
-                    mac.learn(d.vlan, d.src, d.in_port);
+                    mac.refresh(d.vlan, d.src, d.in_port);
                 }
             }
             true
@@ -441,17 +443,30 @@ impl Datapath {
             };
             let concerned = match &changed {
                 None => true,
-                Some(c) => f.deps.iter().any(|d| c.contains(&(d.vlan, d.dst))),
+                Some(c) => f
+                    .deps
+                    .iter()
+                    .any(|d| c.contains(&(d.vlan, d.dst)) || c.contains(&(d.vlan, d.src))),
             };
             if !concerned {
                 i += 1;
                 continue;
             }
+            // A megaflow whose source the table no longer places on its in_port (moved,
+            // aged out, evicted) must go: its packets would not learn.
+            let learned_here = f
+                .deps
+                .iter()
+                .all(|d| d.src[0] & 1 != 0 || self.mac.lookup(d.vlan, d.src) == Some(d.in_port));
             let key = *v.key();
             let mut tr = self.pipeline.translate(&key);
             let deps = resolve_normal(&mut tr.actions, &key, &self.mac, false);
             let slot = f.id.slot();
-            if self.megaflows.revalidate_one(slot, tr, &self.pipeline) {
+            if !learned_here {
+                self.megaflows.remove(slot, &self.pipeline);
+                self.stats.l2_removed += 1;
+                self.l2_flows.swap_remove(i);
+            } else if self.megaflows.revalidate_one(slot, tr, &self.pipeline) {
                 self.l2_flows[i].deps = deps;
                 i += 1;
             } else {

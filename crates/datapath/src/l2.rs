@@ -68,14 +68,20 @@ struct MacEntry {
     port: u32,
     /// Last seen, in the table's clock (ms).
     seen: u64,
+    /// The sequence number of its latest record in `Inner::order`.
+    seq: u64,
 }
+
+/// An `Inner::order` record: (key, sequence number, seen).
+type Record = (MacKey, u64, u64);
 
 #[derive(Default)]
 struct Inner {
     map: HashMap<MacKey, MacEntry>,
     /// Entries in order of `seen` (lazy: a record whose `seen` no longer matches the
     /// entry's is skipped), for aging and eviction of the oldest.
-    order: VecDeque<(MacKey, u64)>,
+    order: VecDeque<Record>,
+    next_seq: u64,
     /// (generation after the change, what changed), oldest first.
     changes: VecDeque<(u64, MacKey)>,
 }
@@ -135,6 +141,20 @@ pub fn vlan_of(k: &FlowKey) -> u16 {
         tci & VLAN_VID_MASK
     } else {
         0
+    }
+}
+
+impl Inner {
+    /// Record that `key`'s entry was (re)stamped `seen`; returns the record's number.
+    fn record(&mut self, key: MacKey, seen: u64) -> u64 {
+        self.next_seq += 1;
+        self.order.push_back((key, self.next_seq, seen));
+        self.next_seq
+    }
+
+    /// Whether `r` is its entry's latest record.
+    fn live(&self, r: &Record) -> bool {
+        self.map.get(&r.0).is_some_and(|e| e.seq == r.1)
     }
 }
 
@@ -258,22 +278,31 @@ impl MacLearningTable {
                 let was_gone = now.saturating_sub(e.seen) >= self.aging_ms();
                 if was_gone || now.saturating_sub(e.seen) >= 1000 {
                     e.seen = now;
-                    g.order.push_back((key, now));
+                    let seq = g.record(key, now);
+                    g.map.get_mut(&key).unwrap().seq = seq;
                 }
                 was_gone
             }
             Some(e) => {
                 e.port = port;
                 e.seen = now;
-                g.order.push_back((key, now));
+                let seq = g.record(key, now);
+                g.map.get_mut(&key).unwrap().seq = seq;
                 true
             }
             None => {
                 if g.map.len() >= self.cfg.max_entries {
                     self.evict_oldest(&mut g);
                 }
-                g.map.insert(key, MacEntry { port, seen: now });
-                g.order.push_back((key, now));
+                let seq = g.record(key, now);
+                g.map.insert(
+                    key,
+                    MacEntry {
+                        port,
+                        seen: now,
+                        seq,
+                    },
+                );
                 true
             }
         };
@@ -283,6 +312,27 @@ impl MacLearningTable {
         self.compact(&mut g);
         self.note_expiry(&g);
         changed
+    }
+
+    /// Traffic from `src` still arrives on `port`: keep its entry from aging (only when the
+    /// table has it on that port; a refresh never learns or moves).
+    pub fn refresh(&self, vlan: u16, src: [u8; 6], port: u32) {
+        let now = self.now_ms();
+        let mut g = self.inner.lock().unwrap();
+        let key = (vlan, src);
+        let aging = self.aging_ms();
+        match g.map.get_mut(&key) {
+            Some(e) if e.port == port && now.saturating_sub(e.seen) < aging => {
+                if now.saturating_sub(e.seen) >= 1000 {
+                    e.seen = now;
+                    let seq = g.record(key, now);
+                    g.map.get_mut(&key).unwrap().seq = seq;
+                }
+            }
+            _ => return,
+        }
+        self.compact(&mut g);
+        self.note_expiry(&g);
     }
 
     /// Forget every entry on `port` (the port was removed).
@@ -331,8 +381,9 @@ impl MacLearningTable {
         let aging = self.aging_ms();
         let mut g = self.inner.lock().unwrap();
         let mut n = 0;
-        while let Some(&(key, seen)) = g.order.front() {
-            let live = g.map.get(&key).is_some_and(|e| e.seen == seen);
+        while let Some(&r) = g.order.front() {
+            let (key, _, seen) = r;
+            let live = g.live(&r);
             if live && now.saturating_sub(seen) < aging {
                 break;
             }
@@ -369,8 +420,9 @@ impl MacLearningTable {
     }
 
     fn evict_oldest(&self, g: &mut Inner) {
-        while let Some((key, seen)) = g.order.pop_front() {
-            if g.map.get(&key).is_some_and(|e| e.seen == seen) {
+        while let Some(r) = g.order.pop_front() {
+            if g.live(&r) {
+                let key = r.0;
                 g.map.remove(&key);
                 self.changed(g, key);
                 return;
@@ -396,8 +448,8 @@ impl MacLearningTable {
         if g.order.len() <= 4 * g.map.len() + 64 {
             return;
         }
-        let mut v: Vec<(MacKey, u64)> = g.map.iter().map(|(k, e)| (*k, e.seen)).collect();
-        v.sort_by_key(|&(_, s)| s);
+        let mut v: Vec<Record> = g.map.iter().map(|(k, e)| (*k, e.seq, e.seen)).collect();
+        v.sort_by_key(|&(_, seq, _)| seq);
         g.order = v.into();
     }
 
@@ -406,7 +458,7 @@ impl MacLearningTable {
         let next = g
             .order
             .front()
-            .map(|&(_, seen)| seen.saturating_add(self.aging_ms()))
+            .map(|&(_, _, seen)| seen.saturating_add(self.aging_ms()))
             .unwrap_or(u64::MAX);
         self.next_expiry.store(next, Ordering::Release);
     }
