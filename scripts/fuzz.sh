@@ -5,7 +5,7 @@
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     (default: 20 s, every target)
 #
 # Targets (fuzz/fuzz_targets/, checks in fuzz/src/): packet_parse, flow_syntax, pcap_read,
-# control_request. The engine is libFuzzer through cargo-fuzz, which needs a nightly
+# control_request, openflow_decode. The engine is libFuzzer through cargo-fuzz, which needs a nightly
 # toolchain (`rustup toolchain list`); cargo-fuzz is installed if missing. Without nightly
 # the script falls back to AFL++ through cargo-afl when `cargo afl` is installed (or
 # FLOWPATH_FUZZ_AFL=install lets it install cargo-afl from crates.io), and otherwise says
@@ -24,7 +24,7 @@ root=$PWD
 
 secs=${1:-20}
 [ $# -gt 0 ] && shift
-all=(packet_parse flow_syntax pcap_read control_request)
+all=(packet_parse flow_syntax pcap_read control_request openflow_decode)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 for t in "${targets[@]}"; do
@@ -43,6 +43,7 @@ crate_of() {
         flow_syntax) echo flowpath-flowsyntax ;;
         pcap_read) echo flowpath-base ;;
         control_request) echo flowpath-switch ;;
+        openflow_decode) echo flowpath-openflow ;;
     esac
 }
 

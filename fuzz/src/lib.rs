@@ -6,6 +6,7 @@
 
 pub mod control_request;
 pub mod flow_syntax;
+pub mod openflow_decode;
 pub mod packet_parse;
 pub mod pcap_read;
 pub mod replay;
