@@ -9,14 +9,10 @@
 use crate::config::DaemonConfig;
 use crate::control::{ControlSocket, Op, Request};
 use crate::metrics::{collect, spawn_metrics, stats_response};
-use crate::openflow::{DaemonPorts, OpenFlowChannel, PacketInItem, PacketIo};
+use crate::openflow::{DaemonPorts, OpenFlowChannel, WorkerPacketIo};
 use crate::pmd::{spawn_worker_with_tier, WorkerConfig, WorkerHandle, WorkerPort, WorkerSnapshot};
 use crate::switch::{spawn_control_with, Switch, SwitchConfig};
 use crate::tier::{TierPort, XdpTier};
-use flowpath_datapath::{ControllerQueue, PacketOut, PacketOutQueue};
-use flowpath_openflow::consts::{brc, et, OFPP_CONTROLLER};
-use flowpath_openflow::OfError;
-use flowpath_packet::Action;
 use flowpath_ports::{PortConfig, PortKind};
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
@@ -92,12 +88,10 @@ impl Daemon {
         } else {
             let ofcfg = cfg.openflow_config()?;
             let ports = Arc::new(DaemonPorts::new(cfg.ports.clone(), snapshots.clone()));
-            let io = Arc::new(DaemonPacketIo {
-                controllers: workers.iter().map(|w| w.controller.clone()).collect(),
-                packet_out: workers[0].packet_out.clone(),
-                ports: cfg.ports.iter().map(|p| p.number).collect(),
-                next: std::sync::atomic::AtomicUsize::new(0),
-            });
+            let io = Arc::new(WorkerPacketIo::new(
+                &workers,
+                cfg.ports.iter().map(|p| p.number).collect(),
+            ));
             match OpenFlowChannel::start(sw.clone(), ports, io, ofcfg, stop.clone()) {
                 Ok(ch) => Some(ch),
                 Err(e) => {
@@ -326,55 +320,4 @@ fn open_tier_port(
         port = Box::new(flowpath_ports::PcapTracer::new(port, &path).map_err(ctx)?);
     }
     Ok(port)
-}
-
-/// The daemon's workers as the OpenFlow channel's packet source and sink: packet-ins
-/// from every worker's controller queue (taken in turn), packet-outs to worker 0, which
-/// like every worker can transmit on every port.
-struct DaemonPacketIo {
-    controllers: Vec<Arc<ControllerQueue>>,
-    packet_out: Arc<PacketOutQueue>,
-    ports: Vec<u32>,
-    next: std::sync::atomic::AtomicUsize,
-}
-
-impl PacketIo for DaemonPacketIo {
-    fn poll_packet_ins(&self, out: &mut Vec<PacketInItem>, max: usize) {
-        let n = self.controllers.len();
-        let start = self.next.fetch_add(1, Ordering::Relaxed);
-        for i in 0..n {
-            let q = &self.controllers[(start + i) % n];
-            while out.len() < max {
-                let Some(p) = q.pop() else { break };
-                out.push(PacketInItem {
-                    in_port: p.in_port,
-                    reason: p.reason,
-                    table_id: p.table_id,
-                    cookie: p.cookie,
-                    total_len: p.total_len.min(u16::MAX as u32) as u16,
-                    data: p.data.clone(),
-                });
-                q.recycle(p);
-            }
-        }
-    }
-
-    fn packet_out(&self, in_port: u32, actions: Vec<Action>, data: Vec<u8>) -> Result<(), OfError> {
-        let p = PacketOut {
-            in_port: (in_port != OFPP_CONTROLLER).then_some(in_port),
-            actions,
-            data,
-        };
-        self.packet_out.push(p).map_err(|_| {
-            // The worker is behind by a whole queue of packet-outs: refuse, not block.
-            OfError {
-                type_: et::BAD_REQUEST,
-                code: brc::EPERM,
-            }
-        })
-    }
-
-    fn has_port(&self, port: u32) -> bool {
-        self.ports.contains(&port)
-    }
 }

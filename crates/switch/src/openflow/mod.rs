@@ -13,7 +13,7 @@ mod session;
 pub mod target;
 
 pub use ports::{DaemonPorts, NoPorts, PortCounters, PortDesc, SwitchPorts};
-pub use session::{ChannelCounters, NoPacketIo, PacketInItem, PacketIo};
+pub use session::{ChannelCounters, NoPacketIo, PacketInItem, PacketIo, WorkerPacketIo};
 pub use target::Target;
 
 use crate::switch::Switch;

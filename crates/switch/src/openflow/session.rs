@@ -6,7 +6,9 @@
 use super::flows::{self, PendingAdds};
 use super::ports::{PortDesc, SwitchPorts};
 use super::{FailMode, OpenFlowConfig, Target, FAIL_OPEN_COOKIE};
+use crate::pmd::WorkerHandle;
 use crate::switch::Switch;
+use flowpath_datapath::{ControllerQueue, PacketOut, PacketOutQueue};
 use flowpath_openflow::consts::*;
 use flowpath_openflow::{
     decode, message_len, negotiate_version, AsyncConfig, Features, Header, Message, OfError, Oxm,
@@ -58,6 +60,69 @@ impl PacketIo for NoPacketIo {
     }
     fn has_port(&self, _: u32) -> bool {
         false
+    }
+}
+
+/// Datapath workers as the OpenFlow channel's packet source and sink: packet-ins
+/// from every worker's controller queue (taken in turn), packet-outs to worker 0, which
+/// like every worker can transmit on every port.
+pub struct WorkerPacketIo {
+    controllers: Vec<Arc<ControllerQueue>>,
+    packet_out: Arc<PacketOutQueue>,
+    ports: Vec<u32>,
+    next: std::sync::atomic::AtomicUsize,
+}
+
+impl WorkerPacketIo {
+    /// `workers`' queues; `ports`: the port numbers packet-outs may name.
+    pub fn new(workers: &[WorkerHandle], ports: Vec<u32>) -> WorkerPacketIo {
+        WorkerPacketIo {
+            controllers: workers.iter().map(|w| w.controller.clone()).collect(),
+            packet_out: workers[0].packet_out.clone(),
+            ports,
+            next: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+}
+
+impl PacketIo for WorkerPacketIo {
+    fn poll_packet_ins(&self, out: &mut Vec<PacketInItem>, max: usize) {
+        let n = self.controllers.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        for i in 0..n {
+            let q = &self.controllers[(start + i) % n];
+            while out.len() < max {
+                let Some(p) = q.pop() else { break };
+                out.push(PacketInItem {
+                    in_port: p.in_port,
+                    reason: p.reason,
+                    table_id: p.table_id,
+                    cookie: p.cookie,
+                    total_len: p.total_len.min(u16::MAX as u32) as u16,
+                    data: p.data.clone(),
+                });
+                q.recycle(p);
+            }
+        }
+    }
+
+    fn packet_out(&self, in_port: u32, actions: Vec<Action>, data: Vec<u8>) -> Result<(), OfError> {
+        let p = PacketOut {
+            in_port: (in_port != OFPP_CONTROLLER).then_some(in_port),
+            actions,
+            data,
+        };
+        self.packet_out.push(p).map_err(|_| {
+            // The worker is behind by a whole queue of packet-outs: refuse, not block.
+            OfError {
+                type_: et::BAD_REQUEST,
+                code: brc::EPERM,
+            }
+        })
+    }
+
+    fn has_port(&self, port: u32) -> bool {
+        self.ports.contains(&port)
     }
 }
 
