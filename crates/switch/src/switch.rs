@@ -11,7 +11,8 @@ use flowpath_flowsyntax::{
 use flowpath_inspect::megaflows::CompiledFilter;
 use flowpath_inspect::{trace_request, MegaflowFilter, RawMegaflow, TraceRequest, WorkerMegaflows};
 use flowpath_pipeline::{
-    now_ns, Applied, Backend, Change, Pipeline, Removed, RuleError, RuleSpec, RuleStore, Selector,
+    now_ns, Applied, Backend, Change, GroupSpec, Pipeline, Removed, RuleError, RuleSpec, RuleStore,
+    Selector,
 };
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -209,10 +210,13 @@ impl Switch {
         let store = Arc::new(RuleStore::new(cfg.backend));
         let state = cfg.state.clone().map(StateFile::new);
         if let Some(st) = &state {
-            let specs = st.load().map_err(|e| e.to_string())?;
-            if !specs.is_empty() {
+            let (specs, groups) = st.load_all().map_err(|e| e.to_string())?;
+            if !specs.is_empty() || !groups.is_empty() {
+                // Groups first: flows may name them.
+                let mut changes: Vec<Change> = groups.into_iter().map(Change::AddGroup).collect();
+                changes.push(Change::Replace(specs));
                 store
-                    .apply(vec![Change::Replace(specs)])
+                    .apply(changes)
                     .map_err(|e| format!("state file {}: {e}", st.path().display()))?;
             }
         }
@@ -491,7 +495,9 @@ impl Switch {
         };
         let snap = self.store.snapshot();
         let specs: Vec<&RuleSpec> = snap.rules().map(|r| &*r.spec).collect();
-        st.save(&specs)
+        let mut groups: Vec<&GroupSpec> = snap.groups().iter().map(|g| &*g.spec).collect();
+        groups.sort_by_key(|g| g.id);
+        st.save_all(&specs, &groups)
     }
 
     fn dump(&self, text: &str) -> Response {

@@ -93,3 +93,61 @@ proptest! {
         prop_assert_eq!(parse_state(&text).unwrap(), specs);
     }
 }
+
+#[test]
+fn groups_and_the_flows_naming_them_survive_a_restart() {
+    use flowpath_packet::Action;
+    use flowpath_pipeline::{Bucket, Change, GroupSpec, GroupType};
+    use flowpath_switch::{Switch, SwitchConfig};
+    let d = tmpdir("groups");
+    let path = d.join("flows.state");
+    let cfg = SwitchConfig {
+        state: Some(path.clone()),
+        ..SwitchConfig::default()
+    };
+    let groups = vec![
+        GroupSpec::new(
+            7,
+            GroupType::Select,
+            vec![
+                Bucket::new([Action::Output(1)]).weight(100),
+                Bucket::new([Action::SetEthDst([2, 0, 0, 0, 0, 9]), Action::Output(2)]).weight(50),
+            ],
+        ),
+        GroupSpec::new(
+            3,
+            GroupType::All,
+            vec![Bucket::new([Action::Output(4)]), Bucket::new([])],
+        ),
+    ];
+    {
+        let sw = Switch::open(cfg.clone()).unwrap();
+        let mut changes: Vec<Change> = groups.iter().cloned().map(Change::AddGroup).collect();
+        changes.push(Change::Add(
+            parse_flow("priority=5,ip actions=group:7", FlowCommand::Add)
+                .unwrap()
+                .spec,
+        ));
+        changes.push(Change::Add(
+            parse_flow("priority=4,arp actions=group:3", FlowCommand::Add)
+                .unwrap()
+                .spec,
+        ));
+        sw.apply_batch(changes).unwrap();
+        sw.save_pending().unwrap();
+    }
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("# end: 2 flows, 2 groups"), "{text}");
+    let sw = Switch::open(cfg).unwrap();
+    let snap = sw.store().snapshot();
+    let mut back: Vec<GroupSpec> = snap.groups().iter().map(|g| (*g.spec).clone()).collect();
+    back.sort_by_key(|g| g.id);
+    let mut want = groups.clone();
+    want.sort_by_key(|g| g.id);
+    assert_eq!(back, want);
+    assert_eq!(snap.rules().count(), 2);
+    // A group count that does not match is a torn file, refused.
+    let torn = text.replace("2 groups", "3 groups");
+    assert!(flowpath_switch::state::parse_state_all(&torn).is_err());
+    std::fs::remove_dir_all(&d).unwrap();
+}
