@@ -499,3 +499,117 @@ fn garbage_gets_an_error_and_a_broken_length_closes_cleanly() {
     assert!(d.barrier().is_empty());
     stop(ch, st);
 }
+
+/// Accept the switch's active connection on `l` and do the HELLO exchange.
+fn accept_switch(l: &std::net::TcpListener) -> Client {
+    let (s, _) = l.accept().unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut c = Client {
+        s,
+        buf: Vec::new(),
+        xid: 500,
+    };
+    c.send(&Message::hello());
+    match c.recv() {
+        (_, Message::Hello(_)) => {}
+        other => panic!("expected HELLO, got {other:?}"),
+    }
+    c
+}
+
+fn fail_open_flows(sw: &Switch) -> usize {
+    dump_lines(sw)
+        .iter()
+        .filter(|l| l.contains("actions=NORMAL") && l.contains("priority=0"))
+        .count()
+}
+
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !f() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn an_active_connection_reconnects_and_standalone_mode_learns_while_no_controller_is_there() {
+    use flowpath_switch::openflow::FailMode;
+    // Reserve a port, then close it: the controller is not there yet.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let sw = Switch::open(SwitchConfig::default()).unwrap();
+    let stop_flag = Arc::new(AtomicBool::new(false));
+    let cfg = OpenFlowConfig {
+        targets: vec![Target::parse(&format!("tcp:127.0.0.1:{port}")).unwrap()],
+        fail_mode: FailMode::Standalone,
+        backoff_min: Duration::from_millis(20),
+        backoff_max: Duration::from_millis(200),
+        ..OpenFlowConfig::default()
+    };
+    let ch = OpenFlowChannel::start(
+        sw.clone(),
+        Arc::new(NoPorts),
+        Arc::new(NoPacketIo),
+        cfg,
+        stop_flag.clone(),
+    )
+    .unwrap();
+    // No controller: a learning switch (one NORMAL flow), and connect attempts counted.
+    assert_eq!(fail_open_flows(&sw), 1);
+    wait_for("a failed connect", || ch.counters().connect_failures > 0);
+    // The controller comes up: the switch connects, and the fail-open flow goes.
+    let l = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let mut c = accept_switch(&l);
+    wait_for("the fail-open flow to go", || fail_open_flows(&sw) == 0);
+    let x = c.send(&Message::FeaturesRequest);
+    assert!(matches!(c.recv(), (xid, Message::FeaturesReply(_)) if xid == x));
+    // The controller goes away: standalone again, and the switch comes back by itself.
+    drop(c);
+    wait_for("the fail-open flow to return", || fail_open_flows(&sw) == 1);
+    let mut c = accept_switch(&l);
+    wait_for("the fail-open flow to go again", || {
+        fail_open_flows(&sw) == 0
+    });
+    assert!(c.barrier().is_empty());
+    stop(ch, stop_flag);
+}
+
+#[test]
+fn secure_mode_keeps_the_flows_while_the_controller_is_away() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let sw = Switch::open(SwitchConfig::default()).unwrap();
+    let l = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let stop_flag = Arc::new(AtomicBool::new(false));
+    let cfg = OpenFlowConfig {
+        targets: vec![Target::parse(&format!("tcp:127.0.0.1:{port}")).unwrap()],
+        backoff_min: Duration::from_millis(20),
+        ..OpenFlowConfig::default()
+    };
+    let ch = OpenFlowChannel::start(
+        sw.clone(),
+        Arc::new(NoPorts),
+        Arc::new(NoPacketIo),
+        cfg,
+        stop_flag.clone(),
+    )
+    .unwrap();
+    let mut c = accept_switch(&l);
+    c.send(&add(0, 9, vec![], vec![OfAction::output(1)]));
+    assert!(c.barrier().is_empty());
+    drop(c);
+    drop(l);
+    std::thread::sleep(Duration::from_millis(300));
+    let lines = dump_lines(&sw);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].contains("output:1"));
+    stop(ch, stop_flag);
+}

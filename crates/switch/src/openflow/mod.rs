@@ -136,6 +136,9 @@ impl OpenFlowChannel {
             .filter(|t| matches!(t, Target::Connect { .. }))
             .cloned()
             .collect();
+        // A fail-open flow saved by an earlier run (standalone, no controller then) is
+        // not configuration: start without it, and add it again below if still wanted.
+        shared.remove_leftover_fail_open();
         if cfg.fail_mode == FailMode::Standalone && !active.is_empty() {
             shared.set_fail_open(true);
         }

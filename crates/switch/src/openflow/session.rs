@@ -353,6 +353,21 @@ impl Shared {
         }
     }
 
+    pub(crate) fn remove_leftover_fail_open(&self) {
+        let snap = self.switch.store().snapshot();
+        if snap.rules().any(|r| r.spec.cookie == FAIL_OPEN_COOKIE) {
+            let mut sel = flowpath_pipeline::Selector::all();
+            sel.cookie = FAIL_OPEN_COOKIE;
+            sel.cookie_mask = u64::MAX;
+            if let Err(e) = self
+                .switch
+                .apply_batch(vec![flowpath_pipeline::Change::DeleteWhere(sel)])
+            {
+                eprintln!("flowpath: openflow: removing the last run's fail-open flow: {e}");
+            }
+        }
+    }
+
     /// After a `tcp:` controller connection opens or closes.
     fn controllers_changed(&self) {
         let any = self.live_conns().iter().any(|c| c.active);
