@@ -164,11 +164,14 @@ impl<'a> Reader<'a> {
         Ok(u64::from_be_bytes(self.array()?))
     }
 
-    /// A fixed-size NUL-padded string field: up to the first NUL; bytes that are not
+    /// A fixed-size NUL-terminated string field: up to the first NUL; bytes that are not
     /// UTF-8 become `?` one for one (so the string keeps its byte length).
     pub(crate) fn string(&mut self, n: usize) -> Result<String, DecodeError> {
         let b = self.bytes(n)?;
-        let end = b.iter().position(|&c| c == 0).unwrap_or(n);
+        // The last byte is the terminator the spec requires: a field without a NUL is
+        // read as its first n - 1 bytes, which is what encoding writes back.
+        let b = &b[..n.saturating_sub(1)];
+        let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
         let b = &b[..end];
         Ok(match std::str::from_utf8(b) {
             Ok(s) => s.to_string(),
