@@ -208,7 +208,8 @@ fn check_rewrite(action: &Action, old: &FlowKey, new: &FlowKey, meta: &PacketMet
         | Action::Flood
         | Action::All
         | Action::Table
-        | Action::Group(_) => (&[], None),
+        | Action::Group(_)
+        | Action::WriteMetadata { .. } => (&[], None),
     };
     let (o, n) = (old.bytes(), new.bytes());
     for i in 0..KEY_BYTES {

@@ -274,6 +274,13 @@ fn write_tunnel(s: &mut String, m: &Match) {
             let _ = write!(s, "/{mk:#x}");
         }
     }
+    let (v, mk) = get(m, Field::Metadata);
+    if mk != 0 {
+        let _ = write!(s, ",metadata={v:#x}");
+        if mk != Field::Metadata.full_mask() {
+            let _ = write!(s, "/{mk:#x}");
+        }
+    }
 }
 
 /// Ingress port, VLAN tags, Ethernet addresses and type.
@@ -395,6 +402,10 @@ fn write_action(s: &mut String, a: &Action) {
         Action::All => write!(s, "ALL"),
         Action::Table => write!(s, "TABLE"),
         Action::Group(g) => write!(s, "group:{g}"),
+        Action::WriteMetadata { value, mask } if *mask == 0xff_ffff => {
+            write!(s, "write_metadata:{value:#x}")
+        }
+        Action::WriteMetadata { value, mask } => write!(s, "write_metadata:{value:#x}/{mask:#x}"),
         Action::SetEthSrc(mac) => {
             s.push_str("mod_dl_src:");
             write_mac(s, mac);

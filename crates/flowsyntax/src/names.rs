@@ -49,10 +49,11 @@ pub(crate) enum F {
     TunIpv6Src,
     TunIpv6Dst,
     TunFlags,
+    Metadata,
 }
 
 /// Every `F`, in declaration order (so `ALL_FIELDS[f as usize] == f`).
-pub(crate) const ALL_FIELDS: [F; 44] = [
+pub(crate) const ALL_FIELDS: [F; 45] = [
     F::InPort,
     F::EthSrc,
     F::EthDst,
@@ -97,6 +98,7 @@ pub(crate) const ALL_FIELDS: [F; 44] = [
     F::TunIpv6Src,
     F::TunIpv6Dst,
     F::TunFlags,
+    F::Metadata,
 ];
 
 /// Every accepted field name. The first name of each field in this list is not
@@ -155,6 +157,7 @@ pub(crate) const FIELDS: &[(&str, F)] = &[
     ("tun_ipv6_src", F::TunIpv6Src),
     ("tun_ipv6_dst", F::TunIpv6Dst),
     ("tun_flags", F::TunFlags),
+    ("metadata", F::Metadata),
 ];
 
 /// String equality that rejects on length, first and last byte before comparing the
@@ -247,7 +250,6 @@ pub(crate) const IGNORED: &[&str] = &["duration", "n_packets", "n_bytes", "idle_
 
 /// OVS match fields and flow-mod keywords flowpath does not have.
 pub(crate) const UNSUPPORTED_FIELDS: &[&str] = &[
-    "metadata",
     "pkt_mark",
     "skb_priority",
     "recirc_id",

@@ -77,14 +77,18 @@ const ETH_IPV6: u128 = ethertype::IPV6 as u128;
 const ETH_ARP: u128 = ethertype::ARP as u128;
 
 /// Fields of the flow key that have an OXM (what [`oxm_to_match`] accepts).
-pub const SUPPORTED_FIELDS: [OxmField; 25] = {
+pub const SUPPORTED_FIELDS: [OxmField; 26] = {
     use OxmField::*;
     [
-        InPort, EthDst, EthSrc, EthType, VlanVid, VlanPcp, IpDscp, IpEcn, IpProto, Ipv4Src,
-        Ipv4Dst, TcpSrc, TcpDst, UdpSrc, UdpDst, Icmpv4Type, Icmpv4Code, ArpOp, ArpSpa, ArpTpa,
-        Ipv6Src, Ipv6Dst, Icmpv6Type, Icmpv6Code, TunnelId,
+        InPort, Metadata, EthDst, EthSrc, EthType, VlanVid, VlanPcp, IpDscp, IpEcn, IpProto,
+        Ipv4Src, Ipv4Dst, TcpSrc, TcpDst, UdpSrc, UdpDst, Icmpv4Type, Icmpv4Code, ArpOp, ArpSpa,
+        ArpTpa, Ipv6Src, Ipv6Dst, Icmpv6Type, Icmpv6Code, TunnelId,
     ]
 };
+
+/// The metadata bits flowpath keeps (the key's `Field::Metadata`): a match or a
+/// write_metadata needing bits above them is refused (their value is always zero).
+pub const METADATA_BITS: u64 = 0x00ff_ffff;
 
 /// Fields a set_field action may write (what [`of_actions_to_actions`] accepts).
 pub const SETTABLE_FIELDS: [OxmField; 14] = {
@@ -261,6 +265,14 @@ pub fn oxm_to_match(oxms: &[Oxm]) -> Result<Match, OfError> {
                 }
                 m = m.with(Field::TunId, v, mk & 0xff_ffff);
             }
+            Metadata => {
+                // 24 bits kept: the bits above are always zero, so a match needing one of
+                // them set could never match.
+                if v & !(METADATA_BITS as u128) != 0 {
+                    return Err(OfError::bad_match(bmc::BAD_VALUE));
+                }
+                m = m.with(Field::Metadata, v, mk & METADATA_BITS as u128);
+            }
             _ => return Err(OfError::bad_match(bmc::BAD_FIELD)),
         }
     }
@@ -368,6 +380,12 @@ pub fn match_to_oxm(m: &Match) -> Vec<Oxm> {
         out.push(Oxm::exact(O::TunnelId, tun));
     } else if tun_m != 0 {
         out.push(Oxm::masked(O::TunnelId, tun & tun_m, tun_m));
+    }
+    let (md, md_m) = (val(Field::Metadata), mask(Field::Metadata));
+    if md_m == METADATA_BITS as u128 {
+        out.push(Oxm::exact(O::Metadata, md));
+    } else if md_m != 0 {
+        out.push(Oxm::masked(O::Metadata, md & md_m, md_m));
     }
     out.sort_by_key(|o| o.field());
     out
@@ -546,6 +564,7 @@ pub fn actions_to_of_actions(acts: &[Action], m: &Match) -> Vec<OfAction> {
     let udp = m.mask.get(Field::NwProto) == 0xff && m.value.get(Field::NwProto) == 17;
     let set = |f: OxmField, v: u128| OfAction::SetField(Oxm::exact(f, v));
     acts.iter()
+        .filter(|a| !matches!(a, Action::WriteMetadata { .. }))
         .map(|a| match *a {
             Action::Output(p) => OfAction::output(p),
             Action::InPort => OfAction::output(OFPP_IN_PORT),
@@ -587,6 +606,7 @@ pub fn actions_to_of_actions(acts: &[Action], m: &Match) -> Vec<OfAction> {
             Action::DecTtl => OfAction::DecNwTtl,
             Action::SetTunnel(id) => set(OxmField::TunnelId, id as u128),
             Action::Group(g) => OfAction::Group(g),
+            Action::WriteMetadata { .. } => unreachable!("filtered out above"),
         })
         .collect()
 }
@@ -612,6 +632,8 @@ pub fn instructions_to_rule(
 ) -> Result<RuleInstructions, OfError> {
     let mut out = RuleInstructions::default();
     let mut seen = 0u32;
+    // write_metadata runs after the apply-actions: the rule holds it as the last one.
+    let mut metadata_write = None;
     for i in instrs {
         let bit = 1u32 << (i.type_() & 31);
         if seen & bit != 0 {
@@ -638,14 +660,23 @@ pub fn instructions_to_rule(
                 out.write_actions = of_actions_to_actions(a, &probe, ActionContext::Rule)?;
             }
             Instruction::ClearActions => out.clear_actions = true,
-            Instruction::WriteMetadata { .. } | Instruction::Meter(_) => {
-                return Err(OfError::bad_inst(bic::UNSUP_INST))
+            Instruction::WriteMetadata { metadata, mask } => {
+                if metadata & mask & !METADATA_BITS != 0 {
+                    return Err(OfError::bad_inst(bic::UNSUP_METADATA));
+                }
+                let mask = (mask & METADATA_BITS) as u32;
+                metadata_write = Some(Action::WriteMetadata {
+                    value: (*metadata as u32) & mask,
+                    mask,
+                });
             }
+            Instruction::Meter(_) => return Err(OfError::bad_inst(bic::UNSUP_INST)),
             Instruction::Experimenter { .. } => {
                 return Err(OfError::bad_inst(bic::BAD_EXPERIMENTER))
             }
         }
     }
+    out.actions.extend(metadata_write);
     Ok(out)
 }
 
@@ -653,9 +684,13 @@ pub fn instructions_to_rule(
 /// clear_actions, write_actions, goto_table, the order OF 1.3 §5.9 runs them in.
 pub fn rule_to_instructions(spec: &RuleSpec) -> Vec<Instruction> {
     let mut out = Vec::new();
-    if !spec.actions.is_empty() {
+    let (apply, metadata) = match spec.actions.split_last() {
+        Some((Action::WriteMetadata { value, mask }, rest)) => (rest, Some((*value, *mask))),
+        _ => (&spec.actions[..], None),
+    };
+    if !apply.is_empty() {
         out.push(Instruction::ApplyActions(actions_to_of_actions(
-            &spec.actions,
+            apply,
             &spec.matches,
         )));
     }
@@ -667,6 +702,18 @@ pub fn rule_to_instructions(spec: &RuleSpec) -> Vec<Instruction> {
             &spec.write_actions,
             &spec.matches,
         )));
+    }
+    if let Some((value, mask)) = metadata {
+        // All the bits flowpath keeps is "all of them" to a controller (the rest are 0).
+        let mask = if mask as u64 == METADATA_BITS {
+            u64::MAX
+        } else {
+            mask as u64
+        };
+        out.push(Instruction::WriteMetadata {
+            metadata: value as u64,
+            mask,
+        });
     }
     if let Some(t) = spec.goto {
         out.push(Instruction::GotoTable(t));
@@ -860,6 +907,7 @@ pub fn flow_removed(
 pub fn table_features(n_tables: u8, max_entries: u32) -> Vec<TableFeatures> {
     let insts = vec![
         inst::GOTO_TABLE,
+        inst::WRITE_METADATA,
         inst::WRITE_ACTIONS,
         inst::APPLY_ACTIONS,
         inst::CLEAR_ACTIONS,
@@ -933,8 +981,8 @@ pub fn table_features(n_tables: u8, max_entries: u32) -> Vec<TableFeatures> {
             TableFeatures {
                 table_id: t,
                 name: format!("table{t}"),
-                metadata_match: 0,
-                metadata_write: 0,
+                metadata_match: METADATA_BITS,
+                metadata_write: METADATA_BITS,
                 config: 0,
                 max_entries,
                 properties: props,

@@ -221,8 +221,13 @@ fn match_errors() {
         bad(vec![ip.clone(), ip.clone()]),
         err(et::BAD_MATCH, bmc::DUP_FIELD)
     );
+    // Metadata: 24 bits kept; a value needing a bit above them could never match.
     assert_eq!(
-        bad(vec![Oxm::exact(F::Metadata, 1)]),
+        bad(vec![Oxm::exact(F::Metadata, 1 << 40)]),
+        err(et::BAD_MATCH, bmc::BAD_VALUE)
+    );
+    assert_eq!(
+        bad(vec![Oxm::exact(F::PbbIsid, 1)]),
         err(et::BAD_MATCH, bmc::BAD_FIELD)
     );
     assert_eq!(
@@ -362,12 +367,13 @@ fn instruction_and_action_errors() {
         fm(vec![Instruction::GotoTable(1)]),
         err(et::BAD_INSTRUCTION, bic::BAD_TABLE_ID)
     );
+    // flowpath keeps 24 bits of metadata: writing a bit above them is refused.
     assert_eq!(
         fm(vec![Instruction::WriteMetadata {
-            metadata: 1,
-            mask: 1
+            metadata: 1 << 40,
+            mask: u64::MAX
         }]),
-        err(et::BAD_INSTRUCTION, bic::UNSUP_INST)
+        err(et::BAD_INSTRUCTION, bic::UNSUP_METADATA)
     );
     assert_eq!(
         fm(vec![Instruction::Meter(1)]),

@@ -86,6 +86,15 @@ pub enum Action {
     /// (`flowpath_pipeline`'s group.rs), so a megaflow never carries it and the datapath
     /// and the XDP tier do nothing for it.
     Group(u32),
+    /// OpenFlow's write-metadata instruction: `metadata = (metadata & !mask) | (value &
+    /// mask)` for the tables after this rule (24 bits, see `Field::Metadata`). A rule holds
+    /// it as the last of its apply-actions, which is where the instruction runs (after
+    /// apply-actions, clear-actions and write-actions, before goto_table); the slow path
+    /// applies it to the key it classifies, so a megaflow never carries it.
+    WriteMetadata {
+        value: u32,
+        mask: u32,
+    },
 }
 
 impl Action {
@@ -122,6 +131,7 @@ impl Action {
                 | Action::Controller { .. }
                 | Action::SetTunnel(_)
                 | Action::Group(_)
+                | Action::WriteMetadata { .. }
                 | Action::Normal
                 | Action::Flood
                 | Action::All

@@ -27,7 +27,7 @@
 //! | 48..64  | `ip_dst`: IPv6, or IPv4 / ARP TPA in bytes 48..52           |
 //! | 64..68  | `tun_id` (VXLAN VNI, 24 bits)                               |
 //! | 68      | `tun_flags` ([`TUN_PRESENT`], [`TUN_IPV6`])                 |
-//! | 69..72  | zero                                                        |
+//! | 69..72  | `metadata` (OpenFlow's pipeline register, low 24 bits)      |
 //! | 72..88  | `tun_src` outer source (IPv4 in the first 4 bytes)          |
 //! | 88..104 | `tun_dst` outer destination                                 |
 //!
@@ -142,11 +142,16 @@ pub enum Field {
     TunFlags,
     TunSrc,
     TunDst,
+    /// OpenFlow's metadata register: 0 for every packet the parser keys; `write_metadata`
+    /// sets it while a packet walks the tables, for later tables to match. flowpath keeps
+    /// its low 24 bits (the room left in the key); the OpenFlow channel refuses values
+    /// that need more.
+    Metadata,
 }
 
 impl Field {
     /// Every field, in layout order.
-    pub const ALL: [Field; 21] = [
+    pub const ALL: [Field; 22] = [
         Field::InPort,
         Field::EthType,
         Field::VlanTci,
@@ -168,6 +173,7 @@ impl Field {
         Field::TunFlags,
         Field::TunSrc,
         Field::TunDst,
+        Field::Metadata,
     ];
 
     /// Byte offset and length of the field inside the key.
@@ -195,6 +201,7 @@ impl Field {
             Field::TunFlags => (68, 1),
             Field::TunSrc => (72, 16),
             Field::TunDst => (88, 16),
+            Field::Metadata => (69, 3),
         }
     }
 
@@ -231,6 +238,7 @@ impl Field {
             Field::TunFlags => "tun_flags",
             Field::TunSrc => "tun_src",
             Field::TunDst => "tun_dst",
+            Field::Metadata => "metadata",
         }
     }
 

@@ -41,7 +41,8 @@ pub fn apply(
         | Action::Flood
         | Action::All
         | Action::Table
-        | Action::Group(_) => {}
+        | Action::Group(_)
+        | Action::WriteMetadata { .. } => {}
         Action::SetEthSrc(mac) => set_bytes(pkt, 6, &mac),
         Action::SetEthDst(mac) => set_bytes(pkt, 0, &mac),
         Action::SetIpv4Src(addr) => set_ipv4_addr(pkt, meta, IPV4_SRC, addr),

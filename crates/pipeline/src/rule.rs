@@ -487,8 +487,13 @@ impl RuleSpec {
                 });
             }
         }
+        let n_apply = self.actions.len();
         for (i, a) in self.actions.iter().chain(&self.write_actions).enumerate() {
             let bad = match a {
+                // An instruction held as the last apply-action (see `Action::WriteMetadata`).
+                Action::WriteMetadata { value, mask } => {
+                    i + 1 != n_apply || *value > 0x00ff_ffff || *mask > 0x00ff_ffff
+                }
                 Action::SetVlanVid(v) => *v > 0x0fff,
                 Action::SetVlanPcp(p) => *p > 7,
                 Action::PushVlan { tpid } => *tpid != 0x8100 && *tpid != 0x88a8,

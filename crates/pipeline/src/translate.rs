@@ -34,6 +34,16 @@ pub(crate) fn translate_action(
         Action::Table => {}
         // Expanded into its buckets by the walk (group.rs) before it gets here.
         Action::Group(_) => {}
+        // The key's metadata for later tables; nothing for the datapath to do. The bits
+        // kept from before are read, so they are un-wildcarded (the parser keys every
+        // packet with metadata 0, so this narrows no real megaflow).
+        Action::WriteMetadata { value, mask } => {
+            let full = Field::Metadata.full_mask();
+            let mask = mask as u128 & full;
+            wc.or_field(Field::Metadata, !mask & full);
+            let old = k.get(Field::Metadata);
+            k.set(Field::Metadata, (old & !mask) | (value as u128 & mask));
+        }
         Action::SetTunnel(id) => set(k, out, a, Field::TunId, id as u128),
         Action::SetEthSrc(m) => set(k, out, a, Field::EthSrc, mac(m)),
         Action::SetEthDst(m) => set(k, out, a, Field::EthDst, mac(m)),

@@ -545,3 +545,67 @@ fn removed_rules_carry_their_reason_and_counters() {
     assert_eq!(done.removed_rules[0].reason, RemovalReason::Delete);
     assert_eq!(done.removed_rules[0].rule.counters.get(), (1, 60));
 }
+
+#[test]
+fn write_metadata_carries_a_value_to_later_tables_and_nothing_to_the_datapath() {
+    // Table 0 tags by ingress port; table 1 forwards by the tag.
+    let rules = [
+        RuleSpec::new(0, 10, Match::any().exact(Field::InPort, 1)).actions([
+            Action::WriteMetadata {
+                value: 0x42,
+                mask: 0xff,
+            },
+        ]),
+        RuleSpec::new(0, 10, Match::any().exact(Field::InPort, 2)).actions([
+            Action::Output(9),
+            Action::WriteMetadata {
+                value: 0x7,
+                mask: 0xff_ffff,
+            },
+        ]),
+        RuleSpec::new(1, 10, Match::any().with(Field::Metadata, 0x42, 0xff))
+            .actions([Action::Output(3)]),
+        RuleSpec::new(1, 5, Match::any()).actions([Action::Output(4)]),
+    ];
+    let rules: Vec<RuleSpec> = rules
+        .into_iter()
+        .map(|mut r| {
+            if r.table == 0 {
+                r.goto = Some(1);
+            }
+            r
+        })
+        .collect();
+    let store = store_with(&[], &rules);
+    let snap = store.snapshot();
+    let a = snap.translate(&udp_key(1, [10, 0, 0, 1]));
+    assert_eq!(a.actions.as_slice(), &[Action::Output(3)]);
+    let b = snap.translate(&udp_key(2, [10, 0, 0, 1]));
+    assert_eq!(
+        b.actions.as_slice(),
+        &[Action::Output(9), Action::Output(4)]
+    );
+    // Packets are keyed with metadata 0: the megaflows hold for every real packet.
+    for tr in [&a, &b] {
+        assert_eq!(tr.mask.get(Field::Metadata) & !0xff_ffff, 0);
+    }
+    // Anywhere but last in the apply-actions, or wider than 24 bits, is refused.
+    let bad = [
+        RuleSpec::new(0, 1, Match::any()).actions([
+            Action::WriteMetadata { value: 1, mask: 1 },
+            Action::Output(1),
+        ]),
+        RuleSpec::new(0, 1, Match::any()).actions([Action::WriteMetadata {
+            value: 1 << 24,
+            mask: 1 << 24,
+        }]),
+        RuleSpec::new(0, 1, Match::any())
+            .write_actions([Action::WriteMetadata { value: 1, mask: 1 }]),
+    ];
+    for r in bad {
+        assert!(
+            matches!(r.validate(), Err(RuleError::BadAction { .. })),
+            "{r:?}"
+        );
+    }
+}

@@ -292,12 +292,12 @@ fn refused_flow_mods_answer_with_the_error_and_change_nothing() {
         instructions: vec![Instruction::GotoTable(2)],
         ..FlowMod::default()
     }));
-    // write_metadata: the key has no metadata.
+    // write_metadata of a bit above the 24 flowpath keeps.
     let meta = c.send(&Message::FlowMod(FlowMod {
         command: OFPFC_ADD,
         instructions: vec![Instruction::WriteMetadata {
-            metadata: 1,
-            mask: 1,
+            metadata: 1 << 30,
+            mask: 1 << 30,
         }],
         ..FlowMod::default()
     }));
@@ -314,7 +314,7 @@ fn refused_flow_mods_answer_with_the_error_and_change_nothing() {
         vec![
             (bad, et::BAD_MATCH, bmc::BAD_PREREQ),
             (back, et::BAD_INSTRUCTION, bic::BAD_TABLE_ID),
-            (meta, et::BAD_INSTRUCTION, bic::UNSUP_INST),
+            (meta, et::BAD_INSTRUCTION, bic::UNSUP_METADATA),
         ]
     );
     let lines = dump_lines(&sw);

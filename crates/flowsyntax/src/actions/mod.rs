@@ -50,6 +50,7 @@ enum A {
     Normal,
     Flood,
     All,
+    WriteMetadata,
 }
 
 /// Action names flowpath supports (matched case-insensitively, as OVS does).
@@ -77,6 +78,7 @@ const ACTIONS: &[(&str, A)] = &[
     ("set_tunnel", A::SetTunnel),
     ("set_tunnel64", A::SetTunnel),
     ("group", A::Group),
+    ("write_metadata", A::WriteMetadata),
     ("normal", A::Normal),
     ("flood", A::Flood),
     ("all", A::All),
@@ -617,6 +619,21 @@ impl Ctx<'_> {
             A::Group => {
                 let v = self.plain(k, arg)?;
                 Action::Group(self.num(k, v, 0xffff_ff00, "a group id 0..4294967040")? as u32)
+            }
+            A::WriteMetadata => {
+                const WHAT: &str =
+                    "a number 0..0xffffff[/mask] (flowpath keeps 24 bits of OpenFlow metadata)";
+                let v = self.plain(k, arg)?;
+                let (a, m) = match v.split_once('/') {
+                    Some((a, m)) => (a, Some(m)),
+                    None => (v, None),
+                };
+                let value = self.num(k, a, 0xff_ffff, WHAT)? as u32;
+                let mask = match m {
+                    Some(m) => self.num(k, m, 0xff_ffff, WHAT)? as u32,
+                    None => 0xff_ffff,
+                };
+                Action::WriteMetadata { value, mask }
             }
             A::Drop | A::GotoTable | A::Resubmit => {
                 unreachable!("drop, goto_table and resubmit are not actions of their own")

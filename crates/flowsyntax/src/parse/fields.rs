@@ -35,9 +35,13 @@ impl<'a> Parser<'a> {
             | F::IcmpCode
             | F::Icmpv6Type
             | F::Icmpv6Code => self.field_l4(f, k, v),
-            F::TunId | F::TunSrc | F::TunDst | F::TunIpv6Src | F::TunIpv6Dst | F::TunFlags => {
-                self.field_tunnel(f, k, v)
-            }
+            F::TunId
+            | F::TunSrc
+            | F::TunDst
+            | F::TunIpv6Src
+            | F::TunIpv6Dst
+            | F::TunFlags
+            | F::Metadata => self.field_tunnel(f, k, v),
             _ => self.field_l3(f, k, v),
         }
     }
@@ -238,6 +242,17 @@ impl<'a> Parser<'a> {
                     Some(m) => parse_max(m, 0xff_ffff).ok_or_else(|| self.bad_mask(k, m, WHAT))?,
                 };
                 self.set(Field::TunId, n as u128, mask as u128);
+            }
+            F::Metadata => {
+                const WHAT: &str =
+                    "a number 0..0xffffff (flowpath keeps 24 bits of OpenFlow metadata)";
+                let (a, m) = split_mask(v);
+                let n = parse_max(a, 0xff_ffff).ok_or_else(|| self.bad_value(k, a, WHAT))?;
+                let mask = match m {
+                    None => 0xff_ffff,
+                    Some(m) => parse_max(m, 0xff_ffff).ok_or_else(|| self.bad_mask(k, m, WHAT))?,
+                };
+                self.set(Field::Metadata, n as u128, mask as u128);
             }
             F::TunSrc | F::TunDst => {
                 let (a, m) = self.ipv4(k, v)?;

@@ -187,7 +187,8 @@ mod slot {
     pub const TUN_SRC: usize = 26;
     pub const TUN_DST: usize = 27;
     pub const TUN_FLAGS: usize = 28;
-    pub const N: usize = 29;
+    pub const METADATA: usize = 29;
+    pub const N: usize = 30;
 }
 
 /// The slots a field claims (the second is `usize::MAX` when there is one).
@@ -221,6 +222,7 @@ fn slots_of(f: F) -> (usize, usize) {
         F::TunSrc | F::TunIpv6Src => one(TUN_SRC),
         F::TunDst | F::TunIpv6Dst => one(TUN_DST),
         F::TunFlags => one(TUN_FLAGS),
+        F::Metadata => one(METADATA),
     }
 }
 
