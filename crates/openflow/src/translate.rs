@@ -7,10 +7,12 @@
 //! ip_dscp and ip_ecn (the key's `nw_tos`), ip_proto, ipv4_src/dst (masked), tcp and udp
 //! ports (masks accepted, as OVS does), icmpv4/icmpv6 type and code (the key's transport
 //! ports), arp_op (the key keeps the opcode's low byte: an opcode above 255 is BAD_VALUE),
-//! arp_spa/arp_tpa (the key's IPv4 addresses, masked), ipv6_src/dst (masked) and tunnel_id
-//! (masked; the key's 24-bit VNI: a value above 24 bits is BAD_VALUE).
+//! arp_spa/arp_tpa (the key's IPv4 addresses, masked), ipv6_src/dst (masked), tunnel_id
+//! (masked; the key's 24-bit VNI: a value above 24 bits is BAD_VALUE) and metadata
+//! (masked; the key keeps 24 bits, [`METADATA_BITS`]: the rest are always zero, so a value
+//! needing one of them is BAD_VALUE and a write_metadata setting one is UNSUP_METADATA).
 //!
-//! Fields the key lacks are OFPBMC_BAD_FIELD: in_phy_port, metadata, sctp_src/sctp_dst
+//! Fields the key lacks are OFPBMC_BAD_FIELD: in_phy_port, sctp_src/sctp_dst
 //! (the parser does not read SCTP, so the key's ports are zero for it), arp_sha/arp_tha,
 //! ipv6_flabel, ipv6_nd_target/sll/tll, mpls_label/tc/bos, pbb_isid, ipv6_exthdr, and every
 //! non-OPENFLOW_BASIC class. Key fields with no OF 1.3 OXM (nw_ttl, nw_frag, tcp_flags,
@@ -622,8 +624,9 @@ pub struct RuleInstructions {
 
 /// A flow_mod's instructions for a rule in `table` with match `m`: apply_actions,
 /// write_actions, clear_actions and goto_table (which must name a later table:
-/// OFPBIC_BAD_TABLE_ID). write_metadata and meter are OFPBIC_UNSUP_INST (the key has no
-/// metadata; flowpath has no meters), experimenter instructions OFPBIC_BAD_EXPERIMENTER,
+/// OFPBIC_BAD_TABLE_ID). write_metadata becomes the rule's last apply-action
+/// (`Action::WriteMetadata`, 24 bits: a higher bit is OFPBIC_UNSUP_METADATA); meter is
+/// OFPBIC_UNSUP_INST (flowpath has no meters), experimenter instructions OFPBIC_BAD_EXPERIMENTER,
 /// and an instruction type given twice OFPBIC_UNSUP_INST (OF 1.3 has no DUP_INST code).
 pub fn instructions_to_rule(
     table: u8,
