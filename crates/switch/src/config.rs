@@ -124,6 +124,21 @@ pub struct DatapathSection {
     /// while it is full).
     #[serde(default = "default_xdp_tier_max")]
     pub xdp_tier_max: u32,
+    /// NORMAL's MAC learning table: most (VLAN, MAC) entries (default 8192) and how long
+    /// an entry lives unseen (default 300 s), as in Open vSwitch.
+    #[serde(default = "default_mac_table_size")]
+    pub mac_table_size: usize,
+    #[serde(default = "default_mac_aging_secs")]
+    pub mac_aging_secs: u64,
+}
+
+fn default_mac_table_size() -> usize {
+    flowpath_datapath::MacLearningConfig::default().max_entries
+}
+fn default_mac_aging_secs() -> u64 {
+    flowpath_datapath::MacLearningConfig::default()
+        .aging
+        .as_secs()
 }
 
 impl Default for DatapathSection {
@@ -141,6 +156,8 @@ impl Default for DatapathSection {
             idle_sleep_max_us: default_idle_sleep(),
             xdp_tier: false,
             xdp_tier_max: default_xdp_tier_max(),
+            mac_table_size: default_mac_table_size(),
+            mac_aging_secs: default_mac_aging_secs(),
         }
     }
 }
@@ -202,6 +219,12 @@ impl DaemonConfig {
         }
         if d.megaflow_max == 0 {
             return Err("datapath.megaflow_max: must be at least 1".into());
+        }
+        if d.mac_table_size == 0 {
+            return Err("datapath.mac_table_size: must be at least 1".into());
+        }
+        if d.mac_aging_secs == 0 {
+            return Err("datapath.mac_aging_secs: must be at least 1 second".into());
         }
         if !(d.revalidate_target_ms >= 0.0 && d.revalidate_target_ms.is_finite()) {
             return Err(format!(
@@ -355,6 +378,10 @@ impl DaemonConfig {
                 new_masks_per_sec: self.datapath.new_masks_per_sec,
                 poll_quantum_cycles: self.datapath.poll_quantum_cycles,
                 ..MissLimits::default()
+            },
+            mac_learning: flowpath_datapath::MacLearningConfig {
+                max_entries: self.datapath.mac_table_size,
+                aging: std::time::Duration::from_secs(self.datapath.mac_aging_secs),
             },
             ..DatapathConfig::default()
         }

@@ -9,7 +9,7 @@
 use crate::config::DaemonConfig;
 use crate::control::{ControlSocket, Op, Request};
 use crate::metrics::{collect, spawn_metrics, stats_response};
-use crate::openflow::{DaemonPorts, OpenFlowChannel, WorkerPacketIo};
+use crate::openflow::{ChannelStats, DaemonPorts, OpenFlowChannel, WorkerPacketIo};
 use crate::pmd::{spawn_worker_with_tier, WorkerConfig, WorkerHandle, WorkerPort, WorkerSnapshot};
 use crate::switch::{spawn_control_with, Switch, SwitchConfig};
 use crate::tier::{TierPort, XdpTier};
@@ -77,11 +77,6 @@ impl Daemon {
         let workers = spawn_workers(cfg, &sw, per_worker, &stop, tier.as_ref())?;
         let snapshots: Vec<_> = workers.iter().map(|w| w.snapshot.clone()).collect();
 
-        let control = spawn_control_with(
-            sock.clone(),
-            stop.clone(),
-            control_handler(&sw, &snapshots, tier.clone()),
-        );
         let expiry = sw.spawn_expiry(stop.clone());
         let openflow = if cfg.switch.openflow.is_empty() {
             None
@@ -100,6 +95,16 @@ impl Daemon {
                 }
             }
         };
+        let control = spawn_control_with(
+            sock.clone(),
+            stop.clone(),
+            control_handler(
+                &sw,
+                &snapshots,
+                tier.clone(),
+                openflow.as_ref().map(|o| o.stats()),
+            ),
+        );
         let (metrics, metrics_addr) = match metrics_listener {
             Some(l) => {
                 let addr = l.local_addr().map_err(|e| format!("switch.metrics: {e}"))?;
@@ -247,6 +252,7 @@ fn control_handler(
     sw: &Arc<Switch>,
     snapshots: &[Arc<Mutex<WorkerSnapshot>>],
     tier: Option<Arc<XdpTier>>,
+    openflow: Option<ChannelStats>,
 ) -> impl Fn(&Request) -> crate::control::Response + Send + 'static {
     let (sw, snaps) = (sw.clone(), snapshots.to_vec());
     move |req| match req.op {
@@ -254,6 +260,9 @@ fn control_handler(
             let mut r = stats_response(&collect(&snaps));
             if let Some(t) = &tier {
                 r.lines.push(t.stats_line());
+            }
+            if let Some(o) = &openflow {
+                r.lines.push(o.line());
             }
             r
         }

@@ -171,12 +171,48 @@ impl OpenFlowChannel {
         self.shared.counters()
     }
 
+    /// A handle that reads the counters later (for the control socket's `stats`).
+    pub fn stats(&self) -> ChannelStats {
+        ChannelStats(self.shared.clone())
+    }
+
     /// Wait for every thread (after `stop` was set).
     pub fn join(self) {
         self.shared.close_all();
         for t in self.threads {
             let _ = t.join();
         }
+    }
+}
+
+/// Reads a running channel's counters.
+#[derive(Clone)]
+pub struct ChannelStats(Arc<Shared>);
+
+impl ChannelStats {
+    pub fn counters(&self) -> ChannelCounters {
+        self.0.counters()
+    }
+
+    /// One line for `flowpath stats`.
+    pub fn line(&self) -> String {
+        let c = self.counters();
+        format!(
+            "openflow: {} connections ({} accepted, {} connect failures); {} messages in, \
+             {} flow_mods, {} errors sent; packet-in {} sent, {} over the per-port rate; \
+             {} packet-outs; {} flow-removed; {} port-status",
+            c.connections,
+            c.accepted,
+            c.connect_failures,
+            c.messages_in,
+            c.flow_mods,
+            c.errors_sent,
+            c.packet_ins_sent,
+            c.packet_ins_rate_dropped,
+            c.packet_outs,
+            c.flow_removed_sent,
+            c.port_status_sent
+        )
     }
 }
 
