@@ -6,6 +6,7 @@ pub mod attack;
 pub mod classifier;
 pub mod harness;
 pub mod machine;
+pub mod openflow;
 pub mod replace;
 pub mod report;
 pub mod runner;

@@ -14,6 +14,7 @@ mod cmd_flows;
 mod cmd_gen;
 mod cmd_inspect;
 mod cmd_lab;
+mod cmd_openflow;
 mod cmd_plan;
 mod cmd_suite;
 mod cmd_switch;
@@ -84,6 +85,9 @@ enum BenchSub {
     Suite(cmd_suite::SuiteArgs),
     /// Classifier backends (and DPDK's rte_acl) on a ClassBench or flows rule set.
     Classifier(cmd_classifier::ClassifierArgs),
+    /// OpenFlow 1.3: flow_mod rate vs ovs-vswitchd, packet_in/packet_out round trip,
+    /// established traffic during a flow_mod storm.
+    Openflow(cmd_openflow::OpenFlowArgs),
 }
 
 const BENCH_ABOUT: &str = "Measure Mpps and TSC cycles per packet, one core, for each cache tier.
@@ -224,6 +228,10 @@ fn main() -> ExitCode {
             sub: Some(BenchSub::Classifier(args)),
             ..
         }) => cmd_classifier::run(args),
+        Command::Bench(BenchCmd {
+            sub: Some(BenchSub::Openflow(args)),
+            ..
+        }) => cmd_openflow::run(args),
         Command::Bench(BenchCmd { sub: None, args }) => bench(args),
         Command::Gen(args) => cmd_gen::run(args),
         Command::Flows(args) => cmd_flows::run(args),
