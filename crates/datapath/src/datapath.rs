@@ -15,6 +15,7 @@ use crate::megaflow::MegaflowCache;
 use crate::smc::SignatureMatchCache;
 use crate::stats::{DatapathDrop, DatapathStats};
 use crate::tier::{MegaflowEvent, MegaflowId, MegaflowView};
+use crate::tunnel::Tunnels;
 use flowpath_base::clock::{rdtsc, tsc_hz};
 use flowpath_base::BATCH;
 use flowpath_packet::rewrite::{self, RewriteDrop};
@@ -72,6 +73,9 @@ pub struct DatapathConfig {
     /// The MAC learning table `NORMAL` uses, when the datapath makes its own (a switch
     /// shares one among its workers: [`Datapath::set_mac_table`]).
     pub mac_learning: MacLearningConfig,
+    /// VXLAN tunnel ports and their underlay (see `tunnel.rs`); `None`: no tunnel ports,
+    /// and a VXLAN packet is decapsulated with `in_port` its underlay port.
+    pub tunnels: Option<Arc<Tunnels>>,
 }
 
 impl Default for DatapathConfig {
@@ -92,6 +96,7 @@ impl Default for DatapathConfig {
             controller_queue: 1024,
             packet_out_queue: 1024,
             mac_learning: MacLearningConfig::default(),
+            tunnels: None,
         }
     }
 }
@@ -160,6 +165,11 @@ pub struct Datapath {
 
 impl Datapath {
     pub fn new(store: Arc<RuleStore>, cfg: DatapathConfig) -> Datapath {
+        let mut cfg = cfg;
+        if let Some(t) = &cfg.tunnels {
+            // The parser decapsulates the tunnel ports' UDP port.
+            cfg.parse.vxlan_port = t.dst_port().or(cfg.parse.vxlan_port);
+        }
         let seed = random_seed();
         let pipeline = store.snapshot();
         Datapath {

@@ -14,6 +14,7 @@ pub mod sink;
 pub mod smc;
 pub mod stats;
 pub mod tier;
+pub mod tunnel;
 pub mod worker;
 
 pub use controller::{
@@ -30,4 +31,8 @@ pub use sink::{CaptureSink, CountingSink};
 pub use smc::SignatureMatchCache;
 pub use stats::{DatapathDrop, DatapathStats, StageCycles};
 pub use tier::{MegaflowEvent, MegaflowId, MegaflowView, Tier};
+pub use tunnel::{
+    HopMiss, StaticUnderlay, TunnelKey, TunnelPort, TunnelRemote, Tunnels, UnderlayHop,
+    UnderlayResolver, VXLAN_DST_PORT,
+};
 pub use worker::{PortOutputs, Worker, WorkerPort};

@@ -36,10 +36,18 @@ pub enum DatapathDrop {
     ControllerQueueFull,
     /// A miss over its ingress port's share of the slow path (miss storm defence).
     MissBudget,
+    /// A VXLAN packet that matches no configured tunnel port (wrong VNI, unknown remote or
+    /// local address), while tunnel ports are configured.
+    VxlanNoTunnel,
+    /// An output to a tunnel port with no route to the remote (or no remote: `remote_ip =
+    /// "flow"` and the packet has no `tun_dst`).
+    TunnelNoRoute,
+    /// An output to a tunnel port whose next hop's MAC is not resolved yet.
+    TunnelNeighUnresolved,
 }
 
 impl DatapathDrop {
-    pub const ALL: [DatapathDrop; 7] = [
+    pub const ALL: [DatapathDrop; 10] = [
         DatapathDrop::TableMiss,
         DatapathDrop::RuleDrop,
         DatapathDrop::TtlExpired,
@@ -47,6 +55,9 @@ impl DatapathDrop {
         DatapathDrop::TooManyVlansPushed,
         DatapathDrop::ControllerQueueFull,
         DatapathDrop::MissBudget,
+        DatapathDrop::VxlanNoTunnel,
+        DatapathDrop::TunnelNoRoute,
+        DatapathDrop::TunnelNeighUnresolved,
     ];
 
     /// The name `flowpath stats` and the metrics endpoint use: the one table of names.
@@ -59,6 +70,9 @@ impl DatapathDrop {
             DatapathDrop::TooManyVlansPushed => "too_many_vlans_pushed",
             DatapathDrop::ControllerQueueFull => "controller_queue_full",
             DatapathDrop::MissBudget => "miss_budget",
+            DatapathDrop::VxlanNoTunnel => "vxlan_no_tunnel",
+            DatapathDrop::TunnelNoRoute => "tunnel_no_route",
+            DatapathDrop::TunnelNeighUnresolved => "tunnel_neigh_unresolved",
         }
     }
 }

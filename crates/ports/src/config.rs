@@ -21,6 +21,10 @@ pub enum PortKind {
     /// In-memory generated traffic (`flows` UDP flows of `frame_size` bytes); transmit
     /// only counts. Needs no privileges.
     Generator,
+    /// A VXLAN tunnel port: no device of its own; packets arrive encapsulated on an
+    /// underlay port and leave encapsulated by one (`remote_ip`, `local_ip`, `key`,
+    /// `dst_port`; optionally a static hop: `underlay_port`, `next_hop_mac`, `local_mac`).
+    Vxlan,
 }
 
 /// Where the XDP program is attached.
@@ -74,6 +78,60 @@ pub struct PortConfig {
     pub trace: Option<PathBuf>,
     /// Drop / corrupt / delay a share of this port's packets (testing).
     pub fault: Option<FaultConfig>,
+    /// vxlan: the remote VTEP's IPv4 or IPv6 address, or `"flow"` (a flow sets it with
+    /// `set_field:…->tun_dst`; packets from any remote are received).
+    pub remote_ip: Option<String>,
+    /// vxlan: the local VTEP address (outer source; received packets must be sent to it).
+    /// Default: any, and the source address of the route to the remote.
+    pub local_ip: Option<String>,
+    /// vxlan: the VNI (0..=16777215), or `"flow"` (sent with the packet's `tun_id`; any
+    /// VNI received). Default 0.
+    pub key: Option<TunnelKeyConfig>,
+    /// vxlan: UDP destination port, default 4789.
+    pub dst_port: Option<u16>,
+    /// vxlan, static underlay: the port number encapsulated packets leave by. With
+    /// `next_hop_mac` no kernel route or neighbour lookup is made.
+    pub underlay_port: Option<u32>,
+    /// vxlan, static underlay: the next hop's MAC (`aa:bb:cc:dd:ee:ff`).
+    pub next_hop_mac: Option<String>,
+    /// vxlan, static underlay: the outer source MAC (default 02:00:00:00:00:01).
+    pub local_mac: Option<String>,
+}
+
+/// `key = 42` or `key = "flow"`.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum TunnelKeyConfig {
+    Vni(u64),
+    Word(String),
+}
+
+/// A vxlan port's settings, checked ([`PortConfig::vxlan`]). `None` means `"flow"`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VxlanSettings {
+    pub remote: Option<std::net::IpAddr>,
+    pub local: Option<std::net::IpAddr>,
+    pub key: Option<u32>,
+    pub dst_port: u16,
+    /// `(underlay_port, next_hop_mac, local_mac)` when the config gives the hop.
+    pub static_hop: Option<(u32, [u8; 6], [u8; 6])>,
+}
+
+/// Default outer source MAC of a static underlay hop.
+pub const DEFAULT_LOCAL_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
+
+/// `aa:bb:cc:dd:ee:ff` (or with `-`).
+pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let mut out = [0u8; 6];
+    let mut n = 0;
+    for part in s.split([':', '-']) {
+        if n == 6 || part.is_empty() || part.len() > 2 {
+            return None;
+        }
+        out[n] = u8::from_str_radix(part, 16).ok()?;
+        n += 1;
+    }
+    (n == 6).then_some(out)
 }
 
 impl PortConfig {
@@ -107,6 +165,27 @@ impl PortConfig {
                 self.rx_pcap.is_some() || self.tx_pcap.is_some(),
             )?,
             PortKind::Generator => {}
+            PortKind::Vxlan => {
+                self.vxlan().map_err(|e| format!("port '{}': {e}", self.name))?;
+            }
+        }
+        if self.kind != PortKind::Vxlan {
+            for (field, given) in [
+                ("remote_ip", self.remote_ip.is_some()),
+                ("local_ip", self.local_ip.is_some()),
+                ("key", self.key.is_some()),
+                ("dst_port", self.dst_port.is_some()),
+                ("underlay_port", self.underlay_port.is_some()),
+                ("next_hop_mac", self.next_hop_mac.is_some()),
+                ("local_mac", self.local_mac.is_some()),
+            ] {
+                if given {
+                    return Err(format!(
+                        "port '{}': '{field}' is only for type vxlan",
+                        self.name
+                    ));
+                }
+            }
         }
         if self.kind != PortKind::Afxdp && self.queues != 1 && self.kind != PortKind::Afpacket {
             return Err(format!(
@@ -119,6 +198,98 @@ impl PortConfig {
                 .map_err(|e| format!("port '{}': fault.{e}", self.name))?;
         }
         Ok(())
+    }
+
+    /// A vxlan port's settings, checked; the error starts with the field's name
+    /// (`remote_ip: ...`). `Ok(None)` for other kinds.
+    pub fn vxlan(&self) -> Result<Option<VxlanSettings>, String> {
+        use std::net::IpAddr;
+        if self.kind != PortKind::Vxlan {
+            return Ok(None);
+        }
+        let remote = match self.remote_ip.as_deref() {
+            None => return Err("remote_ip: a vxlan port needs one (an address, or \"flow\")".into()),
+            Some("flow") => None,
+            Some(s) => Some(s.parse::<IpAddr>().map_err(|_| {
+                format!("remote_ip: '{s}' is not an IPv4 or IPv6 address (or \"flow\")")
+            })?),
+        };
+        if let Some(r) = remote {
+            if r.is_unspecified() || r.is_multicast() {
+                return Err(format!(
+                    "remote_ip: {r} is not a unicast address (multicast VXLAN is not supported)"
+                ));
+            }
+        }
+        let local = match self.local_ip.as_deref() {
+            None => None,
+            Some(s) => Some(
+                s.parse::<IpAddr>()
+                    .map_err(|_| format!("local_ip: '{s}' is not an IPv4 or IPv6 address"))?,
+            ),
+        };
+        if let (Some(r), Some(l)) = (remote, local) {
+            if r.is_ipv4() != l.is_ipv4() {
+                return Err(format!(
+                    "local_ip: {l} and remote_ip {r} are not of the same address family"
+                ));
+            }
+        }
+        let key = match &self.key {
+            None => Some(0),
+            Some(TunnelKeyConfig::Vni(v)) if *v <= 0x00ff_ffff => Some(*v as u32),
+            Some(TunnelKeyConfig::Vni(v)) => {
+                return Err(format!("key: {v} is not a VNI (0..=16777215)"))
+            }
+            Some(TunnelKeyConfig::Word(w)) if w == "flow" => None,
+            Some(TunnelKeyConfig::Word(w)) => {
+                return Err(format!("key: '{w}' is not a VNI (0..=16777215) or \"flow\""))
+            }
+        };
+        let dst_port = self.dst_port.unwrap_or(4789);
+        if dst_port == 0 {
+            return Err("dst_port: must be 1..=65535".into());
+        }
+        let mac = |field: &str, v: &Option<String>| -> Result<Option<[u8; 6]>, String> {
+            match v {
+                None => Ok(None),
+                Some(s) => parse_mac(s)
+                    .map(Some)
+                    .ok_or_else(|| format!("{field}: '{s}' is not a MAC address (aa:bb:cc:dd:ee:ff)")),
+            }
+        };
+        let next_hop = mac("next_hop_mac", &self.next_hop_mac)?;
+        let local_mac = mac("local_mac", &self.local_mac)?;
+        let static_hop = match (self.underlay_port, next_hop) {
+            (Some(p), Some(m)) => {
+                if p == 0 || p > 0xff00 {
+                    return Err(format!(
+                        "underlay_port: {p} is not a usable OpenFlow port number (1..=65280)"
+                    ));
+                }
+                if local.is_none() {
+                    return Err(
+                        "local_ip: a static hop (underlay_port, next_hop_mac) needs the local address"
+                            .into(),
+                    );
+                }
+                Some((p, m, local_mac.unwrap_or(DEFAULT_LOCAL_MAC)))
+            }
+            (None, None) if local_mac.is_none() => None,
+            (None, _) => {
+                return Err("underlay_port: a static hop needs it (with next_hop_mac)".into())
+            }
+            (Some(_), None) => {
+                return Err("next_hop_mac: a static hop needs it (with underlay_port)".into())
+            }
+        };
+        Ok(Some(VxlanSettings {
+            remote,
+            local,
+            key,
+            dst_port,
+            static_hop,
+        }))
     }
 
     /// Open queue `queue` of this port, wrapped in its tracer and fault injector if asked.
@@ -154,6 +325,12 @@ impl PortConfig {
                 )
                 .map_err(ctx)?,
             ),
+            PortKind::Vxlan => {
+                return Err(format!(
+                    "port '{}': a vxlan port has no device to open (the datapath serves it)",
+                    self.name
+                ))
+            }
             PortKind::Generator => {
                 let flows = self.flows.unwrap_or(1000);
                 let size = self.frame_size.unwrap_or(64);

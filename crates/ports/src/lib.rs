@@ -16,7 +16,10 @@ pub mod trace;
 pub mod xdp;
 pub mod xdpgen;
 
-pub use config::{register_generator, GeneratorOpener, PortConfig, PortKind, XdpMode};
+pub use config::{
+    parse_mac, register_generator, GeneratorOpener, PortConfig, PortKind, TunnelKeyConfig,
+    VxlanSettings, XdpMode, DEFAULT_LOCAL_MAC,
+};
 pub use fault::{FaultConfig, FaultInjector};
 pub use memory::{MemoryPort, MemoryPortHandle};
 pub use trace::PcapTracer;

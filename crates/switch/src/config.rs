@@ -1,7 +1,9 @@
 //! The `flowpath switch` config file: its sections, defaults, and the checks that name the
 //! field at fault.
 
-use flowpath_datapath::{DatapathConfig, MissLimits};
+use flowpath_datapath::{
+    DatapathConfig, MissLimits, TunnelKey, TunnelPort, TunnelRemote, UnderlayHop,
+};
 use flowpath_ports::{PortConfig, PortKind};
 use serde::Deserialize;
 use std::net::SocketAddr;
@@ -305,7 +307,28 @@ impl DaemonConfig {
     /// Each port is well formed, named and numbered once, with a queue per worker.
     fn validate_ports(&self) -> Result<(), String> {
         let workers = self.workers.len().max(1) as u32;
+        let mut vxlan_dst_port = None;
         for (i, p) in self.ports.iter().enumerate() {
+            if let Some(v) = p.vxlan().map_err(|e| format!("port[{i}].{e}"))? {
+                // The parser decapsulates one UDP port.
+                match vxlan_dst_port {
+                    Some((d, j)) if d != v.dst_port => {
+                        return Err(format!(
+                            "port[{i}].dst_port: {} but port[{j}] uses {d}; all vxlan ports \
+                             share one UDP port",
+                            v.dst_port
+                        ))
+                    }
+                    _ => vxlan_dst_port = Some((v.dst_port, i)),
+                }
+                if let Some((u, _, _)) = v.static_hop {
+                    if !self.ports.iter().any(|o| o.number == u && o.kind != PortKind::Vxlan) {
+                        return Err(format!(
+                            "port[{i}].underlay_port: {u} is not the number of a (non-vxlan) port"
+                        ));
+                    }
+                }
+            }
             p.validate().map_err(|e| format!("port[{i}]: {e}"))?;
             if p.number == 0 || p.number > 0xff00 {
                 return Err(format!(
@@ -325,7 +348,7 @@ impl DaemonConfig {
                     p.number, o.name
                 ));
             }
-            if p.queues < workers {
+            if p.queues < workers && p.kind != PortKind::Vxlan {
                 return Err(format!(
                     "port[{i}].queues: {} queue(s) but {workers} workers; every worker needs a queue \
                      of every port to transmit on without locks (set queues = {workers})",
@@ -363,6 +386,33 @@ impl DaemonConfig {
             }
         }
         Ok(())
+    }
+
+    /// The vxlan ports as the datapath takes them, each with its static hop when the
+    /// config gives one (`underlay_port` + `next_hop_mac`): (port, remote, hop).
+    pub fn tunnel_ports(&self) -> Vec<(TunnelPort, Option<UnderlayHop>)> {
+        let mut out = Vec::new();
+        for p in &self.ports {
+            let Ok(Some(v)) = p.vxlan() else { continue };
+            let port = TunnelPort {
+                number: p.number,
+                name: p.name.clone(),
+                remote: v.remote.map_or(TunnelRemote::Flow, TunnelRemote::Fixed),
+                local: v.local,
+                key: v.key.map_or(TunnelKey::Flow, TunnelKey::Fixed),
+                dst_port: v.dst_port,
+            };
+            let hop = v.static_hop.and_then(|(underlay, next_hop, local_mac)| {
+                Some(UnderlayHop {
+                    port: underlay,
+                    src_mac: local_mac,
+                    dst_mac: next_hop,
+                    src_ip: v.local?,
+                })
+            });
+            out.push((port, hop));
+        }
+        out
     }
 
     pub(crate) fn datapath_config(&self) -> DatapathConfig {

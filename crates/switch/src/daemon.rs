@@ -204,7 +204,8 @@ fn open_ports(
 ) -> Result<Vec<Vec<WorkerPort>>, String> {
     let n_workers = cfg.workers.len().max(1);
     let mut per_worker: Vec<Vec<WorkerPort>> = (0..n_workers).map(|_| Vec::new()).collect();
-    for p in &cfg.ports {
+    // A vxlan port has no device: the datapath serves it (see `tunnels`).
+    for p in cfg.ports.iter().filter(|p| p.kind != PortKind::Vxlan) {
         for q in 0..p.queues {
             let port = match tier {
                 Some(t) if p.kind == PortKind::Afxdp => open_tier_port(p, q, t)?,
@@ -225,6 +226,7 @@ fn spawn_workers(
     tier: Option<&Arc<XdpTier>>,
 ) -> Result<Vec<WorkerHandle>, String> {
     let mut workers = Vec::new();
+    let tunnels = tunnels(cfg)?;
     // One MAC learning table (NORMAL) for the whole switch.
     let mac = Arc::new(flowpath_datapath::MacLearningTable::new(
         cfg.datapath_config().mac_learning,
@@ -233,7 +235,10 @@ fn spawn_workers(
         let wcfg = WorkerConfig {
             id,
             core: cfg.workers.get(id).and_then(|w| w.core),
-            datapath: cfg.datapath_config(),
+            datapath: flowpath_datapath::DatapathConfig {
+                tunnels: tunnels.clone(),
+                ..cfg.datapath_config()
+            },
             idle_sleep_max: Duration::from_micros(cfg.datapath.idle_sleep_max_us),
             pace: None,
             mac_table: Some(mac.clone()),
@@ -244,6 +249,34 @@ fn spawn_workers(
         workers.push(h);
     }
     Ok(workers)
+}
+
+/// The vxlan ports and their underlay, shared by every worker. Ports that give their hop
+/// (`underlay_port`, `next_hop_mac`) use it as is; the others need the kernel's routes and
+/// neighbours (the netlink underlay).
+fn tunnels(cfg: &DaemonConfig) -> Result<Option<Arc<flowpath_datapath::Tunnels>>, String> {
+    use flowpath_datapath::{StaticUnderlay, TunnelRemote, Tunnels};
+    let ports = cfg.tunnel_ports();
+    if ports.is_empty() {
+        return Ok(None);
+    }
+    let underlay = StaticUnderlay::new();
+    for (p, hop) in &ports {
+        match (hop, p.remote) {
+            (Some(h), TunnelRemote::Fixed(r)) => underlay.insert(r, *h),
+            (Some(h), TunnelRemote::Flow) => underlay.set_default(Some(*h)),
+            (None, _) => {
+                let i = cfg.ports.iter().position(|c| c.number == p.number).unwrap_or(0);
+                return Err(format!(
+                    "port[{i}].underlay_port: vxlan port '{}' needs a static hop (underlay_port \
+                     and next_hop_mac): resolving the underlay from the kernel is not built in yet",
+                    p.name
+                ));
+            }
+        }
+    }
+    let ports = ports.into_iter().map(|(p, _)| p).collect();
+    Ok(Some(Arc::new(Tunnels::new(ports, Arc::new(underlay)))))
 }
 
 /// What the control socket answers: `stats` from the workers' snapshots (and the tier's
