@@ -92,6 +92,27 @@ impl Table {
         backend: Backend,
         seed: u64,
     ) -> Table {
+        // Only rules added since `prev` (an append: the store keeps rules sorted by id and
+        // new ids are larger)? Then the tuple-space index is extended, not rebuilt.
+        if let (Backend::TupleSpace, Some(p)) = (backend, prev) {
+            if let Index::TupleSpace(ts) = &p.index {
+                let n = p.rules.len();
+                if rules.len() > n
+                    && p.seed == seed
+                    && rules[..n].iter().zip(&p.rules).all(|(a, b)| a.id == b.id)
+                {
+                    let mut order = p.order.clone();
+                    order.extend(rules[n..].iter().map(order_key));
+                    let index = Index::TupleSpace(ts.with_added(&rules, &order, n, seed));
+                    return Table {
+                        rules,
+                        order,
+                        index,
+                        seed,
+                    };
+                }
+            }
+        }
         let order: Vec<u64> = rules.iter().map(order_key).collect();
         let index = match backend {
             Backend::Linear => {

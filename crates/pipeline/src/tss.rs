@@ -11,13 +11,13 @@ use flowpath_packet::{Field, FlowKey, WordSet};
 use hashbrown::HashTable;
 use smallvec::SmallVec;
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct TupleSpace {
     subtables: Vec<Subtable>,
     entries: usize,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Subtable {
     mask: FlowKey,
     words: WordSet,
@@ -26,7 +26,7 @@ struct Subtable {
     buckets: HashTable<Bucket>,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Bucket {
     hash: u32,
     value: FlowKey,
@@ -36,9 +36,10 @@ struct Bucket {
 
 /// The (mask, value) pairs a match is stored as: itself, or one per combination of the
 /// prefix blocks covering its port ranges.
-pub(crate) fn expand(m: &Match) -> Vec<(FlowKey, FlowKey)> {
+pub(crate) fn expand(m: &Match) -> SmallVec<[(FlowKey, FlowKey); 1]> {
     if !m.has_ranges() {
-        return vec![(m.mask, m.value)];
+        // The common case: no allocation.
+        return smallvec::smallvec![(m.mask, m.value)];
     }
     let blocks = |i: usize| {
         let r = m.ports[i];
@@ -48,7 +49,7 @@ pub(crate) fn expand(m: &Match) -> Vec<(FlowKey, FlowKey)> {
             range_prefixes(r.lo, r.hi)
         }
     };
-    let mut out = Vec::new();
+    let mut out = SmallVec::new();
     for (sv, sl) in blocks(0) {
         for &(dv, dl) in &blocks(1) {
             let mut e = Match {
@@ -70,21 +71,68 @@ pub(crate) fn expand(m: &Match) -> Vec<(FlowKey, FlowKey)> {
 impl TupleSpace {
     /// Build over `rules`; `order[i]` is rule `i`'s position in classifier order.
     pub(crate) fn build(rules: &[Rule], order: &[u64], seed: u64) -> TupleSpace {
-        let mut subtables: Vec<Subtable> = Vec::new();
-        let mut by_mask: std::collections::HashMap<FlowKey, usize> = Default::default();
-        let mut entries = 0;
-        for (i, r) in rules.iter().enumerate() {
+        let mut ts = TupleSpace {
+            subtables: Vec::new(),
+            entries: 0,
+        };
+        ts.insert(rules, order, 0, seed);
+        ts
+    }
+
+    /// This index with `rules[from..]` added: the rules before `from` are the ones it was
+    /// built over, at the same positions (the rule store appends new rules, whose ids are
+    /// larger). Cloning the hash tables is a copy, much cheaper than hashing every rule
+    /// again, so a one-rule add (an OpenFlow flow_mod followed by a barrier, as ovs-ofctl
+    /// sends them) costs a copy of the table, not a rebuild.
+    pub(crate) fn with_added(
+        &self,
+        rules: &[Rule],
+        order: &[u64],
+        from: usize,
+        seed: u64,
+    ) -> TupleSpace {
+        let mut ts = self.clone();
+        ts.insert(rules, order, from, seed);
+        ts
+    }
+
+    /// Add `rules[from..]`, then restore the orders lookups rely on.
+    fn insert(&mut self, rules: &[Rule], order: &[u64], from: usize, seed: u64) {
+        // Subtable by mask. Consecutive rules usually share a mask: check the last one
+        // before hashing the 104-byte mask.
+        let mut by_mask: rustc_hash::FxHashMap<FlowKey, usize> = self
+            .subtables
+            .iter()
+            .enumerate()
+            .map(|(i, st)| (st.mask, i))
+            .collect();
+        let mut last: Option<(FlowKey, usize)> = None;
+        let mut touched: Vec<(usize, u32, FlowKey)> = Vec::new();
+        let subtables = &mut self.subtables;
+        for (i, r) in rules.iter().enumerate().skip(from) {
             for (mask, value) in expand(&r.spec.matches) {
-                entries += 1;
-                let si = *by_mask.entry(mask).or_insert_with(|| {
-                    subtables.push(Subtable {
-                        mask,
-                        words: WordSet::of_mask(&mask),
-                        best_key: u64::MAX,
-                        buckets: HashTable::new(),
-                    });
-                    subtables.len() - 1
-                });
+                self.entries += 1;
+                let si = match last {
+                    Some((m, si)) if m == mask => si,
+                    _ => {
+                        let si = *by_mask.entry(mask).or_insert_with(|| {
+                            subtables.push(Subtable {
+                                mask,
+                                words: WordSet::of_mask(&mask),
+                                best_key: u64::MAX,
+                                buckets: HashTable::with_capacity(if from == 0 {
+                                    // A fresh build: most tables have one big subtable.
+                                    rules.len().min(1 << 16)
+                                } else {
+                                    0
+                                }),
+                            });
+                            subtables.len() - 1
+                        });
+                        last = Some((mask, si));
+                        si
+                    }
+                };
                 let st = &mut subtables[si];
                 st.best_key = st.best_key.min(order[i]);
                 let h = value.masked_hash(&mask, &st.words, seed);
@@ -92,7 +140,12 @@ impl TupleSpace {
                     .buckets
                     .find_mut(wide_hash(h), |b| b.hash == h && b.value == value)
                 {
-                    Some(b) => b.rules.push(i as u32),
+                    Some(b) => {
+                        b.rules.push(i as u32);
+                        if from > 0 {
+                            touched.push((si, h, value));
+                        }
+                    }
                     None => {
                         st.buckets.insert_unique(
                             wide_hash(h),
@@ -107,9 +160,24 @@ impl TupleSpace {
                 }
             }
         }
-        for st in &mut subtables {
-            for b in st.buckets.iter_mut() {
-                b.rules.sort_by_key(|&x| order[x as usize]);
+        if from == 0 {
+            for st in subtables.iter_mut() {
+                st.buckets.shrink_to_fit(|b| wide_hash(b.hash));
+                for b in st.buckets.iter_mut() {
+                    if b.rules.len() > 1 {
+                        b.rules.sort_by_key(|&x| order[x as usize]);
+                    }
+                }
+            }
+        } else {
+            // Only buckets that gained a rule can be out of order.
+            for (si, h, value) in touched {
+                if let Some(b) = subtables[si]
+                    .buckets
+                    .find_mut(wide_hash(h), |b| b.hash == h && b.value == value)
+                {
+                    b.rules.sort_by_key(|&x| order[x as usize]);
+                }
             }
         }
         // Best rank first; ties by mask for a deterministic order.
@@ -118,7 +186,6 @@ impl TupleSpace {
                 .cmp(&b.best_key)
                 .then_with(|| a.mask.words.cmp(&b.mask.words))
         });
-        TupleSpace { subtables, entries }
     }
 
     pub(crate) fn subtables(&self) -> usize {
