@@ -194,8 +194,10 @@ pub struct Switch {
     stats: Arc<StatsSync>,
     cfg: SwitchConfig,
     hook: OnceLock<Arc<dyn RuleChangeHook>>,
-    /// Changes applied by [`Switch::apply_batch`] and not yet in the state file.
+    /// Changes applied by [`Switch::apply_batch`] and not yet in the state file, and when
+    /// [`Switch::save_pending`] last wrote it.
     unsaved: AtomicBool,
+    saved_at: Mutex<Instant>,
     /// Told about every rule removed by expiry or by [`Switch::apply_batch`] (the
     /// OpenFlow channel's FLOW_REMOVED).
     removal_listeners: Mutex<Vec<Arc<RemovalListener>>>,
@@ -228,6 +230,7 @@ impl Switch {
             cfg,
             hook: OnceLock::new(),
             unsaved: AtomicBool::new(false),
+            saved_at: Mutex::new(Instant::now()),
             removal_listeners: Mutex::new(Vec::new()),
         }))
     }
@@ -454,6 +457,21 @@ impl Switch {
         Ok(done)
     }
 
+    /// [`Switch::save_pending`], unless the last save was less than `gap` ago (then the
+    /// next quiet moment saves): a client that sends a barrier after every flow_mod, as
+    /// `ovs-ofctl add-flows` does, would otherwise rewrite the whole state file per flow.
+    pub fn save_pending_within(&self, gap: Duration) -> std::io::Result<()> {
+        let last = self
+            .saved_at
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .elapsed();
+        if last < gap {
+            return Ok(());
+        }
+        self.save_pending()
+    }
+
     /// Save the state file if [`Switch::apply_batch`] changed rules since the last save.
     pub fn save_pending(&self) -> std::io::Result<()> {
         if !self.unsaved.load(Ordering::Acquire) {
@@ -465,6 +483,7 @@ impl Switch {
                 self.unsaved.store(true, Ordering::Release);
                 return Err(e);
             }
+            *self.saved_at.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
         }
         Ok(())
     }

@@ -613,3 +613,51 @@ fn secure_mode_keeps_the_flows_while_the_controller_is_away() {
     assert!(lines[0].contains("output:1"));
     stop(ch, stop_flag);
 }
+
+#[test]
+fn openflow_changes_reach_the_state_file_and_survive_a_restart() {
+    let dir = std::env::temp_dir().join(format!("flowpath-of-state-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cfg = SwitchConfig {
+        state: Some(dir.join("flows.state")),
+        ..SwitchConfig::default()
+    };
+    {
+        let sw = Switch::open(cfg.clone()).unwrap();
+        let (ch, st, addr) = start(&sw);
+        let mut c = Client::connect(addr);
+        // As ovs-ofctl add-flows does: a barrier after every flow_mod.
+        for i in 0..50u32 {
+            c.send(&add(
+                0,
+                100,
+                vec![
+                    Oxm::exact(OxmField::EthType, 0x0800),
+                    Oxm::exact(OxmField::Ipv4Dst, 0x0a00_0000 + i as u128),
+                ],
+                vec![OfAction::output(1)],
+            ));
+            assert!(c.barrier().is_empty());
+        }
+        c.send(&Message::GroupMod(flowpath_openflow::GroupMod {
+            command: OFPGC_ADD,
+            group_type: OFPGT_ALL,
+            group_id: 5,
+            buckets: vec![flowpath_openflow::Bucket {
+                weight: 0,
+                watch_port: OFPP_ANY,
+                watch_group: OFPG_ANY,
+                actions: vec![OfAction::output(2)],
+            }],
+        }));
+        c.send(&add(0, 200, vec![], vec![OfAction::Group(5)]));
+        assert!(c.barrier().is_empty());
+        drop(c);
+        stop(ch, st);
+    }
+    let sw = Switch::open(cfg).unwrap();
+    let snap = sw.store().snapshot();
+    assert_eq!(snap.rules().count(), 51);
+    assert!(snap.groups().get(5).is_some());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -182,6 +182,11 @@ impl OpenFlowChannel {
         for t in self.threads {
             let _ = t.join();
         }
+        // The listeners are gone: no new connection threads. Wait for the ones there are
+        // (each saves what it applied before it ends).
+        for t in self.shared.take_threads() {
+            let _ = t.join();
+        }
     }
 }
 
@@ -229,11 +234,12 @@ fn listen(sh: Arc<Shared>, l: TcpListener) {
         match l.accept() {
             Ok((s, peer)) => {
                 let sh2 = sh.clone();
-                spawn("flowpath-of-conn", move || {
+                let h = spawn("flowpath-of-conn", move || {
                     if let Some(c) = Conn::open(sh2.clone(), s, peer.to_string(), false) {
                         c.run();
                     }
                 });
+                sh.keep_thread(h);
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 std::thread::sleep(Duration::from_millis(50));

@@ -242,6 +242,8 @@ pub(crate) struct Shared {
     /// The largest generation_id a master/slave role request carried (§6.3.6).
     generation: Mutex<Option<u64>>,
     fail_open: Mutex<bool>,
+    /// Connection threads of the listeners (joined when the channel stops).
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 impl Shared {
@@ -263,6 +265,7 @@ impl Shared {
             counters: Counters::default(),
             generation: Mutex::new(None),
             fail_open: Mutex::new(false),
+            threads: Mutex::new(Vec::new()),
         });
         let weak = Arc::downgrade(&sh);
         sh.switch.on_removed(Arc::new(move |gone: &[Removed]| {
@@ -303,6 +306,17 @@ impl Shared {
             flow_removed_sent: l(&c.flow_removed_sent),
             port_status_sent: l(&c.port_status_sent),
         }
+    }
+
+    /// Keep a connection thread's handle (finished ones are let go).
+    pub(crate) fn keep_thread(&self, h: std::thread::JoinHandle<()>) {
+        let mut t = self.threads.lock().unwrap_or_else(|e| e.into_inner());
+        t.retain(|h| !h.is_finished());
+        t.push(h);
+    }
+
+    pub(crate) fn take_threads(&self) -> Vec<std::thread::JoinHandle<()>> {
+        std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     pub(crate) fn close_all(&self) {
@@ -541,6 +555,9 @@ pub(crate) struct Conn {
     hello_seen: bool,
 }
 
+/// While flow_mods stream in, the state file is rewritten at most this often.
+const SAVE_GAP: Duration = Duration::from_millis(200);
+
 /// How long a read waits before the loop checks stop, keepalive and pending adds.
 const READ_TICK: Duration = Duration::from_millis(100);
 
@@ -751,7 +768,9 @@ impl Conn {
                 }
             }
             Message::BarrierRequest => {
-                if let Err(e) = self.sh.switch.save_pending() {
+                // A barrier means "applied", which it is; the state file follows within
+                // SAVE_GAP, or at once when the input goes quiet or the connection closes.
+                if let Err(e) = self.sh.switch.save_pending_within(SAVE_GAP) {
                     eprintln!("flowpath: openflow: saving the state file: {e}");
                 }
                 self.out.send(&Message::BarrierReply, xid);
