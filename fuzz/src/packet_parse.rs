@@ -204,6 +204,7 @@ fn check_rewrite(action: &Action, old: &FlowKey, new: &FlowKey, meta: &PacketMet
         | Action::InPort
         | Action::Controller { .. }
         | Action::SetTunnel(_)
+        | Action::SetTunnelDst(_)
         | Action::Normal
         | Action::Flood
         | Action::All

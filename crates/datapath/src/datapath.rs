@@ -15,13 +15,16 @@ use crate::megaflow::MegaflowCache;
 use crate::smc::SignatureMatchCache;
 use crate::stats::{DatapathDrop, DatapathStats};
 use crate::tier::{MegaflowEvent, MegaflowId, MegaflowView};
-use crate::tunnel::Tunnels;
+use crate::tunnel::{HopMiss, TunnelKey, TunnelPort, TunnelRemote, Tunnels};
 use flowpath_base::clock::{rdtsc, tsc_hz};
 use flowpath_base::BATCH;
+use flowpath_packet::encap::{vxlan_encap, EncapError, VxlanEncap};
+use flowpath_packet::key::{TUN_IPV6, TUN_PRESENT};
 use flowpath_packet::rewrite::{self, RewriteDrop};
 use flowpath_packet::{parse_into, Action, FlowKey, Packet, PacketMeta, ParseOptions};
 use flowpath_pipeline::{Ending, Pipeline, RuleStore, Translation};
 use smallvec::SmallVec;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 /// Where `Output` actions send packets. Implemented by port sets, counting sinks and test
@@ -517,6 +520,7 @@ impl Datapath {
             in_port,
             controller: &self.controller,
             ports: &self.ports,
+            tunnels: self.cfg.tunnels.as_deref(),
         };
         // Without TABLE, a packet-out that sends nothing counts as a rule drop.
         if !actions.is_empty() || table.is_none() {
@@ -525,6 +529,7 @@ impl Datapath {
                 Ending::Done,
                 &mut pkt,
                 &mut meta,
+                &key,
                 &ctx,
                 sink,
                 &mut self.stats,
@@ -635,6 +640,7 @@ impl Datapath {
     fn stage_parse(&mut self, in_port: u32, pkts: &[Packet<'_>]) -> u32 {
         let sc = &mut *self.scratch;
         let st = &mut self.stats;
+        let tunnels = self.cfg.tunnels.as_deref();
         let mut valid = 0u32;
         // The first packets' headers are fetched together; later ones a few ahead of the
         // parse (frames fresh from a NIC ring or a big arena are not in the cache).
@@ -653,7 +659,21 @@ impl Datapath {
                 &mut sc.keys[i],
                 &mut sc.metas[i],
             ) {
-                Ok(()) => valid |= 1 << i,
+                Ok(()) => {
+                    // With tunnel ports, a decapsulated packet enters as its tunnel port
+                    // (before any cache: megaflows are per tunnel port) or is dropped.
+                    if let Some(t) = tunnels {
+                        if sc.keys[i].bytes()[TUN_FLAGS_BYTE] & TUN_PRESENT != 0 {
+                            if map_tunnel(t, &mut sc.keys[i]) {
+                                st.decapsulated += 1;
+                            } else {
+                                st.drop(DatapathDrop::VxlanNoTunnel);
+                                continue;
+                            }
+                        }
+                    }
+                    valid |= 1 << i
+                }
                 Err(r) => st.parse_drops[r as usize] += 1,
             }
         }
@@ -859,12 +879,25 @@ impl Datapath {
             m &= m - 1;
             let pkt = &mut pkts[i];
             let meta = &mut sc.metas[i];
+            let key = &sc.keys[i];
             // VXLAN: from here on the packet is its inner frame.
             meta.strip_outer(pkt);
+            let tunnels = self.cfg.tunnels.as_deref();
             let ctx = Ctx {
-                in_port,
+                // A decapsulated packet came in on its tunnel port.
+                in_port: if tunnels.is_some() {
+                    u32::from_be_bytes([
+                        key.bytes()[0],
+                        key.bytes()[1],
+                        key.bytes()[2],
+                        key.bytes()[3],
+                    ])
+                } else {
+                    in_port
+                },
                 controller: &self.controller,
                 ports: &self.ports,
+                tunnels,
             };
             if sc.slots[i] == UNCACHED {
                 let Some((_, tr)) = sc.uncached.iter().find(|(p, _)| *p as usize == i) else {
@@ -878,6 +911,7 @@ impl Datapath {
                     tr.ending,
                     pkt,
                     meta,
+                    key,
                     &ctx,
                     sink,
                     &mut self.stats,
@@ -890,6 +924,7 @@ impl Datapath {
                 e.ending(),
                 pkt,
                 meta,
+                key,
                 &ctx,
                 sink,
                 &mut self.stats,
@@ -998,6 +1033,8 @@ struct Ctx<'a> {
     controller: &'a ControllerQueue,
     /// Where FLOOD/ALL send (but the ingress port).
     ports: &'a [u32],
+    /// The tunnel ports (an output to one encapsulates), if any.
+    tunnels: Option<&'a Tunnels>,
 }
 
 /// A megaflow that ran NORMAL, and what its decision depended on (see `l2.rs`).
@@ -1014,26 +1051,30 @@ const L2_SWEEP_MS: u64 = 1000;
 
 /// Run one packet's actions.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn execute<S: OutputSink>(
     actions: &[Action],
     ending: Ending,
     pkt: &mut Packet<'_>,
     meta: &mut PacketMeta,
+    key: &FlowKey,
     ctx: &Ctx<'_>,
     sink: &mut S,
     st: &mut DatapathStats,
 ) {
     let mut sent = false;
+    // Tunnel metadata set by this packet's actions (else the key's, as received).
+    let mut tun = TunSet::default();
     for a in actions {
         match *a {
             Action::Output(p) => {
                 if p != ctx.in_port {
-                    sink.output(p, pkt.data());
+                    output(p, pkt, key, &tun, ctx, sink, st);
                     sent = true;
                 }
             }
             Action::InPort => {
-                sink.output(ctx.in_port, pkt.data());
+                output(ctx.in_port, pkt, key, &tun, ctx, sink, st);
                 sent = true;
             }
             Action::Flood | Action::All | Action::Normal => {
@@ -1044,7 +1085,17 @@ fn execute<S: OutputSink>(
                         sent = true;
                     }
                 }
+                if let Some(t) = ctx.tunnels {
+                    for tp in t.ports() {
+                        if tp.number != ctx.in_port {
+                            output(tp.number, pkt, key, &tun, ctx, sink, st);
+                            sent = true;
+                        }
+                    }
+                }
             }
+            Action::SetTunnel(id) => tun.id = Some(id),
+            Action::SetTunnelDst(b) => tun.dst = Some(Action::tunnel_dst(b)),
             Action::Table => {} // a packet-out's only, run by Datapath::packet_out
             Action::Controller { .. } => {
                 if ctx.controller.push(ctx.in_port, a, pkt.data()) {
@@ -1074,8 +1125,140 @@ fn execute<S: OutputSink>(
     }
 }
 
+/// Tunnel metadata a packet's actions set (`set_tunnel`, `set_field:…->tun_dst`).
+#[derive(Default)]
+struct TunSet {
+    id: Option<u32>,
+    dst: Option<IpAddr>,
+}
+
+/// Key byte of `tun_flags`.
+const TUN_FLAGS_BYTE: usize = 68;
+
+/// Send the packet as it is now to port `p`: a tunnel port encapsulates.
+#[inline(always)]
+fn output<S: OutputSink>(
+    p: u32,
+    pkt: &mut Packet<'_>,
+    key: &FlowKey,
+    tun: &TunSet,
+    ctx: &Ctx<'_>,
+    sink: &mut S,
+    st: &mut DatapathStats,
+) {
+    if let Some(t) = ctx.tunnels {
+        if let Some(tp) = t.port(p) {
+            encap_output(t, tp, pkt, key, tun, sink, st);
+            return;
+        }
+    }
+    sink.output(p, pkt.data());
+}
+
+/// Map a decapsulated packet's outer fields to its tunnel port: rewrite `in_port`, or
+/// false when no tunnel port takes it.
+#[inline(never)]
+fn map_tunnel(t: &Tunnels, key: &mut FlowKey) -> bool {
+    let b = key.bytes();
+    let vni = u32::from_be_bytes([b[64], b[65], b[66], b[67]]);
+    let v6 = b[TUN_FLAGS_BYTE] & TUN_IPV6 != 0;
+    let src = tun_addr(&b[72..88], v6);
+    let dst = tun_addr(&b[88..104], v6);
+    match t.lookup(vni, src, dst) {
+        Some(port) => {
+            key.bytes_mut()[0..4].copy_from_slice(&port.to_be_bytes());
+            true
+        }
+        None => false,
+    }
+}
+
+/// A tunnel address as the key holds it (IPv4 in the first 4 bytes).
+#[inline(always)]
+fn tun_addr(b: &[u8], v6: bool) -> IpAddr {
+    if v6 {
+        let mut a = [0u8; 16];
+        a.copy_from_slice(&b[..16]);
+        IpAddr::V6(Ipv6Addr::from(a))
+    } else {
+        IpAddr::V4(Ipv4Addr::new(b[0], b[1], b[2], b[3]))
+    }
+}
+
+/// A hash of the inner flow (addresses, protocol, ports): the outer UDP source port and
+/// IPv6 flow label, so the underlay's RSS and ECMP spread tunnelled flows.
+#[inline(always)]
+pub(crate) fn inner_flow_hash(k: &FlowKey) -> u32 {
+    let w = &k.words;
+    let a = w[3] ^ w[4].rotate_left(23) ^ w[5].rotate_left(41);
+    let b = w[6] ^ w[7].rotate_left(17) ^ w[1].rotate_left(7) ^ w[2];
+    let p = (a ^ 0x243f_6a88_85a3_08d3) as u128 * (b ^ 0x9e37_79b9_7f4a_7c15) as u128;
+    let x = (p as u64) ^ ((p >> 64) as u64);
+    (x ^ (x >> 32)) as u32
+}
+
+/// Output to tunnel port `tp`: the remote and VNI (fixed, or from the packet), the hop from
+/// the underlay (read now, so nothing cached depends on it), the outer headers pushed into
+/// the headroom, out on the hop's port, and the inner frame restored for later actions.
+#[inline(never)]
+fn encap_output<S: OutputSink>(
+    t: &Tunnels,
+    tp: &TunnelPort,
+    pkt: &mut Packet<'_>,
+    key: &FlowKey,
+    tun: &TunSet,
+    sink: &mut S,
+    st: &mut DatapathStats,
+) {
+    let b = key.bytes();
+    let received = b[TUN_FLAGS_BYTE] & TUN_PRESENT != 0;
+    let vni = match tp.key {
+        TunnelKey::Fixed(v) => v,
+        TunnelKey::Flow => tun
+            .id
+            .unwrap_or_else(|| u32::from_be_bytes([b[64], b[65], b[66], b[67]])),
+    };
+    let remote = match tp.remote {
+        TunnelRemote::Fixed(r) => r,
+        TunnelRemote::Flow => match tun.dst {
+            Some(r) => r,
+            None if received => tun_addr(&b[88..104], b[TUN_FLAGS_BYTE] & TUN_IPV6 != 0),
+            None => {
+                st.drop(DatapathDrop::TunnelNoRoute);
+                return;
+            }
+        },
+    };
+    let Some(hop) = t.underlay.hop(remote) else {
+        t.underlay.resolve(remote);
+        st.drop(match t.underlay.miss(remote) {
+            HopMiss::NoRoute => DatapathDrop::TunnelNoRoute,
+            HopMiss::NeighUnresolved => DatapathDrop::TunnelNeighUnresolved,
+        });
+        return;
+    };
+    let e = VxlanEncap {
+        src_mac: hop.src_mac,
+        dst_mac: hop.dst_mac,
+        src: tp.local.unwrap_or(hop.src_ip),
+        dst: remote,
+        vni,
+        dst_port: tp.dst_port,
+        flow_hash: inner_flow_hash(key),
+    };
+    match vxlan_encap(pkt, &e) {
+        Ok(n) => {
+            sink.output(hop.port, pkt.data());
+            pkt.pull_front(n);
+            st.encapsulated += 1;
+        }
+        Err(EncapError::NoRoom) => st.drop(DatapathDrop::NoRoom),
+        Err(EncapError::FamilyMismatch) => st.drop(DatapathDrop::TunnelNoRoute),
+    }
+}
+
 /// Head- and tailroom around a packet-out's frame (VLAN pushes).
-const PACKET_OUT_ROOM: usize = 64;
+const PACKET_OUT_ROOM: usize = 128;
 
 /// While EMC lookups are skipped, one batch in this many still looks up.
 const EMC_SAMPLE_EVERY: u64 = 16;

@@ -110,6 +110,9 @@ pub struct DatapathStats {
     pub l2_revalidations: u64,
     pub l2_removed: u64,
     pub rule_syncs: u64,
+    /// VXLAN packets mapped to a tunnel port on receive, and packets encapsulated for one.
+    pub decapsulated: u64,
+    pub encapsulated: u64,
     pub cycles: StageCycles,
 }
 

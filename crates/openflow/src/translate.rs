@@ -565,8 +565,10 @@ pub fn of_actions_to_actions(
 pub fn actions_to_of_actions(acts: &[Action], m: &Match) -> Vec<OfAction> {
     let udp = m.mask.get(Field::NwProto) == 0xff && m.value.get(Field::NwProto) == 17;
     let set = |f: OxmField, v: u128| OfAction::SetField(Oxm::exact(f, v));
+    // A tunnel destination has no standard OXM (OVS uses the Nicira NXM_NX_TUN_IPV4_DST
+    // extension, which this channel does not speak): it is left out, as metadata writes are.
     acts.iter()
-        .filter(|a| !matches!(a, Action::WriteMetadata { .. }))
+        .filter(|a| !matches!(a, Action::WriteMetadata { .. } | Action::SetTunnelDst(_)))
         .map(|a| match *a {
             Action::Output(p) => OfAction::output(p),
             Action::InPort => OfAction::output(OFPP_IN_PORT),
@@ -608,7 +610,9 @@ pub fn actions_to_of_actions(acts: &[Action], m: &Match) -> Vec<OfAction> {
             Action::DecTtl => OfAction::DecNwTtl,
             Action::SetTunnel(id) => set(OxmField::TunnelId, id as u128),
             Action::Group(g) => OfAction::Group(g),
-            Action::WriteMetadata { .. } => unreachable!("filtered out above"),
+            Action::WriteMetadata { .. } | Action::SetTunnelDst(_) => {
+                unreachable!("filtered out above")
+            }
         })
         .collect()
 }

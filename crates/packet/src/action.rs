@@ -81,6 +81,12 @@ pub enum Action {
     /// later tables match the new `tun_id`, and a tunnel output port encapsulates with it.
     /// The packet's bytes are not changed (OVS's `set_tunnel`).
     SetTunnel(u32),
+    /// Set the tunnel destination (the remote VTEP) carried with the packet as metadata,
+    /// as `set_field:…->tun_dst` / `tun_ipv6_dst` (OVS): later tables match the new
+    /// `tun_dst`, and a tunnel port with `remote_ip = "flow"` sends to it. An IPv4 address
+    /// is held IPv4-mapped (`::ffff:a.b.c.d`, see [`Action::tunnel_dst`]); the packet's
+    /// bytes are not changed.
+    SetTunnelDst([u8; 16]),
     /// OpenFlow `group:N`: run group N's buckets (each on its own copy of the packet).
     /// Only rules and buckets hold it: the slow path expands it into the buckets' actions
     /// (`flowpath_pipeline`'s group.rs), so a megaflow never carries it and the datapath
@@ -122,6 +128,23 @@ impl Action {
         [(cookie >> 32) as u32, cookie as u32]
     }
 
+    /// `SetTunnelDst` for an IPv4 or IPv6 remote.
+    pub fn set_tunnel_dst(addr: std::net::IpAddr) -> Action {
+        Action::SetTunnelDst(match addr {
+            std::net::IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
+            std::net::IpAddr::V6(a) => a.octets(),
+        })
+    }
+
+    /// The address a `SetTunnelDst` holds (IPv4-mapped addresses as IPv4).
+    pub fn tunnel_dst(bytes: [u8; 16]) -> std::net::IpAddr {
+        let a = std::net::Ipv6Addr::from(bytes);
+        match a.to_ipv4_mapped() {
+            Some(v4) => std::net::IpAddr::V4(v4),
+            None => std::net::IpAddr::V6(a),
+        }
+    }
+
     /// Does this action write packet bytes?
     pub fn is_rewrite(&self) -> bool {
         !matches!(
@@ -130,6 +153,7 @@ impl Action {
                 | Action::InPort
                 | Action::Controller { .. }
                 | Action::SetTunnel(_)
+                | Action::SetTunnelDst(_)
                 | Action::Group(_)
                 | Action::WriteMetadata { .. }
                 | Action::Normal

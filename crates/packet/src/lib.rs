@@ -4,6 +4,7 @@
 
 pub mod action;
 pub mod checksum;
+pub mod encap;
 pub mod key;
 pub use flowpath_base::packet;
 pub mod parse;

@@ -37,6 +37,7 @@ pub fn apply(
         | Action::InPort
         | Action::Controller { .. }
         | Action::SetTunnel(_)
+        | Action::SetTunnelDst(_)
         | Action::Normal
         | Action::Flood
         | Action::All

@@ -4,7 +4,7 @@
 use flowpath_packet::Action;
 
 /// Set-field slots: one action per field (a later write replaces an earlier one).
-const SETS: usize = 12;
+const SETS: usize = 13;
 
 /// An action set: at most one action of each type, run in the order OpenFlow 1.3 §5.10
 /// gives: pop VLAN, push VLAN, decrement TTL, the set-fields (in the fixed order of
@@ -63,6 +63,7 @@ impl ActionSet {
                 Action::SetVlanVid(_) => 9,
                 Action::SetVlanPcp(_) => 10,
                 Action::SetTunnel(_) => 11,
+                Action::SetTunnelDst(_) => 12,
                 // Output, InPort, Controller and the reserved-port outputs.
                 _ => {
                     self.output = Some(*a);

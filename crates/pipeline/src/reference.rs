@@ -160,6 +160,7 @@ fn kind(a: &Action) -> (u8, u8) {
         Action::SetVlanVid(_) => (SET_FIELD, 9),
         Action::SetVlanPcp(_) => (SET_FIELD, 10),
         Action::SetTunnel(_) => (SET_FIELD, 11),
+        Action::SetTunnelDst(_) => (SET_FIELD, 12),
         Action::Group(_) => (GROUP, 0),
         _ => (OUTPUT, 0),
     }
@@ -190,6 +191,7 @@ fn run(
             }
             Action::InPort => out.outputs.push((in_port, pkt.data().to_vec())),
             Action::SetTunnel(id) => cx.tunnel[0].1 = *id as u128,
+            Action::SetTunnelDst(b) => cx.tunnel[3].1 = crate::translate::tun_addr(*b),
             Action::Controller { max_len, .. } => {
                 let n = pkt.len().min(*max_len as usize);
                 out.controller.push(pkt.data()[..n].to_vec());

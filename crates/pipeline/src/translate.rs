@@ -45,6 +45,7 @@ pub(crate) fn translate_action(
             k.set(Field::Metadata, (old & !mask) | (value as u128 & mask));
         }
         Action::SetTunnel(id) => set(k, out, a, Field::TunId, id as u128),
+        Action::SetTunnelDst(b) => set(k, out, a, Field::TunDst, tun_addr(b)),
         Action::SetEthSrc(m) => set(k, out, a, Field::EthSrc, mac(m)),
         Action::SetEthDst(m) => set(k, out, a, Field::EthDst, mac(m)),
         Action::SetIpv4Src(ip) | Action::SetIpv4Dst(ip) => {
@@ -120,6 +121,14 @@ pub fn replay_on_key(a: &Action, k: &mut FlowKey) {
 }
 
 /// A field set unconditionally (its value is not read, so nothing is un-wildcarded).
+/// A `SetTunnelDst` address as the key holds tunnel addresses: IPv4 in the first 4 bytes.
+pub(crate) fn tun_addr(b: [u8; 16]) -> u128 {
+    match Action::tunnel_dst(b) {
+        std::net::IpAddr::V4(v4) => (u32::from(v4) as u128) << 96,
+        std::net::IpAddr::V6(v6) => u128::from(v6),
+    }
+}
+
 fn set(k: &mut FlowKey, out: &mut ActionList, a: &Action, f: Field, v: u128) {
     k.set(f, v);
     out.push(*a);

@@ -4,7 +4,8 @@
 use super::*;
 
 const SETTABLE: &str = "eth_src, eth_dst, ipv4_src, ipv4_dst, ipv6_src, ipv6_dst, nw_tos, \
-ip_dscp, tp_src, tp_dst, tcp_src, tcp_dst, udp_src, udp_dst, vlan_vid, vlan_pcp, tun_id";
+ip_dscp, tp_src, tp_dst, tcp_src, tcp_dst, udp_src, udp_dst, vlan_vid, vlan_pcp, tun_id, tun_dst, \
+tun_ipv6_dst";
 
 /// What `set_field` can write.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -22,6 +23,8 @@ enum Target {
     VlanVid,
     VlanPcp,
     TunId,
+    TunDst,
+    TunIpv6Dst,
 }
 
 const TARGETS: &[(&str, Target)] = &[
@@ -49,6 +52,8 @@ const TARGETS: &[(&str, Target)] = &[
     ("vlan_pcp", Target::VlanPcp),
     ("tun_id", Target::TunId),
     ("tunnel_id", Target::TunId),
+    ("tun_dst", Target::TunDst),
+    ("tun_ipv6_dst", Target::TunIpv6Dst),
 ];
 
 impl Ctx<'_> {
@@ -153,5 +158,15 @@ fn set_value(
         Target::TunId => {
             Action::SetTunnel(parse_max(val, 0xff_ffff).ok_or_else(|| bad(TUN_WHAT))? as u32)
         }
+        Target::TunDst => Action::set_tunnel_dst(std::net::IpAddr::V4(
+            parse_ipv4(val)
+                .ok_or_else(|| bad("an IPv4 address a.b.c.d"))?
+                .into(),
+        )),
+        Target::TunIpv6Dst => Action::set_tunnel_dst(std::net::IpAddr::V6(
+            parse_ipv6(val)
+                .ok_or_else(|| bad("an IPv6 address"))?
+                .into(),
+        )),
     })
 }
