@@ -417,7 +417,8 @@ impl Idle {
             self.nap = (self.nap * 2)
                 .max(Duration::from_micros(10))
                 .min(cfg.idle_sleep_max);
-            std::thread::sleep(self.nap);
+            // A nap a packet-out can cut short (`WorkerPacketIo` unparks the worker).
+            std::thread::park_timeout(self.nap);
             snap.sleeps += 1;
         }
     }

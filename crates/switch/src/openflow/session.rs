@@ -69,6 +69,9 @@ impl PacketIo for NoPacketIo {
 pub struct WorkerPacketIo {
     controllers: Vec<Arc<ControllerQueue>>,
     packet_out: Arc<PacketOutQueue>,
+    /// Worker 0's thread: unparked after a push, so a napping worker runs the packet-out
+    /// now rather than after its nap.
+    wake: std::thread::Thread,
     ports: Vec<u32>,
     next: std::sync::atomic::AtomicUsize,
 }
@@ -79,6 +82,7 @@ impl WorkerPacketIo {
         WorkerPacketIo {
             controllers: workers.iter().map(|w| w.controller.clone()).collect(),
             packet_out: workers[0].packet_out.clone(),
+            wake: workers[0].thread.thread().clone(),
             ports,
             next: std::sync::atomic::AtomicUsize::new(0),
         }
@@ -112,7 +116,9 @@ impl PacketIo for WorkerPacketIo {
             actions,
             data,
         };
-        self.packet_out.push(p).map_err(|_| {
+        let r = self.packet_out.push(p);
+        self.wake.unpark();
+        r.map_err(|_| {
             // The worker is behind by a whole queue of packet-outs: refuse, not block.
             OfError {
                 type_: et::BAD_REQUEST,
