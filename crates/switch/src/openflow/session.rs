@@ -622,23 +622,30 @@ impl Conn {
                     self.buf.extend_from_slice(&chunk[..n]);
                     self.last_rx = Instant::now();
                     self.echo_sent = false;
+                    // Every whole message in the buffer, then what is left moves to the
+                    // front once (not once per message).
+                    let mut buf = std::mem::take(&mut self.buf);
+                    let mut off = 0;
                     loop {
-                        match message_len(&self.buf) {
-                            Ok(Some(len)) if self.buf.len() >= len => {
-                                let msg: Vec<u8> = self.buf.drain(..len).collect();
-                                if !self.dispatch(&msg) {
+                        let rest = &buf[off..];
+                        match message_len(rest) {
+                            Ok(Some(len)) if rest.len() >= len => {
+                                if !self.dispatch(&rest[..len]) {
                                     break 'conn;
                                 }
+                                off += len;
                             }
                             Ok(_) => break,
                             Err(e) => {
                                 // The framing itself is broken: nothing after this can be
                                 // trusted. Say why and close (OVS does the same).
-                                self.error(e.to_of_error(), &self.buf.clone(), 0);
+                                self.error(e.to_of_error(), rest, 0);
                                 break 'conn;
                             }
                         }
                     }
+                    buf.drain(..off);
+                    self.buf = buf;
                     // More bytes already waiting: keep reading before applying, so a
                     // stream of adds becomes few large batches.
                     if !self.pending.is_empty() && !self.more_waiting() {
