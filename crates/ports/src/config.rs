@@ -166,7 +166,8 @@ impl PortConfig {
             )?,
             PortKind::Generator => {}
             PortKind::Vxlan => {
-                self.vxlan().map_err(|e| format!("port '{}': {e}", self.name))?;
+                self.vxlan()
+                    .map_err(|e| format!("port '{}': {e}", self.name))?;
             }
         }
         if self.kind != PortKind::Vxlan {
@@ -208,7 +209,9 @@ impl PortConfig {
             return Ok(None);
         }
         let remote = match self.remote_ip.as_deref() {
-            None => return Err("remote_ip: a vxlan port needs one (an address, or \"flow\")".into()),
+            None => {
+                return Err("remote_ip: a vxlan port needs one (an address, or \"flow\")".into())
+            }
             Some("flow") => None,
             Some(s) => Some(s.parse::<IpAddr>().map_err(|_| {
                 format!("remote_ip: '{s}' is not an IPv4 or IPv6 address (or \"flow\")")
@@ -243,7 +246,9 @@ impl PortConfig {
             }
             Some(TunnelKeyConfig::Word(w)) if w == "flow" => None,
             Some(TunnelKeyConfig::Word(w)) => {
-                return Err(format!("key: '{w}' is not a VNI (0..=16777215) or \"flow\""))
+                return Err(format!(
+                    "key: '{w}' is not a VNI (0..=16777215) or \"flow\""
+                ))
             }
         };
         let dst_port = self.dst_port.unwrap_or(4789);
@@ -253,9 +258,9 @@ impl PortConfig {
         let mac = |field: &str, v: &Option<String>| -> Result<Option<[u8; 6]>, String> {
             match v {
                 None => Ok(None),
-                Some(s) => parse_mac(s)
-                    .map(Some)
-                    .ok_or_else(|| format!("{field}: '{s}' is not a MAC address (aa:bb:cc:dd:ee:ff)")),
+                Some(s) => parse_mac(s).map(Some).ok_or_else(|| {
+                    format!("{field}: '{s}' is not a MAC address (aa:bb:cc:dd:ee:ff)")
+                }),
             }
         };
         let next_hop = mac("next_hop_mac", &self.next_hop_mac)?;

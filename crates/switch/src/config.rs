@@ -322,7 +322,11 @@ impl DaemonConfig {
                     _ => vxlan_dst_port = Some((v.dst_port, i)),
                 }
                 if let Some((u, _, _)) = v.static_hop {
-                    if !self.ports.iter().any(|o| o.number == u && o.kind != PortKind::Vxlan) {
+                    if !self
+                        .ports
+                        .iter()
+                        .any(|o| o.number == u && o.kind != PortKind::Vxlan)
+                    {
                         return Err(format!(
                             "port[{i}].underlay_port: {u} is not the number of a (non-vxlan) port"
                         ));

@@ -266,7 +266,11 @@ fn tunnels(cfg: &DaemonConfig) -> Result<Option<Arc<flowpath_datapath::Tunnels>>
             (Some(h), TunnelRemote::Fixed(r)) => underlay.insert(r, *h),
             (Some(h), TunnelRemote::Flow) => underlay.set_default(Some(*h)),
             (None, _) => {
-                let i = cfg.ports.iter().position(|c| c.number == p.number).unwrap_or(0);
+                let i = cfg
+                    .ports
+                    .iter()
+                    .position(|c| c.number == p.number)
+                    .unwrap_or(0);
                 return Err(format!(
                     "port[{i}].underlay_port: vxlan port '{}' needs a static hop (underlay_port \
                      and next_hop_mac): resolving the underlay from the kernel is not built in yet",

@@ -428,11 +428,19 @@ impl TierAgent {
             let Some(mf) = dp.megaflow(id) else {
                 continue; // already gone again (evicted within the batch)
             };
+            let (mask, key) = (*mf.mask(), *mf.key());
+            // Tunnel traffic (decapsulated, or output to a tunnel port) stays in user space.
+            let tunnels = dp.config().tunnels.as_deref();
+            if !flowpath_xdptier::offerable(&key, mf.actions(), |p| {
+                tunnels.is_some_and(|t| t.port(p).is_some())
+            }) {
+                self.unsupported += 1;
+                continue;
+            }
             let Some(act) = actions_from(mf.actions(), |p| tier.dev_of(p)) else {
                 self.unsupported += 1;
                 continue;
             };
-            let (mask, key) = (*mf.mask(), *mf.key());
             // Tunnel metadata (VXLAN) never reaches the kernel tier: no packet could hit.
             if flowpath_xdptier::flow_key(0, &mask, &key).is_none() {
                 self.unsupported += 1;

@@ -38,6 +38,7 @@ pub fn actions_from(
             Action::InPort
             | Action::Controller { .. }
             | Action::SetTunnel(_)
+            | Action::SetTunnelDst(_)
             | Action::Normal
             | Action::Flood
             | Action::All
@@ -55,6 +56,28 @@ pub fn actions_from(
         }
     }
     Some(a)
+}
+
+/// Whether a megaflow may be offered to the XDP tier at all, before its actions are
+/// converted. Tunnel traffic never is: a megaflow whose key came from a decapsulated
+/// packet (`tun_flags` present: the program does not map outer headers to tunnel ports)
+/// or that outputs to a tunnel port (`is_tunnel`: encapsulation needs the underlay hop,
+/// which only user space resolves) stays in user space, where the EMC and megaflow cache
+/// serve it; its packets reach user space through the program's miss path.
+pub fn offerable(
+    key: &flowpath_packet::FlowKey,
+    actions: &[Action],
+    is_tunnel: impl Fn(u32) -> bool,
+) -> bool {
+    let tun_flags = key.get(flowpath_packet::Field::TunFlags) as u8;
+    if tun_flags & flowpath_packet::key::TUN_PRESENT != 0 {
+        return false;
+    }
+    !actions.iter().any(|a| match *a {
+        Action::Output(p) => is_tunnel(p),
+        Action::SetTunnel(_) | Action::SetTunnelDst(_) => true,
+        _ => false,
+    })
 }
 
 /// A header rewrite (MAC, IP, TOS, ports, TTL); `None` when it conflicts with an earlier

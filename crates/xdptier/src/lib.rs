@@ -9,7 +9,7 @@ mod actions;
 mod flowtier;
 mod layout;
 pub mod table;
-pub use actions::actions_from;
+pub use actions::{actions_from, offerable};
 pub use flowpath_ports::xdp::{ifindex, Attached};
 pub use flowpath_ports::XdpMode;
 pub use flowtier::{bpf_available, FlowTier, RunResult};
@@ -39,6 +39,36 @@ mod tests {
         assert_eq!(f.nw_frag, FRAG_ANY);
         assert_eq!(f.ip_dst[..4], [10, 0, 0, 1]);
         assert_eq!(flowkey_from_key(&f), k);
+    }
+
+    #[test]
+    fn tunnel_megaflows_are_not_offered() {
+        let tunnel = |p: u32| p == 10;
+        let plain = FlowKey::ZERO;
+        assert!(offerable(&plain, &[Action::Output(2)], tunnel));
+        assert!(!offerable(&plain, &[Action::Output(10)], tunnel), "encap");
+        assert!(!offerable(
+            &plain,
+            &[Action::SetTunnel(3), Action::Output(2)],
+            tunnel
+        ));
+        assert!(!offerable(
+            &plain,
+            &[
+                Action::set_tunnel_dst("192.0.2.9".parse().unwrap()),
+                Action::Output(2)
+            ],
+            tunnel
+        ));
+        let mut decap = FlowKey::ZERO;
+        decap.set(Field::TunFlags, flowpath_packet::key::TUN_PRESENT as u128);
+        decap.set(Field::InPort, 10);
+        assert!(!offerable(&decap, &[Action::Output(2)], tunnel), "decap");
+        assert!(actions_from(
+            &[Action::set_tunnel_dst("2001:db8::1".parse().unwrap())],
+            Some
+        )
+        .is_none());
     }
 
     #[test]
