@@ -1,5 +1,5 @@
-//! Underlay routing for tunnel ports from the host kernel: the route, next hop, neighbour MAC and source address to each remote VTEP,
-//! kept current from rtnetlink events, the way OVS's ovs-router and tunnel neighbour cache do.
+//! Underlay routing for tunnel ports from the kernel: route, next hop MAC and source per remote,
+//! kept current from rtnetlink events, as OVS's ovs-router and tunnel neighbour cache do.
 //!
 //! [`NetlinkUnderlay`] implements the datapath's [`UnderlayResolver`]. For every remote it
 //! knows (given at start with [`NetlinkUnderlay::new`] or [`NetlinkUnderlay::watch`], or
