@@ -252,35 +252,59 @@ fn spawn_workers(
 }
 
 /// The vxlan ports and their underlay, shared by every worker. Ports that give their hop
-/// (`underlay_port`, `next_hop_mac`) use it as is; the others need the kernel's routes and
-/// neighbours (the netlink underlay).
+/// (`underlay_port`, `next_hop_mac`) use it as is; the others get theirs from the kernel's
+/// routes and neighbours (`flowpath_underlay::NetlinkUnderlay`, over the afxdp / afpacket /
+/// tap ports' interfaces), static hops first where both are in use.
 fn tunnels(cfg: &DaemonConfig) -> Result<Option<Arc<flowpath_datapath::Tunnels>>, String> {
-    use flowpath_datapath::{StaticUnderlay, TunnelRemote, Tunnels};
+    use flowpath_datapath::{StaticUnderlay, TunnelRemote, Tunnels, UnderlayResolver};
+    use flowpath_underlay::{Layered, NetlinkUnderlay, UnderlayPort};
     let ports = cfg.tunnel_ports();
     if ports.is_empty() {
         return Ok(None);
     }
-    let underlay = StaticUnderlay::new();
+    let fixed = StaticUnderlay::new();
+    let (mut any_static, mut any_kernel) = (false, false);
+    let mut kernel_remotes = Vec::new();
     for (p, hop) in &ports {
         match (hop, p.remote) {
-            (Some(h), TunnelRemote::Fixed(r)) => underlay.insert(r, *h),
-            (Some(h), TunnelRemote::Flow) => underlay.set_default(Some(*h)),
-            (None, _) => {
-                let i = cfg
-                    .ports
-                    .iter()
-                    .position(|c| c.number == p.number)
-                    .unwrap_or(0);
-                return Err(format!(
-                    "port[{i}].underlay_port: vxlan port '{}' needs a static hop (underlay_port \
-                     and next_hop_mac): resolving the underlay from the kernel is not built in yet",
-                    p.name
-                ));
-            }
+            (Some(h), TunnelRemote::Fixed(r)) => fixed.insert(r, *h),
+            (Some(h), TunnelRemote::Flow) => fixed.set_default(Some(*h)),
+            (None, TunnelRemote::Fixed(r)) => kernel_remotes.push(r),
+            (None, TunnelRemote::Flow) => {}
         }
+        any_static |= hop.is_some();
+        any_kernel |= hop.is_none();
     }
+    let fixed: Arc<dyn UnderlayResolver> = Arc::new(fixed);
+    let underlay = if any_kernel {
+        let underlay_ports = cfg
+            .ports
+            .iter()
+            .filter(|p| matches!(p.kind, PortKind::Afxdp | PortKind::Afpacket | PortKind::Tap))
+            .filter_map(|p| {
+                Some(UnderlayPort {
+                    port: p.number,
+                    ifname: p.interface.clone()?,
+                })
+            })
+            .collect();
+        let kernel: Arc<dyn UnderlayResolver> = Arc::new(
+            NetlinkUnderlay::new(underlay_ports, &kernel_remotes)
+                .map_err(|e| format!("vxlan underlay from the kernel's tables (netlink): {e}"))?,
+        );
+        if any_static {
+            Arc::new(Layered {
+                first: fixed,
+                then: kernel,
+            })
+        } else {
+            kernel
+        }
+    } else {
+        fixed
+    };
     let ports = ports.into_iter().map(|(p, _)| p).collect();
-    Ok(Some(Arc::new(Tunnels::new(ports, Arc::new(underlay)))))
+    Ok(Some(Arc::new(Tunnels::new(ports, underlay))))
 }
 
 /// What the control socket answers: `stats` from the workers' snapshots (and the tier's

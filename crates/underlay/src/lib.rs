@@ -488,6 +488,35 @@ impl Drop for NetlinkUnderlay {
     }
 }
 
+/// Two resolvers in order: `first`'s hop if it has one, else `then`'s. For a daemon whose
+/// tunnel ports mix static hops (`underlay_port` + `next_hop_mac`, a `StaticUnderlay`)
+/// with ports routed by the kernel (a [`NetlinkUnderlay`]): the static hops win for their
+/// remotes. Resolution requests and miss reasons go to `then`.
+pub struct Layered {
+    pub first: Arc<dyn UnderlayResolver>,
+    pub then: Arc<dyn UnderlayResolver>,
+}
+
+impl UnderlayResolver for Layered {
+    #[inline]
+    fn hop(&self, remote: IpAddr) -> Option<UnderlayHop> {
+        self.first.hop(remote).or_else(|| self.then.hop(remote))
+    }
+
+    fn resolve(&self, remote: IpAddr) {
+        self.then.resolve(remote)
+    }
+
+    fn generation(&self) -> u64 {
+        // Both only grow, so the sum bumps whenever either does.
+        self.first.generation().wrapping_add(self.then.generation())
+    }
+
+    fn miss(&self, remote: IpAddr) -> HopMiss {
+        self.then.miss(remote)
+    }
+}
+
 /// What the thread keeps per remote.
 struct Remote {
     answer: RouteAnswer,
