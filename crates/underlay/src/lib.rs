@@ -754,3 +754,37 @@ impl State {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flowpath_datapath::tunnel::StaticUnderlay;
+
+    #[test]
+    fn layered_prefers_the_static_hop_and_sums_generations() {
+        let hop = |port| UnderlayHop {
+            port,
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            src_ip: "10.0.0.1".parse().unwrap(),
+        };
+        let (a, b): (IpAddr, IpAddr) = ("10.0.0.2".parse().unwrap(), "10.0.0.3".parse().unwrap());
+        let first = Arc::new(StaticUnderlay::with(a, hop(1)));
+        let then = Arc::new(StaticUnderlay::new());
+        then.insert(a, hop(2));
+        then.insert(b, hop(3));
+        let l = Layered {
+            first: first.clone(),
+            then: then.clone(),
+        };
+        assert_eq!(l.hop(a).unwrap().port, 1);
+        assert_eq!(l.hop(b).unwrap().port, 3);
+        let g = l.generation();
+        then.remove(b);
+        assert!(l.generation() > g);
+        assert_eq!(l.hop(b), None);
+        l.resolve(b);
+        assert_eq!(then.asked(), vec![b]);
+        assert!(first.asked().is_empty());
+    }
+}
