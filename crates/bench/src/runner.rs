@@ -27,6 +27,13 @@ pub enum Case {
     /// 1,000,000 established flows over four megaflow subtables (far more than the EMC
     /// holds), popularity uniform or Zipf (skew 1.1).
     ManyFlows { zipf: bool },
+    /// VXLAN arriving on the underlay port for a configured tunnel port (IPv4 or IPv6
+    /// underlay), decapsulated and forwarded by `in_port=<tunnel>,actions=output:2`:
+    /// emc_hit's 1,024 inner flows.
+    VxlanDecap { v6: bool },
+    /// emc_hit's traffic out to a tunnel port (`output:<tunnel>`), encapsulated with a
+    /// static underlay hop (IPv4 or IPv6 underlay).
+    VxlanEncap { v6: bool },
 }
 
 impl Case {
@@ -40,6 +47,10 @@ impl Case {
             Case::Floor { many: true } => "floor_many_flows".into(),
             Case::ManyFlows { zipf: false } => "many_flows".into(),
             Case::ManyFlows { zipf: true } => "many_flows_zipf".into(),
+            Case::VxlanDecap { v6: false } => "vxlan_decap".into(),
+            Case::VxlanDecap { v6: true } => "vxlan_decap_ipv6".into(),
+            Case::VxlanEncap { v6: false } => "vxlan_encap".into(),
+            Case::VxlanEncap { v6: true } => "vxlan_encap_ipv6".into(),
         }
     }
 
@@ -52,19 +63,33 @@ impl Case {
             "floor_many_flows" => Ok(Case::Floor { many: true }),
             "many_flows" => Ok(Case::ManyFlows { zipf: false }),
             "many_flows_zipf" => Ok(Case::ManyFlows { zipf: true }),
+            "vxlan_decap" => Ok(Case::VxlanDecap { v6: false }),
+            "vxlan_decap_ipv6" => Ok(Case::VxlanDecap { v6: true }),
+            "vxlan_encap" => Ok(Case::VxlanEncap { v6: false }),
+            "vxlan_encap_ipv6" => Ok(Case::VxlanEncap { v6: true }),
             _ => s
                 .strip_prefix("megaflow_hit_")
                 .and_then(|n| n.parse().ok())
                 .filter(|n| (1..=16).contains(n))
                 .map(Case::MegaflowHit)
                 .ok_or_else(|| {
-                    format!("unknown case '{s}' (expected floor, floor_many_flows, emc_hit, megaflow_hit_N with N in 1..=16, miss, mixed, many_flows, many_flows_zipf)")
+                    format!("unknown case '{s}' (expected floor, floor_many_flows, emc_hit, megaflow_hit_N with N in 1..=16, miss, mixed, many_flows, vxlan_decap, vxlan_encap, vxlan_decap_ipv6, vxlan_encap_ipv6, many_flows_zipf)")
                 }),
         }
     }
 
     /// The default case list: the floor, (a), (b) with 1, 4 and 16 subtables, (c), (d),
     /// and many flows (their floor, uniform and Zipf).
+    /// The same case over an IPv6 underlay (`--underlay ipv6`): the VXLAN cases change,
+    /// the others do not.
+    pub fn with_ipv6_underlay(self) -> Case {
+        match self {
+            Case::VxlanDecap { .. } => Case::VxlanDecap { v6: true },
+            Case::VxlanEncap { .. } => Case::VxlanEncap { v6: true },
+            c => c,
+        }
+    }
+
     pub fn defaults() -> Vec<Case> {
         vec![
             Case::Floor { many: false },
@@ -324,6 +349,22 @@ fn setup(case: Case, cfg: &BenchConfig) -> Setup {
         Case::ManyFlows { zipf } => {
             let (r, s) = workload::many_flows(MANY_FLOWS, zipf, cfg.frame_size, cfg.seed);
             (r, s, base, 0.0, cfg.packets)
+        }
+        Case::VxlanDecap { v6 } => {
+            let (r, s) = workload::vxlan_decap(cfg.flows, cfg.frame_size, v6);
+            let dp = DatapathConfig {
+                tunnels: Some(Arc::new(workload::vxlan_tunnels(v6))),
+                ..base
+            };
+            (r, s, dp, 0.0, cfg.packets)
+        }
+        Case::VxlanEncap { v6 } => {
+            let (r, s) = workload::vxlan_encap(cfg.flows, cfg.frame_size);
+            let dp = DatapathConfig {
+                tunnels: Some(Arc::new(workload::vxlan_tunnels(v6))),
+                ..base
+            };
+            (r, s, dp, 0.0, cfg.packets)
         }
         Case::Floor { .. } => unreachable!("the floor runs without a datapath"),
         Case::Mixed => {

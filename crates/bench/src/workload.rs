@@ -4,10 +4,12 @@
 //! real datapath; the rule sets are built so that the tier under test is the one that
 //! answers, and the bench reports the tier counts it observed so that can be checked.
 
+use flowpath_datapath::{StaticUnderlay, TunnelPort, Tunnels, UnderlayHop};
 use flowpath_gen::{build, FrameSpec, InMemorySource, Vxlan};
 use flowpath_packet::{Action, Field};
 use flowpath_pipeline::{Match, RuleSpec};
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
 
 /// Ingress port of all generated traffic.
 pub const IN_PORT: u32 = 1;
@@ -469,4 +471,87 @@ fn table2(rules: &mut Vec<RuleSpec>) {
     debug_assert_eq!(rules.len(), 1000);
     rules.last_mut().unwrap().matches = Match::any();
     rules.last_mut().unwrap().priority = 0;
+}
+
+/// The VXLAN cases' tunnel port number (`in_port=` on decap, `output:` on encap).
+pub const TUNNEL_PORT: u32 = 10;
+/// The underlay port encapsulated packets leave by.
+pub const UPLINK_PORT: u32 = 3;
+/// The VXLAN cases' VNI.
+pub const TUNNEL_VNI: u32 = 42;
+
+/// (local, remote) VTEP addresses of the VXLAN cases.
+fn vteps(v6: bool) -> (IpAddr, IpAddr) {
+    if v6 {
+        (
+            IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0xff, 0, 0, 0, 0, 1)),
+            IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0xff, 0, 0, 0, 0, 2)),
+        )
+    } else {
+        (
+            IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)),
+            IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2)),
+        )
+    }
+}
+
+/// The VXLAN cases' one tunnel port (fixed remote and VNI, port 4789) with a static
+/// underlay hop out of [`UPLINK_PORT`].
+pub fn vxlan_tunnels(v6: bool) -> Tunnels {
+    let (local, remote) = vteps(v6);
+    let port = TunnelPort {
+        local: Some(local),
+        ..TunnelPort::vxlan(TUNNEL_PORT, "vx0", remote, TUNNEL_VNI)
+    };
+    let hop = UnderlayHop {
+        port: UPLINK_PORT,
+        src_mac: [0x02, 0, 0, 0, 0, 0x01],
+        dst_mac: [0x02, 0, 0, 0, 0, 0x02],
+        src_ip: local,
+    };
+    Tunnels::new(vec![port], Arc::new(StaticUnderlay::with(remote, hop)))
+}
+
+/// VXLAN decapsulation: emc_hit's `flows` inner frames (each `frame_size` bytes, so the
+/// forwarded frame is the size the plain case forwards) arriving VXLAN-encapsulated from
+/// the remote VTEP (IPv4 or IPv6 underlay) on [`IN_PORT`]; one rule
+/// `in_port=<tunnel>,actions=output:2`.
+pub fn vxlan_decap(flows: usize, frame_size: usize, v6: bool) -> (Vec<RuleSpec>, InMemorySource) {
+    let rules = vec![RuleSpec::new(
+        0,
+        100,
+        Match::any().exact(Field::InPort, TUNNEL_PORT as u128),
+    )
+    .actions([Action::Output(2)])];
+    let (local, remote) = vteps(v6);
+    let over = if v6 { 70 } else { 50 };
+    let templates = (0..flows)
+        .map(|i| {
+            let spec = FrameSpec::udp4(
+                Ipv4Addr::from(0x0b00_0000 | i as u32),
+                Ipv4Addr::from(0x0a00_0001 | ((i as u32 % 16) << 16)),
+                1024 + (i % 50_000) as u16,
+                5001,
+                frame_size + over,
+            );
+            let vx = match (remote, local) {
+                (IpAddr::V4(r), IpAddr::V4(l)) => Vxlan::v4(TUNNEL_VNI, r, l),
+                (IpAddr::V6(r), IpAddr::V6(l)) => Vxlan::v6(TUNNEL_VNI, r, l),
+                _ => unreachable!("one family"),
+            };
+            build(&spec.with_vxlan(vx))
+        })
+        .collect();
+    (rules, InMemorySource::new(templates))
+}
+
+/// VXLAN encapsulation: emc_hit's traffic on [`IN_PORT`], one rule
+/// `in_port=1,actions=output:<tunnel>`; the packets leave encapsulated by [`UPLINK_PORT`].
+pub fn vxlan_encap(flows: usize, frame_size: usize) -> (Vec<RuleSpec>, InMemorySource) {
+    let rules = vec![
+        RuleSpec::new(0, 100, Match::any().exact(Field::InPort, IN_PORT as u128))
+            .actions([Action::Output(TUNNEL_PORT)]),
+    ];
+    let (_, src) = emc_hit(flows, frame_size);
+    (rules, src)
 }

@@ -15,7 +15,7 @@ use crate::megaflow::MegaflowCache;
 use crate::smc::SignatureMatchCache;
 use crate::stats::{DatapathDrop, DatapathStats};
 use crate::tier::{MegaflowEvent, MegaflowId, MegaflowView};
-use crate::tunnel::{HopMiss, TunnelKey, TunnelPort, TunnelRemote, Tunnels};
+use crate::tunnel::{HopMiss, TunnelKey, TunnelPort, TunnelRemote, Tunnels, UnderlayHop};
 use flowpath_base::clock::{rdtsc, tsc_hz};
 use flowpath_base::BATCH;
 use flowpath_packet::encap::{vxlan_encap, EncapError, VxlanEncap};
@@ -164,6 +164,8 @@ pub struct Datapath {
     /// Where the next periodic counter push starts, and when the last one ran.
     push_cursor: usize,
     pushed_at: u64,
+    /// The last underlay hop an encapsulation used (see [`HopCache`]).
+    hop_cache: HopCache,
 }
 
 impl Datapath {
@@ -192,6 +194,7 @@ impl Datapath {
             limit_checked_at: 0,
             push_cursor: 0,
             pushed_at: 0,
+            hop_cache: HopCache::new(None),
             controller: Arc::new(ControllerQueue::new(cfg.controller_queue)),
             mac: Arc::new(MacLearningTable::new(cfg.mac_learning.clone())),
             ports: Vec::new(),
@@ -521,6 +524,7 @@ impl Datapath {
             controller: &self.controller,
             ports: &self.ports,
             tunnels: self.cfg.tunnels.as_deref(),
+            hop_cache: &self.hop_cache,
         };
         // Without TABLE, a packet-out that sends nothing counts as a rule drop.
         if !actions.is_empty() || table.is_none() {
@@ -898,6 +902,7 @@ impl Datapath {
                 controller: &self.controller,
                 ports: &self.ports,
                 tunnels,
+                hop_cache: &self.hop_cache,
             };
             if sc.slots[i] == UNCACHED {
                 let Some((_, tr)) = sc.uncached.iter().find(|(p, _)| *p as usize == i) else {
@@ -1035,7 +1040,13 @@ struct Ctx<'a> {
     ports: &'a [u32],
     /// The tunnel ports (an output to one encapsulates), if any.
     tunnels: Option<&'a Tunnels>,
+    /// The last hop read from the underlay: (its generation, remote, hop).
+    hop_cache: &'a HopCache,
 }
+
+/// The last underlay hop used, valid while the resolver's generation is unchanged: a
+/// burst to one remote reads the resolver once, then one atomic load per packet.
+type HopCache = std::cell::Cell<Option<(u64, IpAddr, UnderlayHop)>>;
 
 /// A megaflow that ran NORMAL, and what its decision depended on (see `l2.rs`).
 struct L2Flow {
@@ -1148,7 +1159,7 @@ fn output<S: OutputSink>(
 ) {
     if let Some(t) = ctx.tunnels {
         if let Some(tp) = t.port(p) {
-            encap_output(t, tp, pkt, key, tun, sink, st);
+            encap_output(t, tp, ctx.hop_cache, pkt, key, tun, sink, st);
             return;
         }
     }
@@ -1201,9 +1212,11 @@ pub(crate) fn inner_flow_hash(k: &FlowKey) -> u32 {
 /// the underlay (read now, so nothing cached depends on it), the outer headers pushed into
 /// the headroom, out on the hop's port, and the inner frame restored for later actions.
 #[inline(never)]
+#[allow(clippy::too_many_arguments)]
 fn encap_output<S: OutputSink>(
     t: &Tunnels,
     tp: &TunnelPort,
+    cache: &HopCache,
     pkt: &mut Packet<'_>,
     key: &FlowKey,
     tun: &TunSet,
@@ -1229,13 +1242,22 @@ fn encap_output<S: OutputSink>(
             }
         },
     };
-    let Some(hop) = t.underlay.hop(remote) else {
-        t.underlay.resolve(remote);
-        st.drop(match t.underlay.miss(remote) {
-            HopMiss::NoRoute => DatapathDrop::TunnelNoRoute,
-            HopMiss::NeighUnresolved => DatapathDrop::TunnelNeighUnresolved,
-        });
-        return;
+    // The generation is read before the hop: a change in between is caught next time.
+    let gen = t.underlay.generation();
+    let hop = match cache.get() {
+        Some((g, r, h)) if g == gen && r == remote => h,
+        _ => {
+            let Some(h) = t.underlay.hop(remote) else {
+                t.underlay.resolve(remote);
+                st.drop(match t.underlay.miss(remote) {
+                    HopMiss::NoRoute => DatapathDrop::TunnelNoRoute,
+                    HopMiss::NeighUnresolved => DatapathDrop::TunnelNeighUnresolved,
+                });
+                return;
+            };
+            cache.set(Some((gen, remote, h)));
+            h
+        }
     };
     let e = VxlanEncap {
         src_mac: hop.src_mac,

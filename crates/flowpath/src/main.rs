@@ -170,6 +170,10 @@ struct BenchArgs {
     /// Print a JSON array (one object per case) instead of the table.
     #[arg(long)]
     json: bool,
+    /// The VXLAN cases' underlay (outer headers): ipv4 or ipv6. `--case vxlan_decap
+    /// --underlay ipv6` is the same as `--case vxlan_decap_ipv6`.
+    #[arg(long, default_value = "ipv4", value_parser = ["ipv4", "ipv6"])]
+    underlay: String,
     /// Also measure what a rule change costs with a full megaflow cache: revalidating
     /// every megaflow versus flushing them (text output only).
     #[arg(long)]
@@ -267,6 +271,7 @@ fn bench(args: BenchArgs) -> ExitCode {
             .collect()
     };
     let cases = match cases {
+        Ok(c) if args.underlay == "ipv6" => c.into_iter().map(Case::with_ipv6_underlay).collect(),
         Ok(c) => c,
         Err(e) => {
             eprintln!("flowpath bench: --case: {e}");
