@@ -1227,10 +1227,18 @@ impl Capture {
 /// `tshark -r FILE -Y FILTER -T fields -e F...`: one line per frame.
 fn tshark_fields(file: &Path, filter: &str, fields: &[&str]) -> Vec<String> {
     let mut c = Command::new("tshark");
-    c.arg("-n")
-        .arg("-r")
-        .arg(file)
-        .args(["-Y", filter, "-T", "fields"]);
+    // Checksums checked too (tshark does not by default): a wrong one is an error-severity
+    // expert item, counted with the malformed frames.
+    c.arg("-n").arg("-r").arg(file).args([
+        "-o",
+        "ip.check_checksum:TRUE",
+        "-o",
+        "udp.check_checksum:TRUE",
+        "-Y",
+        filter,
+        "-T",
+        "fields",
+    ]);
     for f in fields {
         c.args(["-e", f]);
     }
@@ -1327,8 +1335,14 @@ fn burst(tag: &str, ul: Underlay) {
             "{outer} && vxlan.vni == 42 && eth.src == {A_MAC} && eth.dst == {B_MAC} && \
              (ip.src == {A4} || ipv6.src == {A6}) && udp.dstport == 9"
         ),
-        &["frame.number"],
+        &["frame.number", "udp.srcport"],
     );
+    // The outer UDP source port comes from the inner flow (RSS spreads the tunnel): the
+    // burst's 1,000 flows get many of them.
+    let sports: std::collections::BTreeSet<&str> = ours
+        .iter()
+        .filter_map(|l| l.split('\t').nth(1)?.split(',').next())
+        .collect();
     let bad = tshark_fields(
         &file,
         "_ws.malformed || _ws.expert.severity == error",
@@ -1336,13 +1350,14 @@ fn burst(tag: &str, ul: Underlay) {
     );
     eprintln!(
         "tshark ({:?} underlay, middle {:?}): {} VXLAN frames, {} from the burst, {} not VNI 42, \
-         {} malformed or error",
+         {} malformed or error (checksums checked), {} outer UDP source ports",
         ul,
         t.mid,
         all.len(),
         ours.len(),
         not_42.len(),
-        bad.len()
+        bad.len(),
+        sports.len()
     );
     if std::env::var_os("FLOWPATH_VXLAN_KEEP").is_some() {
         eprintln!("capture kept: {}", file.display());
@@ -1358,6 +1373,12 @@ fn burst(tag: &str, ul: Underlay) {
         "{} UDP 4789 frames are not VXLAN VNI 42, first: {:?}",
         not_42.len(),
         &not_42[..not_42.len().min(5)]
+    );
+    assert!(
+        sports.len() >= 16,
+        "the outer UDP source port does not follow the inner flow: {} distinct over the \
+         burst's 1,000 flows",
+        sports.len()
     );
     assert!(
         ours.len() as u32 >= BURST,
