@@ -108,12 +108,9 @@ impl Client {
     }
 }
 
-fn start(sw: &Arc<Switch>) -> (OpenFlowChannel, Arc<AtomicBool>, std::net::SocketAddr) {
+/// A channel on `sw` with no ports, run as `cfg` says.
+fn start_with(sw: &Arc<Switch>, cfg: OpenFlowConfig) -> (OpenFlowChannel, Arc<AtomicBool>) {
     let stop = Arc::new(AtomicBool::new(false));
-    let cfg = OpenFlowConfig {
-        targets: vec![Target::Listen("127.0.0.1:0".parse().unwrap())],
-        ..OpenFlowConfig::default()
-    };
     let ch = OpenFlowChannel::start(
         sw.clone(),
         Arc::new(NoPorts),
@@ -122,8 +119,24 @@ fn start(sw: &Arc<Switch>) -> (OpenFlowChannel, Arc<AtomicBool>, std::net::Socke
         stop.clone(),
     )
     .unwrap();
+    (ch, stop)
+}
+
+/// A channel listening on a free port of 127.0.0.1.
+fn start(sw: &Arc<Switch>) -> (OpenFlowChannel, Arc<AtomicBool>, std::net::SocketAddr) {
+    let cfg = OpenFlowConfig {
+        targets: vec![Target::Listen("127.0.0.1:0".parse().unwrap())],
+        ..OpenFlowConfig::default()
+    };
+    let (ch, stop) = start_with(sw, cfg);
     let addr = ch.listening[0];
     (ch, stop, addr)
+}
+
+/// A TCP port nothing listens on (for now).
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
 }
 
 fn stop(ch: OpenFlowChannel, stop: Arc<AtomicBool>) {
@@ -538,13 +551,9 @@ fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
 #[test]
 fn an_active_connection_reconnects_and_standalone_mode_learns_while_no_controller_is_there() {
     use flowpath_switch::openflow::FailMode;
-    // Reserve a port, then close it: the controller is not there yet.
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    // The controller is not there yet.
+    let port = free_port();
     let sw = Switch::open(SwitchConfig::default()).unwrap();
-    let stop_flag = Arc::new(AtomicBool::new(false));
     let cfg = OpenFlowConfig {
         targets: vec![Target::parse(&format!("tcp:127.0.0.1:{port}")).unwrap()],
         fail_mode: FailMode::Standalone,
@@ -552,14 +561,7 @@ fn an_active_connection_reconnects_and_standalone_mode_learns_while_no_controlle
         backoff_max: Duration::from_millis(200),
         ..OpenFlowConfig::default()
     };
-    let ch = OpenFlowChannel::start(
-        sw.clone(),
-        Arc::new(NoPorts),
-        Arc::new(NoPacketIo),
-        cfg,
-        stop_flag.clone(),
-    )
-    .unwrap();
+    let (ch, stop_flag) = start_with(&sw, cfg);
     // No controller: a learning switch (one NORMAL flow), and connect attempts counted.
     assert_eq!(fail_open_flows(&sw), 1);
     wait_for("a failed connect", || ch.counters().connect_failures > 0);
@@ -582,26 +584,15 @@ fn an_active_connection_reconnects_and_standalone_mode_learns_while_no_controlle
 
 #[test]
 fn secure_mode_keeps_the_flows_while_the_controller_is_away() {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = free_port();
     let sw = Switch::open(SwitchConfig::default()).unwrap();
     let l = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
-    let stop_flag = Arc::new(AtomicBool::new(false));
     let cfg = OpenFlowConfig {
         targets: vec![Target::parse(&format!("tcp:127.0.0.1:{port}")).unwrap()],
         backoff_min: Duration::from_millis(20),
         ..OpenFlowConfig::default()
     };
-    let ch = OpenFlowChannel::start(
-        sw.clone(),
-        Arc::new(NoPorts),
-        Arc::new(NoPacketIo),
-        cfg,
-        stop_flag.clone(),
-    )
-    .unwrap();
+    let (ch, stop_flag) = start_with(&sw, cfg);
     let mut c = accept_switch(&l);
     c.send(&add(0, 9, vec![], vec![OfAction::output(1)]));
     assert!(c.barrier().is_empty());
