@@ -175,19 +175,30 @@ pub enum TrafficClass {
     Ipv4,
     /// UDP over IPv6 (no extension headers).
     Ipv6,
-    /// UDP/IPv4 inside VXLAN over IPv4 (UDP 4789); the datapath decapsulates it.
+    /// VXLAN decapsulation: UDP/IPv4 inside VXLAN over IPv4 (UDP 4789) arriving on the
+    /// underlay port for a configured tunnel port ([`TrafficClass::tunnels`]); the
+    /// datapath decapsulates it and it enters the pipeline as `in_port=<tunnel>`.
     Vxlan,
+    /// VXLAN encapsulation: plain UDP/IPv4 in, output to a tunnel port with a static
+    /// underlay hop, so every frame leaves VXLAN over IPv4 encapsulated.
+    #[serde(rename = "vxlan_encap")]
+    VxlanEncap,
 }
 
 impl TrafficClass {
-    pub const ALL: [TrafficClass; 3] =
-        [TrafficClass::Ipv4, TrafficClass::Ipv6, TrafficClass::Vxlan];
+    pub const ALL: [TrafficClass; 4] = [
+        TrafficClass::Ipv4,
+        TrafficClass::Ipv6,
+        TrafficClass::Vxlan,
+        TrafficClass::VxlanEncap,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             TrafficClass::Ipv4 => "ipv4",
             TrafficClass::Ipv6 => "ipv6",
             TrafficClass::Vxlan => "vxlan",
+            TrafficClass::VxlanEncap => "vxlan_encap",
         }
     }
 
@@ -195,7 +206,31 @@ impl TrafficClass {
         TrafficClass::ALL
             .into_iter()
             .find(|c| c.name() == s)
-            .ok_or_else(|| format!("unknown traffic class '{s}' (expected ipv4, ipv6 or vxlan)"))
+            .ok_or_else(|| {
+                format!(
+                    "unknown traffic class '{s}' (expected ipv4, ipv6, vxlan (decap) or vxlan_encap)"
+                )
+            })
+    }
+
+    /// The tunnel ports the class's datapath needs (`DatapathConfig::tunnels`): the VXLAN
+    /// classes use [`vxlan_tunnels`] (IPv4 underlay), the others none.
+    pub fn tunnels(self) -> Option<Arc<Tunnels>> {
+        match self {
+            TrafficClass::Vxlan | TrafficClass::VxlanEncap => Some(Arc::new(vxlan_tunnels(false))),
+            TrafficClass::Ipv4 | TrafficClass::Ipv6 => None,
+        }
+    }
+
+    /// Bytes between the frames the class's source sends and the frame size it is
+    /// reported at, which is always the VXLAN frame on the wire for the VXLAN classes:
+    /// encap receives inner frames and sends them [`VXLAN4_OVERHEAD`] bytes larger; decap
+    /// receives the outer frame itself (0).
+    pub fn wire_extra_bytes(self) -> f64 {
+        match self {
+            TrafficClass::VxlanEncap => VXLAN4_OVERHEAD as f64,
+            _ => 0.0,
+        }
     }
 
     /// One line on what the frames and rules are.
@@ -208,7 +243,10 @@ impl TrafficClass {
                 "UDP/IPv6; 3 tables, 1,000 rules on IPv6 prefixes and ports; a new flow has a fresh low 32 bits of its source"
             }
             TrafficClass::Vxlan => {
-                "VXLAN (outer IPv4, UDP 4789) carrying UDP/IPv4, decapsulated by the datapath; the IPv4 rules plus the VNI; a new flow has a fresh inner source"
+                "VXLAN decap: VXLAN over IPv4 (UDP 4789, VNI 42) carrying UDP/IPv4 in on the underlay port, decapsulated through tunnel port 10; the IPv4 rules with in_port=10; a new flow has a fresh inner source; frame size: the outer frame"
+            }
+            TrafficClass::VxlanEncap => {
+                "VXLAN encap: UDP/IPv4 in, the IPv4 rules ending in output to tunnel port 10 (VNI 42, static underlay hop), so every frame leaves VXLAN over IPv4 encapsulated; a new flow has a fresh source; frame size: the outer frame sent (50 B over the inner)"
             }
         }
     }
@@ -300,9 +338,15 @@ const V6_DB8: u128 = 0x2001_0db8;
 ///   /64s, /56s and /32s, each with a destination port, → goto 2; table 2 source-port
 ///   ranges → output. Established flows come from 2001:db8:b:(i mod 200)00::/56 to
 ///   2001:db8:a:k::1 port 5001; a new flow differs in the low 32 source bits.
-/// - [`TrafficClass::Vxlan`]: the IPv4 rules, with table 0 also matching the VNI
-///   (100 + k mod 4); frames are VXLAN over IPv4 (10.255.0.1 → 10.255.0.2, UDP 4789)
-///   around the IPv4 class's inner frames. The datapath decapsulates on UDP 4789.
+/// - [`TrafficClass::Vxlan`] (decap): the IPv4 rules, with table 0 also matching
+///   `in_port=<tunnel>` ([`TUNNEL_PORT`]); frames are VXLAN over IPv4 from the remote VTEP
+///   to the local one (192.0.2.2 → 192.0.2.1, UDP 4789, VNI 42) around the IPv4 class's
+///   inner frames, `mix` sizing the outer frame. The datapath needs the class's tunnel
+///   port ([`TrafficClass::tunnels`]): it decapsulates and maps the packet to it.
+/// - [`TrafficClass::VxlanEncap`]: the IPv4 rules and frames, table 2 outputting to the
+///   tunnel port instead; `mix` sizes the encapsulated frame that leaves (the inner frame
+///   is [`VXLAN4_OVERHEAD`] bytes smaller, at least as large as its headers), so both
+///   VXLAN classes put the same frames on the underlay wire. Needs the tunnel port too.
 pub fn class_pipeline(
     class: TrafficClass,
     flows: usize,
@@ -310,8 +354,9 @@ pub fn class_pipeline(
 ) -> (Vec<RuleSpec>, InMemorySource) {
     let flows = mix.round_flows(flows);
     let rules = match class {
-        TrafficClass::Ipv4 => ipv4_rules(None),
-        TrafficClass::Vxlan => ipv4_rules(Some(vni_of)),
+        TrafficClass::Ipv4 => ipv4_rules(Ipv4Variant::Plain),
+        TrafficClass::Vxlan => ipv4_rules(Ipv4Variant::Decap),
+        TrafficClass::VxlanEncap => ipv4_rules(Ipv4Variant::Encap),
         TrafficClass::Ipv6 => ipv6_rules(),
     };
     let templates = (0..flows)
@@ -320,20 +365,28 @@ pub fn class_pipeline(
             let sport = 1024 + (i % 6400) as u16;
             let k = i as u32 % 99;
             match class {
-                TrafficClass::Ipv4 | TrafficClass::Vxlan => {
+                TrafficClass::Ipv4 | TrafficClass::Vxlan | TrafficClass::VxlanEncap => {
                     let src = Ipv4Addr::from(
                         0x0b00_0000 | ((i as u32 % 200) << 16) | (i as u32 / 200 + 1),
                     );
                     let dst = Ipv4Addr::from(0x0a00_0001 | (k << 16));
-                    let spec = FrameSpec::udp4(src, dst, sport, 5001, size);
-                    if class == TrafficClass::Vxlan {
-                        build(&spec.with_vxlan(Vxlan::v4(
-                            vni_of(k),
-                            Ipv4Addr::new(10, 255, 0, 1),
-                            Ipv4Addr::new(10, 255, 0, 2),
-                        )))
-                    } else {
-                        build(&spec)
+                    match class {
+                        TrafficClass::Vxlan => {
+                            let (local, remote) = vteps(false);
+                            let (IpAddr::V4(l), IpAddr::V4(r)) = (local, remote) else {
+                                unreachable!("IPv4 underlay")
+                            };
+                            let spec = FrameSpec::udp4(src, dst, sport, 5001, size);
+                            build(&spec.with_vxlan(Vxlan::v4(TUNNEL_VNI, r, l)))
+                        }
+                        TrafficClass::VxlanEncap => build(&FrameSpec::udp4(
+                            src,
+                            dst,
+                            sport,
+                            5001,
+                            size.saturating_sub(VXLAN4_OVERHEAD),
+                        )),
+                        _ => build(&FrameSpec::udp4(src, dst, sport, 5001, size)),
                     }
                 }
                 TrafficClass::Ipv6 => {
@@ -356,13 +409,22 @@ pub fn class_pipeline(
     (rules, InMemorySource::new(templates))
 }
 
-/// The VXLAN class's VNI for destination group `k`.
-fn vni_of(k: u32) -> u32 {
-    100 + k % 4
+/// Bytes VXLAN over IPv4 adds to a frame: outer Ethernet (14), IPv4 (20), UDP (8) and
+/// VXLAN (8) headers.
+pub const VXLAN4_OVERHEAD: usize = 50;
+
+/// Which of the IPv4 rule sets of [`class_pipeline`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ipv4Variant {
+    Plain,
+    /// Table 0 also matches `in_port=<tunnel>`.
+    Decap,
+    /// Table 2 outputs to the tunnel port.
+    Encap,
 }
 
-/// The IPv4 (and, with `vni`, VXLAN) rule set of [`class_pipeline`].
-fn ipv4_rules(vni: Option<fn(u32) -> u32>) -> Vec<RuleSpec> {
+/// The IPv4 (and VXLAN) rule sets of [`class_pipeline`].
+fn ipv4_rules(variant: Ipv4Variant) -> Vec<RuleSpec> {
     let mut rules = Vec::with_capacity(1000);
     for k in 0..99u32 {
         let mut m = Match::any().exact(Field::EthType, 0x0800).prefix(
@@ -370,8 +432,8 @@ fn ipv4_rules(vni: Option<fn(u32) -> u32>) -> Vec<RuleSpec> {
             (0x0a00_0000 | (k << 16)) as u128,
             16,
         );
-        if let Some(vni) = vni {
-            m = m.exact(Field::TunId, vni(k) as u128);
+        if variant == Ipv4Variant::Decap {
+            m = m.exact(Field::InPort, TUNNEL_PORT as u128);
         }
         rules.push(RuleSpec::new(0, 100, m).goto(1));
     }
@@ -400,6 +462,11 @@ fn ipv4_rules(vni: Option<fn(u32) -> u32>) -> Vec<RuleSpec> {
         );
     }
     table2(&mut rules);
+    if variant == Ipv4Variant::Encap {
+        for r in rules.iter_mut().filter(|r| r.table == 2) {
+            r.actions = vec![Action::Output(TUNNEL_PORT)];
+        }
+    }
     rules
 }
 

@@ -6,7 +6,7 @@ use flowpath_bench::suite::{
     self, class_result, model, ClassResult, Meta, Point, ScalingPoint, ScalingSeries, SizePoint,
     Spread, SuiteConfig, SuiteResults,
 };
-use flowpath_bench::workload::{class_pipeline, FrameMix, TrafficClass, IN_PORT};
+use flowpath_bench::workload::{class_pipeline, FrameMix, TrafficClass, IN_PORT, UPLINK_PORT};
 use flowpath_bench::Machine;
 use flowpath_datapath::{CountingSink, Datapath, DatapathConfig, DatapathDrop};
 use flowpath_pipeline::{Backend, RuleStore};
@@ -200,6 +200,7 @@ fn outputs_are_written_and_results_json_round_trips() {
         "miss_rate_ipv4.svg",
         "miss_rate_ipv6.svg",
         "miss_rate_vxlan.svg",
+        "miss_rate_vxlan_encap.svg",
     ] {
         assert!(names.iter().any(|x| x == n), "{n} not written: {names:?}");
     }
@@ -218,19 +219,27 @@ fn outputs_are_written_and_results_json_round_trips() {
     let json = std::fs::read_to_string(dir.join("results.json")).unwrap();
     let back: SuiteResults = serde_json::from_str(&json).unwrap();
     assert_eq!(back.meta.seed, 7);
-    assert_eq!(back.classes.len(), 3);
+    assert_eq!(back.classes.len(), 4);
     assert_eq!(
         back.class(TrafficClass::Ipv4).unwrap().curve[2].disagrees,
         r.class(TrafficClass::Ipv4).unwrap().curve[2].disagrees
     );
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
-    assert_eq!(v["classes"][0]["class"], "ipv4");
+    let names: Vec<&str> = v["classes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["class"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["ipv4", "ipv6", "vxlan", "vxlan_encap"]);
     assert_eq!(v["meta"]["config"]["mixes"][1], "imix");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Every class's established flows are forwarded (none dropped by the parser or a table
-/// miss), and stamped new flows each take the slow path once.
+/// miss), and stamped new flows each take the slow path once; the VXLAN classes go through
+/// their tunnel port: decap maps every packet to it, encap sends every packet out of the
+/// underlay port 50 bytes larger.
 #[test]
 fn class_workloads_forward_and_miss_as_designed() {
     for class in TrafficClass::ALL {
@@ -245,6 +254,7 @@ fn class_workloads_forward_and_miss_as_designed() {
                 store,
                 DatapathConfig {
                     miss: flowpath_datapath::MissLimits::unbudgeted(),
+                    tunnels: class.tunnels(),
                     ..DatapathConfig::default()
                 },
             );
@@ -269,6 +279,31 @@ fn class_workloads_forward_and_miss_as_designed() {
             );
             assert_eq!(st.upcalls as usize, n, "{class:?}: one megaflow per flow");
             assert_eq!(sink.packets, 64 * 32);
+            assert_eq!(st.dropped(DatapathDrop::VxlanNoTunnel), 0, "{class:?}");
+            match class {
+                TrafficClass::Vxlan => {
+                    assert_eq!(
+                        st.decapsulated,
+                        64 * 32,
+                        "{mix:?}: every packet decapsulated"
+                    );
+                    assert_eq!(
+                        sink.bytes,
+                        st.bytes - 50 * 64 * 32,
+                        "the inner frames leave"
+                    );
+                }
+                TrafficClass::VxlanEncap => {
+                    assert_eq!(
+                        st.encapsulated,
+                        64 * 32,
+                        "{mix:?}: every packet encapsulated"
+                    );
+                    assert_eq!(sink.per_port[UPLINK_PORT as usize], 64 * 32, "{mix:?}");
+                    assert_eq!(sink.bytes, st.bytes + 50 * 64 * 32, "VXLAN frames leave");
+                }
+                _ => assert_eq!(st.decapsulated + st.encapsulated, 0, "{class:?}"),
+            }
             dp.reset_stats();
             src.set_new_flow_share(1.0);
             feed(&mut dp, &mut src, &mut sink, 10);
@@ -282,6 +317,16 @@ fn class_workloads_forward_and_miss_as_designed() {
         src.template(0).len(),
         92,
         "VXLAN frames carry 50 bytes of outer headers"
+    );
+    // Encap sends what decap receives: at "64" the smallest VXLAN frame, from the
+    // smallest inner frame; at 570 (IMIX) a 570-byte VXLAN frame from a 520-byte one.
+    let (_, src) = class_pipeline(TrafficClass::VxlanEncap, 12, FrameMix::Imix);
+    assert_eq!(src.template(0).len(), 42);
+    assert_eq!(src.template(1).len(), 570 - 4 - 50);
+    assert_eq!(TrafficClass::VxlanEncap.wire_extra_bytes(), 50.0);
+    assert_eq!(
+        TrafficClass::parse("vxlan_encap"),
+        Ok(TrafficClass::VxlanEncap)
     );
 }
 
@@ -342,7 +387,12 @@ fn tiny_suite_runs_every_experiment() {
         assert_eq!(s.miss.upcall_share, 1.0);
     }
     // Hit/miss and the curve, per class, with the model beside every point.
-    assert_eq!(r.classes.len(), 3);
+    let classes: Vec<TrafficClass> = r.classes.iter().map(|c| c.class).collect();
+    assert_eq!(
+        classes,
+        TrafficClass::ALL,
+        "ipv4, ipv6, vxlan (decap), vxlan_encap"
+    );
     for c in &r.classes {
         let rates: Vec<f64> = c.curve.iter().map(|p| p.miss_rate).collect();
         assert_eq!(rates, vec![0.0, 0.5, 1.0]);
@@ -366,6 +416,17 @@ fn tiny_suite_runs_every_experiment() {
         r.classes[2].frame_bytes > r.classes[0].frame_bytes,
         "VXLAN frames are bigger"
     );
+    // Both VXLAN classes are sized by the VXLAN frame on the wire (encap: what it sends).
+    assert_eq!(r.classes[3].frame_bytes, 96.0);
+    assert_eq!(r.classes[2].frame_bytes, r.classes[3].frame_bytes);
+    assert!(r
+        .findings
+        .iter()
+        .any(|f| f.starts_with("vxlan_encap: VXLAN encapsulated")));
+    assert!(r
+        .findings
+        .iter()
+        .any(|f| f.starts_with("vxlan: VXLAN decapsulated")));
     assert_eq!(r.meta.seed, cfg.seed);
     assert!(r.meta.tsc_hz > 0.0);
     assert!(!r.findings.is_empty());

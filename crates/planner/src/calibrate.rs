@@ -61,7 +61,8 @@ pub fn suite_config(quick: bool) -> SuiteConfig {
 }
 
 /// The points of the curves, on one core: every class at its smallest frames (the "64"
-/// setting: 64 B for IPv4, 66 B for IPv6, 96 B for VXLAN) at every one of [`MISS_RATES`]
+/// setting: 64 B for IPv4, 66 B for IPv6, 96 B on the wire for VXLAN decap and encap) at
+/// every one of [`MISS_RATES`]
 /// (0 % is the hit cost, 100 % the miss cost), and IPv4 at the larger [`CURVE_MIXES`] at
 /// the miss rates strictly between (on this datapath the cost between the ends depends on
 /// the frames' memory footprint, while hits alone and misses alone are flat); and IPv4
@@ -369,12 +370,13 @@ pub fn profile_from(r: &SuiteResults, pass: &[Measured], name: &str) -> Profile 
         ipv4: empty(),
         ipv6: empty(),
         vxlan: empty(),
+        vxlan_encap: empty(),
     };
     for (class, fb, pts) in &base {
         let pb = (hit_pb, miss_pb);
         *classes.get_mut(*class) = class_costs(*class, *fb, pts, &larger, pb, &mut notes);
     }
-    notes.push("hit and miss: the median cycles per packet (whole loop: rx from memory, parse, caches, slow path, actions, tx) with 0 % and 100 % new flows at each class's smallest frame (IPv4 64 B, IPv6 66 B, VXLAN 96 B on the wire: the least their headers allow), minus per_byte_cycles times that size.".into());
+    notes.push("hit and miss: the median cycles per packet (whole loop: rx from memory, parse, caches, slow path, actions, tx) with 0 % and 100 % new flows at each class's smallest frame (IPv4 64 B, IPv6 66 B, VXLAN 96 B on the wire: the least their headers allow), minus per_byte_cycles times that size. vxlan is decapsulation (VXLAN over IPv4 in on the underlay port, through a tunnel port, in_port=<tunnel> rules); vxlan_encap is encapsulation (plain IPv4 in, output to a tunnel port with a static underlay hop): its frame size is the VXLAN frame it sends, 50 B more than the frame it receives.".into());
     let (effs, scaling_note) = scaling(r, pass);
     notes.push(scaling_note);
     let m = &r.meta;
@@ -415,7 +417,8 @@ pub fn profile_from(r: &SuiteResults, pass: &[Measured], name: &str) -> Profile 
 }
 
 /// Per class, its frame size and its curve (including the 0 % and 100 % ends): from the
-/// calibration pass, else the suite's class results, else IPv4's.
+/// calibration pass, else the suite's class results, else VXLAN decap's (for encap, if
+/// there), else IPv4's.
 fn base_curves(
     r: &SuiteResults,
     pass: &[Measured],
@@ -439,12 +442,21 @@ fn base_curves(
         match from_pass.or_else(from_suite) {
             Some((b, p)) => base.push((class, b, p)),
             None => {
-                if let Some(ip) = base.iter().find(|x| x.0 == TrafficClass::Ipv4).cloned() {
+                let decap = (class == TrafficClass::VxlanEncap)
+                    .then(|| base.iter().find(|x| x.0 == TrafficClass::Vxlan).cloned())
+                    .flatten();
+                let ipv4 = || base.iter().find(|x| x.0 == TrafficClass::Ipv4).cloned();
+                if let Some(stand_in) = decap.or_else(ipv4) {
                     notes.push(format!(
-                        "{}: not measured; the IPv4 costs are used.",
-                        class.name()
+                        "{}: not measured; the {} costs are used.",
+                        class.name(),
+                        if stand_in.0 == TrafficClass::Vxlan {
+                            "vxlan (decap)"
+                        } else {
+                            "IPv4"
+                        }
                     ));
-                    base.push((class, ip.1, ip.2));
+                    base.push((class, stand_in.1, stand_in.2));
                 }
             }
         }
@@ -495,10 +507,10 @@ fn larger_frames(
     ));
     }
     if !larger.is_empty() {
-        notes.push("Frame sizes are swept for IPv4 only: IPv6 and VXLAN use IPv4's per-byte slopes, and their larger-frame curves are their own smallest-frame curve plus IPv4's measured difference at the same miss rate.".into());
+        notes.push("Frame sizes are swept for IPv4 only: IPv6 and the VXLAN classes use IPv4's per-byte slopes, and their larger-frame curves are their own smallest-frame curve plus IPv4's measured difference at the same miss rate.".into());
     } else {
         notes.push(
-            "Frame sizes are swept for IPv4 only: IPv6 and VXLAN use IPv4's per-byte slopes."
+            "Frame sizes are swept for IPv4 only: IPv6 and the VXLAN classes use IPv4's per-byte slopes."
                 .into(),
         );
     }

@@ -69,6 +69,7 @@ pub fn default_workloads(available_cores: usize) -> Vec<CheckWorkload> {
         w(TrafficClass::Ipv4, FrameMix::Fixed(1518), 0.15, 1),
         w(TrafficClass::Ipv6, FrameMix::Fixed(64), 0.07, 1),
         w(TrafficClass::Vxlan, FrameMix::Fixed(512), 0.30, 1),
+        w(TrafficClass::VxlanEncap, FrameMix::Imix, 0.05, 1),
     ];
     if available_cores >= 2 {
         v.push(w(TrafficClass::Ipv4, FrameMix::Fixed(64), 0.01, 2));
@@ -80,7 +81,8 @@ pub fn default_workloads(available_cores: usize) -> Vec<CheckWorkload> {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Measured {
     pub workload: CheckWorkload,
-    /// Mean frame size of the generated frames, FCS included (VXLAN: the outer frame).
+    /// Mean frame size of the generated frames, FCS included (the VXLAN classes: the
+    /// outer frame, received for decap and sent for encap).
     pub frame_bytes: f64,
     /// Aggregate Mpps per run (all workers).
     pub mpps: Spread,
@@ -112,10 +114,12 @@ fn set_up(cfg: &SuiteConfig, w: CheckWorkload) -> Bench {
                 megaflow_max: cfg.megaflow_max,
                 // A cost measurement: every miss classified (no miss budget).
                 miss: flowpath_datapath::MissLimits::unbudgeted(),
+                tunnels: w.class.tunnels(),
                 ..DatapathConfig::default()
             };
             let mut h = Harness::new(store.clone(), dp_cfg, source.with_seed(cfg.seed + k as u64));
-            frame_bytes = h.frame_bytes();
+            // The VXLAN classes: the VXLAN frame on the wire (encap: what leaves).
+            frame_bytes = h.frame_bytes() + w.class.wire_extra_bytes();
             h.settle(prefill, w.miss_rate, warm);
             h
         })

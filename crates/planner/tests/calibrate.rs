@@ -112,7 +112,8 @@ fn measured(w: CheckWorkload, frame_bytes: f64, cycles: f64) -> Measured {
     }
 }
 
-/// The pass with IPv4 64 B costs `c(m)`, IPv6 = IPv4 + 10, VXLAN = IPv4 + 50; larger
+/// The pass with IPv4 64 B costs `c(m)`, IPv6 = IPv4 + 10, VXLAN decap = IPv4 + 50,
+/// VXLAN encap = IPv4 + 40; larger
 /// IPv4 frames cost `extra(m)` more (not at the ends); 2 cores reach `eff2` of linear.
 fn pass(c: impl Fn(f64) -> f64, extra: impl Fn(f64) -> f64, eff2: f64) -> Vec<Measured> {
     calibration_pass(2)
@@ -120,7 +121,7 @@ fn pass(c: impl Fn(f64) -> f64, extra: impl Fn(f64) -> f64, eff2: f64) -> Vec<Me
         .map(|w| {
             let bytes = match (w.class, w.mix) {
                 (TrafficClass::Ipv6, _) => 66.0,
-                (TrafficClass::Vxlan, _) => 96.0,
+                (TrafficClass::Vxlan | TrafficClass::VxlanEncap, _) => 96.0,
                 (_, FrameMix::Imix) => 353.83,
                 (_, FrameMix::Fixed(n)) => n as f64,
             };
@@ -130,6 +131,7 @@ fn pass(c: impl Fn(f64) -> f64, extra: impl Fn(f64) -> f64, eff2: f64) -> Vec<Me
                     TrafficClass::Ipv4 => 0.0,
                     TrafficClass::Ipv6 => 10.0,
                     TrafficClass::Vxlan => 50.0,
+                    TrafficClass::VxlanEncap => 40.0,
                 };
             if w.mix != FrameMix::Fixed(64) {
                 cycles += extra(m);
@@ -152,7 +154,7 @@ fn the_pass_covers_every_class_rate_and_size() {
     let p = calibration_pass(4);
     assert_eq!(
         p.len(),
-        3 * MISS_RATES.len() + 2 * (MISS_RATES.len() - 2) + 2
+        4 * MISS_RATES.len() + 2 * (MISS_RATES.len() - 2) + 2
     );
     assert!(p
         .iter()
@@ -210,6 +212,15 @@ fn profile_from_flat_sizes_and_a_bent_curve() {
         .unwrap();
     assert!((v6_1518.cycles - (bent(0.5) + 10.0 + 100.0)).abs() < 0.06);
     assert_eq!(prof.classes.vxlan.curves[0].frame_bytes, 96.0);
+    // VXLAN encap: its own costs at the VXLAN frame it sends (96 B), not decap's.
+    let enc = &prof.classes.vxlan_encap;
+    assert!((enc.hit.fixed_cycles - 140.0).abs() < 0.05);
+    assert!((prof.classes.vxlan.hit.fixed_cycles - 150.0).abs() < 0.05);
+    assert_eq!(enc.curves[0].frame_bytes, 96.0);
+    assert!(!prof
+        .notes
+        .iter()
+        .any(|n| n.contains("vxlan_encap: not measured")));
     // Scaling from the pass (90 %), the suite's (95 %) in the notes.
     assert_eq!(prof.scaling, vec![1.0, 0.9]);
     let note = prof.notes.iter().find(|n| n.contains("scaling")).unwrap();
@@ -280,5 +291,12 @@ fn tiny_real_calibration_and_check() {
         .unwrap();
     // The size is the frame on the wire (for VXLAN the outer one), as in the planner.
     assert_eq!(vx.frame_bytes, 512.0);
+    // Encap too: the VXLAN frames it sends, IMIX of 96 (the smallest), 570, 1518 B.
+    let enc = rows
+        .iter()
+        .find(|r| r.class == TrafficClass::VxlanEncap)
+        .unwrap();
+    assert!((enc.frame_bytes - (7.0 * 96.0 + 4.0 * 570.0 + 1518.0) / 12.0).abs() < 1e-9);
+    assert!(enc.predicted_mpps_per_core > 0.0);
     assert!(check::table(&rows).lines().count() == rows.len() + 2);
 }

@@ -239,3 +239,71 @@ fn profiles_round_trip_through_toml_and_json() {
         .unwrap()
         .starts_with("# flowpath calibration profile"));
 }
+
+/// A profile written before the VXLAN encap class (no `classes.vxlan_encap`) still loads:
+/// the encap costs are a copy of the decap (`vxlan`) costs and a note says so; what it
+/// saves has the class and reads back the same; a profile with the class keeps its own.
+#[test]
+fn a_profile_without_vxlan_encap_loads_with_the_decap_costs() {
+    let text = profile::BUILTIN[0].2;
+    let at = text.find("\n[classes.vxlan_encap]").unwrap();
+    // Without the encap class, and with decap costs of its own (not IPv4's).
+    let old = text[..at].replace(
+        "[classes.vxlan]\nhit = { fixed_cycles = 4600,",
+        "[classes.vxlan]\nhit = { fixed_cycles = 5100,",
+    );
+    assert!(!old.contains("[classes.vxlan_encap]") && old.contains("fixed_cycles = 5100"));
+    let p = parse_toml(&old, "old.toml").unwrap();
+    assert_eq!(p.classes.vxlan_encap, p.classes.vxlan);
+    assert_eq!(p.classes.vxlan_encap.hit.fixed_cycles, 5100.0);
+    assert_eq!(
+        p.notes
+            .iter()
+            .filter(|n| *n == profile::ENCAP_DEFAULT_NOTE)
+            .count(),
+        1
+    );
+    let again = parse_toml(&to_toml(&p), "again.toml").unwrap();
+    assert_eq!(
+        again, p,
+        "saved with the class and the note, read back unchanged"
+    );
+    let json = serde_json::to_string(&p).unwrap();
+    assert!(json.contains("\"vxlan_encap\""));
+    assert_eq!(parse_json(&json, "again.json").unwrap(), p);
+    // The shipped profiles have the class, so no such note.
+    for (name, _, text) in profile::BUILTIN {
+        assert!(text.contains("[classes.vxlan_encap]"), "{name}");
+        let b = builtin(name).unwrap();
+        assert!(!b.notes.iter().any(|n| n == profile::ENCAP_DEFAULT_NOTE));
+        assert_eq!(
+            b.classes.vxlan_encap, b.classes.vxlan,
+            "{name}: the talk's figures"
+        );
+    }
+    // A wrong field inside the new class is named with its path.
+    let bad = text.replacen(
+        "[classes.vxlan_encap]\nhit = { fixed_cycles = 4600,",
+        "[classes.vxlan_encap]\nhit = { fixed_cycles = -1,",
+        1,
+    );
+    let e = parse_toml(&bad, "p").unwrap_err();
+    assert!(
+        e.starts_with("profile p: classes.vxlan_encap.hit.fixed_cycles: "),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_traffic_option_takes_vxlan_encap() {
+    let mut i = input("10Mpps", "imix", "2%");
+    i.traffic = "vxlan_encap".into();
+    let p = builtin("ovs-kernel").unwrap();
+    let (w, opts, _) = i.parse().unwrap();
+    assert_eq!(w.class, flowpath_bench::workload::TrafficClass::VxlanEncap);
+    let plan = flowpath_planner::plan(&p, &w, &opts).unwrap();
+    assert!(plan.cores > 0);
+    i.traffic = "vxlan-encap".into();
+    let e = i.parse().unwrap_err();
+    assert!(e.contains("vxlan_encap"), "{e}");
+}

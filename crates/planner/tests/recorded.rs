@@ -134,3 +134,35 @@ fn imix_at_3_percent_by_hand_and_through_plan() {
     assert!((p.pps_per_core / 1e6 / row.predicted_mpps_per_core - 1.0).abs() < 1e-12);
     assert_eq!(p.cores, row.planner_cores);
 }
+
+/// The recorded profile predates the VXLAN encap class: it loads, with the decap costs
+/// standing in for encap (and a note saying so), and plans for encap traffic.
+#[test]
+fn the_recorded_profile_predates_encap_and_still_plans_it() {
+    let v: serde_json::Value = serde_json::from_str(RECORDED).unwrap();
+    assert!(v["profile"]["classes"].get("vxlan_encap").is_none());
+    let (profile, _, _) = recorded();
+    assert_eq!(profile.classes.vxlan_encap, profile.classes.vxlan);
+    assert!(profile
+        .notes
+        .iter()
+        .any(|n| n == flowpath_planner::profile::ENCAP_DEFAULT_NOTE));
+    let w = Workload {
+        class: flowpath_bench::workload::TrafficClass::VxlanEncap,
+        pps: 5e6,
+        frame_bytes: 96.0,
+        miss_rate: 0.01,
+    };
+    let enc = plan(&profile, &w, &Options::default()).unwrap();
+    let dec = plan(
+        &profile,
+        &Workload {
+            class: flowpath_bench::workload::TrafficClass::Vxlan,
+            ..w
+        },
+        &Options::default(),
+    )
+    .unwrap();
+    assert_eq!(enc.cores, dec.cores);
+    assert!(enc.cores > 0);
+}

@@ -64,10 +64,40 @@ pub fn findings(r: &SuiteResults) -> Vec<String> {
             c.miss_hit_ratio
         ));
     }
+    vxlan_findings(r, &mut f);
     scaling_findings(r, &mut f);
     size_findings(r, &mut f);
     curve_findings(r, &mut f);
     f
+}
+
+/// The VXLAN classes' hit rate against plain IPv4's in the same run (issue 19's target:
+/// decap and encap each at least 0.8x IPv4 forwarding per core).
+fn vxlan_findings(r: &SuiteResults, f: &mut Vec<String>) {
+    use crate::workload::TrafficClass;
+    let Some(ip) = r.class(TrafficClass::Ipv4) else {
+        return;
+    };
+    for (class, what) in [
+        (TrafficClass::Vxlan, "decapsulated through a tunnel port"),
+        (TrafficClass::VxlanEncap, "encapsulated to a tunnel port"),
+    ] {
+        let Some(c) = r.class(class) else { continue };
+        if ip.hit.mpps <= 0.0 {
+            continue;
+        }
+        let ratio = c.hit.mpps / ip.hit.mpps;
+        f.push(format!(
+            "{}: VXLAN {what} at {:.2} Mpps per core with hits only, {:.2}x plain IPv4's {:.2} Mpps in              the same run ({}the issue's target of 0.8x); {:.0}-byte VXLAN frames on the wire against              IPv4's {:.0} B.",
+            class.name(),
+            c.hit.mpps,
+            ratio,
+            ip.hit.mpps,
+            if ratio >= 0.8 { "meets " } else { "below " },
+            c.frame_bytes,
+            ip.frame_bytes
+        ));
+    }
 }
 
 /// Scaling over cores: rates, rate per core, share of linear.

@@ -48,13 +48,21 @@ fn store_with(rules: Vec<RuleSpec>) -> Arc<RuleStore> {
     store
 }
 
-/// One worker's harness (own caches, source and sink), set up as the module says.
-fn worker(store: Arc<RuleStore>, source: InMemorySource, cfg: &SuiteConfig, seed: u64) -> Harness {
+/// One worker's harness (own caches, source and sink, and the class's tunnel ports),
+/// set up as the module says.
+fn worker(
+    class: TrafficClass,
+    store: Arc<RuleStore>,
+    source: InMemorySource,
+    cfg: &SuiteConfig,
+    seed: u64,
+) -> Harness {
     let dp_cfg = DatapathConfig {
         emc_insert_inv_prob: cfg.emc_insert_inv_prob,
         megaflow_max: cfg.megaflow_max,
         // A cost measurement: every miss classified (no miss budget).
         miss: flowpath_datapath::MissLimits::unbudgeted(),
+        tunnels: class.tunnels(),
         ..DatapathConfig::default()
     };
     Harness::new(store, dp_cfg, source.with_seed(seed))
@@ -100,7 +108,7 @@ pub(crate) fn points(cfg: &SuiteConfig, specs: &[Spec], tick: &mut dyn FnMut(f64
         .iter()
         .map(|s| {
             let (rules, source) = class_pipeline(s.class, cfg.flows, s.mix);
-            let mut w = worker(store_with(rules), source, cfg, cfg.seed);
+            let mut w = worker(s.class, store_with(rules), source, cfg, cfg.seed);
             settle(&mut w, cfg, s.m);
             done += settle_cost(s);
             tick(done / total);
@@ -125,7 +133,8 @@ pub(crate) fn points(cfg: &SuiteConfig, specs: &[Spec], tick: &mut dyn FnMut(f64
                 s.m,
                 smp,
                 packets_at(cfg.packets, s.m, cfg.min_packets),
-                w.frame_bytes(),
+                // The VXLAN classes: the VXLAN frame on the wire (encap: what leaves).
+                w.frame_bytes() + s.class.wire_extra_bytes(),
                 w.datapath().megaflows().len(),
             )
         })
@@ -199,7 +208,7 @@ pub(crate) fn scaling(
                     let pinned = pin
                         && cpu.is_some_and(|c| flowpath_base::cpu::pin_current_thread(c).is_ok());
                     let (_, source) = class_pipeline(class, cfg.flows, mix);
-                    let mut w = worker(store, source, cfg, cfg.seed + k as u64);
+                    let mut w = worker(class, store, source, cfg, cfg.seed + k as u64);
                     settle(&mut w, cfg, m);
                     settled.wait();
                     let mut dts = vec![Vec::with_capacity(runs); cores.len()];

@@ -7,8 +7,9 @@
 //!   core, cycles per packet and scaling efficiency against one core;
 //! - **frame sizes**: cycles per cached and per new-flow packet at 64 B, IMIX (7:4:1 of
 //!   64/570/1518), 512, 1024 and 1518 B;
-//! - **hit vs miss** per traffic class (IPv4, IPv6, VXLAN): cycles per packet when every
-//!   packet is an established flow and when every packet is a new one, and their ratio;
+//! - **hit vs miss** per traffic class (IPv4, IPv6, VXLAN decap through a tunnel port,
+//!   VXLAN encap to a tunnel port): cycles per packet when every packet is an established
+//!   flow and when every packet is a new one, and their ratio;
 //! - **throughput vs miss rate** per class, measured at each miss rate and beside it the
 //!   model `cycles(m) = (1 − m)·c_hit + m·c_miss` from the same run's end points, with the
 //!   disagreement per point ([`model`]);
@@ -84,7 +85,7 @@ fn default_attack_window() -> u64 {
 }
 
 impl SuiteConfig {
-    /// The full suite: 5 runs of 2,000,000 packets per point, eight miss rates, three
+    /// The full suite: 5 runs of 2,000,000 packets per point, eight miss rates, four
     /// classes, five frame sizes, 1 … all cores. About a minute on a 2-core machine.
     pub fn full() -> SuiteConfig {
         SuiteConfig {

@@ -63,20 +63,36 @@ pub struct ClassCosts {
     pub curves: Vec<Curve>,
 }
 
-/// The three traffic classes of the talk.
+/// The traffic classes of the talk (IPv4, IPv6, VXLAN), VXLAN as decap (`vxlan`) and
+/// encap (`vxlan_encap`). The VXLAN classes' frame sizes are the VXLAN frame on the wire
+/// (received for decap, sent for encap).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Classes {
     pub ipv4: ClassCosts,
     pub ipv6: ClassCosts,
+    /// VXLAN decapsulation (through a tunnel port).
     pub vxlan: ClassCosts,
+    /// VXLAN encapsulation (output to a tunnel port). Profiles written before this class
+    /// existed have none: it is read as a copy of `vxlan` (see [`ENCAP_DEFAULT_NOTE`]).
+    pub vxlan_encap: ClassCosts,
 }
 
+/// The note a profile without `classes.vxlan_encap` gets when it is read: the decap
+/// costs stand in for the encap costs.
+pub const ENCAP_DEFAULT_NOTE: &str = "classes.vxlan_encap: the profile as written had none (it predates the class), so the vxlan (decap) costs were copied for it: the same VXLAN frames on the wire, one tunnel header handled per packet either way; calibrate again (`flowpath calibrate`) to measure encap.";
+
 impl Classes {
+    /// Key in a profile (`classes.<key>`) and costs, in [`TrafficClass::ALL`]'s order.
+    pub fn named(&self) -> [(&'static str, &ClassCosts); 4] {
+        TrafficClass::ALL.map(|c| (c.name(), self.get(c)))
+    }
+
     pub fn get(&self, class: TrafficClass) -> &ClassCosts {
         match class {
             TrafficClass::Ipv4 => &self.ipv4,
             TrafficClass::Ipv6 => &self.ipv6,
             TrafficClass::Vxlan => &self.vxlan,
+            TrafficClass::VxlanEncap => &self.vxlan_encap,
         }
     }
 
@@ -85,6 +101,7 @@ impl Classes {
             TrafficClass::Ipv4 => &mut self.ipv4,
             TrafficClass::Ipv6 => &mut self.ipv6,
             TrafficClass::Vxlan => &mut self.vxlan,
+            TrafficClass::VxlanEncap => &mut self.vxlan_encap,
         }
     }
 }
@@ -232,11 +249,7 @@ pub fn to_toml(p: &Profile) -> String {
             f(c.per_byte_cycles)
         )
     };
-    for (name, c) in [
-        ("ipv4", &p.classes.ipv4),
-        ("ipv6", &p.classes.ipv6),
-        ("vxlan", &p.classes.vxlan),
-    ] {
+    for (name, c) in p.classes.named() {
         o.push_str(&format!(
             "\n[classes.{name}]\nhit = {}\nmiss = {}\n",
             cost(&c.hit),

@@ -276,12 +276,23 @@ pub(super) fn from_value(v: &Value) -> Result<Profile, String> {
         v: classes_v,
         path: "classes",
     }
-    .table(&["ipv4", "ipv6", "vxlan"])?;
+    .table(&["ipv4", "ipv6", "vxlan", "vxlan_encap"])?;
     let class = |k: &str| class_costs(field(cm, "classes", k)?, &join("classes", k));
+    let (ipv4, ipv6, vxlan) = (class("ipv4")?, class("ipv6")?, class("vxlan")?);
+    // Profiles from before the encap class: the decap costs stand in, and a note says so.
+    let mut notes = notes;
+    let vxlan_encap = match cm.get("vxlan_encap") {
+        Some(v) => class_costs(v, "classes.vxlan_encap")?,
+        None => {
+            notes.push(super::ENCAP_DEFAULT_NOTE.to_string());
+            vxlan.clone()
+        }
+    };
     let classes = Classes {
-        ipv4: class("ipv4")?,
-        ipv6: class("ipv6")?,
-        vxlan: class("vxlan")?,
+        ipv4,
+        ipv6,
+        vxlan,
+        vxlan_encap,
     };
     Ok(Profile {
         name,
