@@ -15,10 +15,10 @@ use crate::megaflow::MegaflowCache;
 use crate::smc::SignatureMatchCache;
 use crate::stats::{DatapathDrop, DatapathStats};
 use crate::tier::{MegaflowEvent, MegaflowId, MegaflowView};
-use crate::tunnel::{HopMiss, TunnelKey, TunnelPort, TunnelRemote, Tunnels, UnderlayHop};
+use crate::tunnel::{HopMiss, TunnelKey, TunnelPort, TunnelRemote, Tunnels};
 use flowpath_base::clock::{rdtsc, tsc_hz};
 use flowpath_base::BATCH;
-use flowpath_packet::encap::{vxlan_encap, EncapError, VxlanEncap};
+use flowpath_packet::encap::{EncapError, VxlanEncap, VxlanTemplate};
 use flowpath_packet::key::{TUN_IPV6, TUN_PRESENT};
 use flowpath_packet::rewrite::{self, RewriteDrop};
 use flowpath_packet::{parse_into, Action, FlowKey, Packet, PacketMeta, ParseOptions};
@@ -1040,13 +1040,24 @@ struct Ctx<'a> {
     ports: &'a [u32],
     /// The tunnel ports (an output to one encapsulates), if any.
     tunnels: Option<&'a Tunnels>,
-    /// The last hop read from the underlay: (its generation, remote, hop).
+    /// The last encapsulation's hop and outer headers (see [`HopCache`]).
     hop_cache: &'a HopCache,
 }
 
-/// The last underlay hop used, valid while the resolver's generation is unchanged: a
-/// burst to one remote reads the resolver once, then one atomic load per packet.
-type HopCache = std::cell::Cell<Option<(u64, IpAddr, UnderlayHop)>>;
+/// The last underlay hop used and the outer headers built for it, valid while the
+/// resolver's generation is unchanged: a burst to one remote reads the resolver and builds
+/// the headers once, then one atomic load per packet.
+type HopCache = std::cell::RefCell<Option<HopEntry>>;
+
+struct HopEntry {
+    /// The resolver's generation, tunnel port and remote this was built for.
+    gen: u64,
+    port: u32,
+    remote: IpAddr,
+    /// The underlay port the packets leave by.
+    out: u32,
+    headers: VxlanTemplate,
+}
 
 /// A megaflow that ran NORMAL, and what its decision depended on (see `l2.rs`).
 struct L2Flow {
@@ -1244,20 +1255,23 @@ fn encap_output<S: OutputSink>(
     };
     // The generation is read before the hop: a change in between is caught next time.
     let gen = t.underlay.generation();
-    let hop = match cache.get() {
-        Some((g, r, h)) if g == gen && r == remote => h,
-        _ => {
-            let Some(h) = t.underlay.hop(remote) else {
-                t.underlay.resolve(remote);
-                st.drop(match t.underlay.miss(remote) {
-                    HopMiss::NoRoute => DatapathDrop::TunnelNoRoute,
-                    HopMiss::NeighUnresolved => DatapathDrop::TunnelNeighUnresolved,
-                });
+    let flow_hash = inner_flow_hash(key);
+    {
+        let c = cache.borrow();
+        if let Some(h) = &*c {
+            if h.gen == gen && h.port == tp.number && h.remote == remote {
+                send_encapsulated(&h.headers, h.out, vni, flow_hash, pkt, sink, st);
                 return;
-            };
-            cache.set(Some((gen, remote, h)));
-            h
+            }
         }
+    }
+    let Some(hop) = t.underlay.hop(remote) else {
+        t.underlay.resolve(remote);
+        st.drop(match t.underlay.miss(remote) {
+            HopMiss::NoRoute => DatapathDrop::TunnelNoRoute,
+            HopMiss::NeighUnresolved => DatapathDrop::TunnelNeighUnresolved,
+        });
+        return;
     };
     let e = VxlanEncap {
         src_mac: hop.src_mac,
@@ -1266,11 +1280,41 @@ fn encap_output<S: OutputSink>(
         dst: remote,
         vni,
         dst_port: tp.dst_port,
-        flow_hash: inner_flow_hash(key),
+        flow_hash,
     };
-    match vxlan_encap(pkt, &e) {
+    let headers = match VxlanTemplate::new(&e) {
+        Ok(h) => h,
+        Err(_) => {
+            // The local address and the remote are not of one family.
+            st.drop(DatapathDrop::TunnelNoRoute);
+            return;
+        }
+    };
+    send_encapsulated(&headers, hop.port, vni, flow_hash, pkt, sink, st);
+    *cache.borrow_mut() = Some(HopEntry {
+        gen,
+        port: tp.number,
+        remote,
+        out: hop.port,
+        headers,
+    });
+}
+
+/// Push `headers` in front of the packet, send it out of `out`, and give back the inner
+/// frame for later actions.
+#[inline(always)]
+fn send_encapsulated<S: OutputSink>(
+    headers: &VxlanTemplate,
+    out: u32,
+    vni: u32,
+    flow_hash: u32,
+    pkt: &mut Packet<'_>,
+    sink: &mut S,
+    st: &mut DatapathStats,
+) {
+    match headers.encap(pkt, vni, flow_hash) {
         Ok(n) => {
-            sink.output(hop.port, pkt.data());
+            sink.output(out, pkt.data());
             pkt.pull_front(n);
             st.encapsulated += 1;
         }

@@ -41,6 +41,53 @@ pub fn finish(mut acc: u64) -> u16 {
     !(acc as u16)
 }
 
+/// The one's-complement sum of `data` as big-endian 16-bit words (odd length: padded with
+/// a zero byte), folded to 16 bits but not complemented: what [`sum16`] adds, eight bytes
+/// at a time. Loads are native-endian: the one's-complement sum commutes with swapping the
+/// bytes of every word (RFC 1071, "byte order independence"), so one swap at the end
+/// suffices.
+#[inline]
+pub fn sum_words(data: &[u8]) -> u16 {
+    let mut acc = 0u128;
+    let mut c = data.chunks_exact(8);
+    for w in &mut c {
+        acc += u128::from(u64::from_ne_bytes(w.try_into().unwrap()));
+    }
+    let n = c.remainder().len();
+    if n != 0 {
+        // The last `n` bytes as a word padded with zeros after them (what loading them
+        // into a zeroed 8-byte buffer gives), without the buffer: a store to the stack
+        // and a load across it stalls store forwarding on every call.
+        let le = if let Some(last) = data.last_chunk::<8>() {
+            // Little-endian, the last `n` bytes are the top ones: shift them down.
+            u64::from_le_bytes(*last) >> (8 * (8 - n))
+        } else {
+            let r = c.remainder();
+            let mut t = 0u64;
+            let mut i = 0;
+            if n & 4 != 0 {
+                t = u64::from(u32::from_le_bytes([r[0], r[1], r[2], r[3]]));
+                i = 4;
+            }
+            if n & 2 != 0 {
+                t |= u64::from(u16::from_le_bytes([r[i], r[i + 1]])) << (8 * i);
+                i += 2;
+            }
+            if n & 1 != 0 {
+                t |= u64::from(r[i]) << (8 * i);
+            }
+            t
+        };
+        acc += u128::from(u64::from_ne_bytes(le.to_le_bytes()));
+    }
+    // 128 -> 64 -> 32 -> 16 bits, each with its end-around carry.
+    let (s, c) = (acc as u64).overflowing_add((acc >> 64) as u64);
+    let s = s + u64::from(c);
+    let (s, c) = (s as u32).overflowing_add((s >> 32) as u32);
+    let s = s + u32::from(c);
+    u16::from_be(fold(s))
+}
+
 /// Fold a 32-bit accumulator of 16-bit one's-complement additions back into 16 bits by
 /// adding the carries in at the bottom ("end-around carry"). Two rounds suffice for any
 /// accumulator below 2^32 - 2^16.
@@ -150,6 +197,33 @@ mod tests {
         for hc in [0u16, 1, 0x7fff, 0xfffe, 0xffff] {
             assert_eq!(adjust(hc, delta), update(hc, &o, &n));
         }
+    }
+
+    #[test]
+    fn sum_words_is_sum16() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for len in 0..300 {
+            let data: Vec<u8> = (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            for start in 0..2.min(len + 1) {
+                let d = &data[start..];
+                assert_eq!(
+                    finish(u64::from(sum_words(d))),
+                    finish(sum16(d, 0)),
+                    "len {len} start {start}"
+                );
+            }
+        }
+        // All-ones words: the carries must wrap around, never be lost.
+        let ones = [0xffu8; 64];
+        assert_eq!(finish(u64::from(sum_words(&ones))), finish(sum16(&ones, 0)));
+        assert_eq!(sum_words(&[]), 0);
     }
 
     #[test]
