@@ -96,6 +96,9 @@ fn worker_lines(o: &mut String, w: &WorkerSnapshot) {
     );
     let _ = writeln!(o, "  upcalls:           {:>14}", w.upcalls);
     let _ = writeln!(o, "  drops:             {:>14}", w.drops);
+    for (reason, n) in &w.drop_reasons {
+        let _ = writeln!(o, "    {reason:<24} {n:>12}");
+    }
     if w.xdp_hits + w.xdp_entries + w.xdp_not_offered + w.xdp_candidates + w.xdp_not_proven > 0 {
         let _ = writeln!(
             o,

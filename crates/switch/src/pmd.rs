@@ -108,6 +108,9 @@ pub struct WorkerSnapshot {
     pub misses: u64,
     pub upcalls: u64,
     pub drops: u64,
+    /// `drops` by reason (parser drop reasons and the datapath's own: `vxlan_no_tunnel`,
+    /// `table_miss`, `tunnel_neigh_unresolved`, ...), only the reasons that counted.
+    pub drop_reasons: std::collections::BTreeMap<String, u64>,
     /// Outputs to a port number this worker has no queue of.
     pub no_such_port: u64,
     pub tx_packets: u64,
@@ -154,7 +157,13 @@ impl WorkerSnapshot {
         self.megaflow_hits = st.megaflow_hits;
         self.misses = st.upcalls + st.upcalls_avoided;
         self.upcalls = st.upcalls;
-        self.drops = st.drops().iter().map(|(_, n)| n).sum();
+        let drops = st.drops();
+        self.drops = drops.iter().map(|(_, n)| n).sum();
+        for (reason, n) in drops {
+            if n > 0 {
+                self.drop_reasons.insert(reason.to_string(), n);
+            }
+        }
     }
 
     fn absorb_guard(&mut self, dp: &Datapath) {
