@@ -12,49 +12,14 @@
 use flowpath_datapath::{
     CaptureSink, Datapath, DatapathConfig, DatapathDrop, MissLimits, OnRuleChange,
 };
-use flowpath_gen::{build, FrameSpec, L3, L4};
+use flowpath_gen::{build, FrameSpec};
 use flowpath_packet::{Packet, ParseOptions};
 use flowpath_pipeline::reference::{evaluate, RefOutcome};
-use flowpath_pipeline::testing::{arb_headers, arb_rule, arb_rules, v6_of, Headers};
+use flowpath_pipeline::testing::{arb_headers, arb_rule, arb_rules, frame_of, Headers};
 use flowpath_pipeline::{Backend, Change, RuleId, RuleSpec, RuleStore};
 use proptest::prelude::*;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::Ipv4Addr;
 use std::sync::Arc;
-
-fn frame_of(h: &Headers) -> Vec<u8> {
-    let l3 = if h.v6 {
-        L3::V6 {
-            src: Ipv6Addr::from(v6_of(h.src)),
-            dst: Ipv6Addr::from(v6_of(h.dst)),
-            hop_limit: h.ttl,
-            tclass: h.tos,
-        }
-    } else {
-        L3::V4 {
-            src: Ipv4Addr::from(h.src),
-            dst: Ipv4Addr::from(h.dst),
-            ttl: h.ttl,
-            tos: h.tos,
-        }
-    };
-    let l4 = if h.proto == 6 {
-        L4::Tcp {
-            sport: h.sport,
-            dport: h.dport,
-            flags: 0x10,
-        }
-    } else {
-        L4::Udp {
-            sport: h.sport,
-            dport: h.dport,
-        }
-    };
-    let mut spec = FrameSpec::new(l3, l4, 64);
-    for &vid in &h.vlans {
-        spec = spec.with_vlan(0x8100, vid);
-    }
-    build(&spec)
-}
 
 /// What the reference says for each packet, flattened in packet order.
 /// What left the switch: (port, bytes) in order, and the controller's packets in order.

@@ -299,3 +299,42 @@ pub fn arb_of_rule(tables: u8, max_port: u32, groups: u32) -> impl Strategy<Valu
             r
         })
 }
+
+/// A real frame with these headers (VLAN tags, IPv4 or IPv6, TCP or UDP, 64 bytes), for
+/// the reference tests that run packets, not keys.
+pub fn frame_of(h: &Headers) -> Vec<u8> {
+    use flowpath_gen::{build, FrameSpec, L3, L4};
+    use std::net::{Ipv4Addr, Ipv6Addr};
+    let l3 = if h.v6 {
+        L3::V6 {
+            src: Ipv6Addr::from(v6_of(h.src)),
+            dst: Ipv6Addr::from(v6_of(h.dst)),
+            hop_limit: h.ttl,
+            tclass: h.tos,
+        }
+    } else {
+        L3::V4 {
+            src: Ipv4Addr::from(h.src),
+            dst: Ipv4Addr::from(h.dst),
+            ttl: h.ttl,
+            tos: h.tos,
+        }
+    };
+    let l4 = if h.proto == 6 {
+        L4::Tcp {
+            sport: h.sport,
+            dport: h.dport,
+            flags: 0x10,
+        }
+    } else {
+        L4::Udp {
+            sport: h.sport,
+            dport: h.dport,
+        }
+    };
+    let mut spec = FrameSpec::new(l3, l4, 64);
+    for &vid in &h.vlans {
+        spec = spec.with_vlan(0x8100, vid);
+    }
+    build(&spec)
+}

@@ -9,52 +9,15 @@
 //! and runs every bucket on a real copy of the packet); and any key that agrees with a
 //! translated key on its megaflow's mask must translate to the same actions and path.
 
-use flowpath_gen::{build, FrameSpec, L3, L4};
 use flowpath_packet::rewrite;
 use flowpath_packet::{parse, Action, Field, FlowKey, Packet, ParseOptions, KEY_WORDS};
 use flowpath_pipeline::reference::evaluate_with_groups;
-use flowpath_pipeline::testing::{arb_groups, arb_headers, arb_of_rule, key_of, v6_of, Headers};
+use flowpath_pipeline::testing::{arb_groups, arb_headers, arb_of_rule, frame_of, key_of};
 use flowpath_pipeline::{
     Backend, Bucket, Change, FlowFlags, GroupSpec, GroupType, Match, RemovalReason, RuleError,
     RuleId, RuleSpec, RuleStore, Selector, GROUP_ALL,
 };
 use proptest::prelude::*;
-use std::net::{Ipv4Addr, Ipv6Addr};
-
-fn frame_of(h: &Headers) -> Vec<u8> {
-    let l3 = if h.v6 {
-        L3::V6 {
-            src: Ipv6Addr::from(v6_of(h.src)),
-            dst: Ipv6Addr::from(v6_of(h.dst)),
-            hop_limit: h.ttl,
-            tclass: h.tos,
-        }
-    } else {
-        L3::V4 {
-            src: Ipv4Addr::from(h.src),
-            dst: Ipv4Addr::from(h.dst),
-            ttl: h.ttl,
-            tos: h.tos,
-        }
-    };
-    let l4 = if h.proto == 6 {
-        L4::Tcp {
-            sport: h.sport,
-            dport: h.dport,
-            flags: 0x10,
-        }
-    } else {
-        L4::Udp {
-            sport: h.sport,
-            dport: h.dport,
-        }
-    };
-    let mut spec = FrameSpec::new(l3, l4, 64);
-    for &vid in &h.vlans {
-        spec = spec.with_vlan(0x8100, vid);
-    }
-    build(&spec)
-}
 
 type Seen = (Vec<(u32, Vec<u8>)>, Vec<Vec<u8>>);
 
