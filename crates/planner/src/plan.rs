@@ -549,6 +549,16 @@ pub fn plan(profile: &Profile, w: &Workload, opts: &Options) -> Result<Plan, Str
             crate::units::pct(*profile.scaling.last().unwrap_or(&1.0))
         ));
     }
+    if w.class == TrafficClass::VxlanEncap
+        && profile
+            .notes
+            .iter()
+            .any(|n| n == crate::profile::ENCAP_DEFAULT_NOTE)
+    {
+        notes.push(
+            "this profile predates the vxlan_encap class: its vxlan (decap) costs stand in for encap (calibrate again to measure encap)".into(),
+        );
+    }
     let c = costs.cycles(w.miss_rate, w.frame_bytes);
     let has_curve = !costs.curves.is_empty();
     Ok(Plan {

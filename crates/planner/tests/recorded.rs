@@ -165,4 +165,9 @@ fn the_recorded_profile_predates_encap_and_still_plans_it() {
     .unwrap();
     assert_eq!(enc.cores, dec.cores);
     assert!(enc.cores > 0);
+    assert!(enc
+        .notes
+        .iter()
+        .any(|n| n.contains("predates the vxlan_encap class")));
+    assert!(!dec.notes.iter().any(|n| n.contains("vxlan_encap")));
 }
