@@ -88,7 +88,7 @@ fn vxlan_findings(r: &SuiteResults, f: &mut Vec<String>) {
         }
         let ratio = c.hit.mpps / ip.hit.mpps;
         f.push(format!(
-            "{}: VXLAN {what} at {:.2} Mpps per core with hits only, {:.2}x plain IPv4's {:.2} Mpps in              the same run ({}the issue's target of 0.8x); {:.0}-byte VXLAN frames on the wire against              IPv4's {:.0} B.",
+            "{}: VXLAN {what} at {:.2} Mpps per core with hits only, {:.2}x plain IPv4's {:.2} Mpps in the same run ({}the issue's target of 0.8x); {:.0}-byte VXLAN frames on the wire against IPv4's {:.0} B.",
             class.name(),
             c.hit.mpps,
             ratio,
