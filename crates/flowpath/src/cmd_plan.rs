@@ -65,7 +65,8 @@ pub struct PlanArgs {
     /// Share of packets that are new flows (cache misses): 5% or 0.05.
     #[arg(long, value_name = "SHARE", allow_hyphen_values = true)]
     miss_rate: String,
-    /// Traffic class: ipv4, ipv6 or vxlan.
+    /// Traffic class: ipv4, ipv6, vxlan (decapsulated at a tunnel port) or vxlan_encap (sent
+    /// out of one); VXLAN frame sizes are the VXLAN frame on the wire.
     #[arg(long, value_name = "CLASS", default_value = "ipv4")]
     traffic: String,
     /// Profile file (.toml or .json) or built-in name (ovs-kernel, ovs-dpdk)
@@ -366,7 +367,7 @@ fn summary(p: &Profile) -> String {
     for class in TrafficClass::ALL {
         let c = p.classes.get(class);
         s.push_str(&format!(
-            "  {:<5}  hit {:>6} + {:.3}/byte   miss {:>7} + {:.3}/byte cycles\n",
+            "  {:<11}  hit {:>6} + {:.3}/byte   miss {:>7} + {:.3}/byte cycles\n",
             class.name(),
             report::thousands(c.hit.fixed_cycles),
             c.hit.per_byte_cycles,
