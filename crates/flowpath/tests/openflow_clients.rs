@@ -17,14 +17,15 @@
 //! processes go on drop, also when a test fails.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::Mutex;
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 mod common;
+use common::harness::{
+    in_ns, ipn, need, need_root_netns, out_text, ping, run_ok, serial, tail, wait_for, which,
+    Harness, Netns, Ovs, Proc,
+};
 use common::BIN;
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/openflow");
@@ -35,8 +36,12 @@ const LISTEN_PORT: u16 = 16653;
 /// The datapath id of the switch (Faucet's config names it).
 const DPID_HEX: &str = "0000000000000001";
 
-/// One scenario at a time: each runs a switch, a controller and traffic on 2 CPUs.
-static SERIAL: Mutex<()> = Mutex::new(());
+/// Skips unless FLOWPATH_OPENFLOW_REQUIRED=1; FLOWPATH_OPENFLOW_KEEP keeps scratch directories.
+const H: Harness = Harness {
+    required_var: "FLOWPATH_OPENFLOW_REQUIRED",
+    setup_script: "scripts/setup-openflow-peers.sh",
+    keep_var: "FLOWPATH_OPENFLOW_KEEP",
+};
 
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Peer {
@@ -52,57 +57,7 @@ fn peer() -> Peer {
     }
 }
 
-fn required() -> bool {
-    std::env::var("FLOWPATH_OPENFLOW_REQUIRED").as_deref() == Ok("1")
-}
-
-/// `Err(why)`: skip the test saying why, or fail it under FLOWPATH_OPENFLOW_REQUIRED=1.
-macro_rules! need {
-    ($check:expr) => {
-        if let Err(why) = $check {
-            if required() {
-                panic!("FLOWPATH_OPENFLOW_REQUIRED=1, but {why}");
-            }
-            eprintln!("skipping: {why}");
-            return;
-        }
-    };
-}
-
 // ---- what is there ----------------------------------------------------------------------
-
-fn which(prog: &str) -> Option<PathBuf> {
-    let path = std::env::var("PATH").unwrap_or_default();
-    let found = path
-        .split(':')
-        .chain(["/usr/sbin", "/sbin", "/usr/local/sbin"])
-        .map(|d| Path::new(d).join(prog))
-        .find(|p| p.is_file());
-    found
-}
-
-fn need_tools(tools: &[&str]) -> Result<(), String> {
-    let missing: Vec<&str> = tools
-        .iter()
-        .copied()
-        .filter(|t| which(t).is_none())
-        .collect();
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "needs {} (scripts/setup-openflow-peers.sh installs them)",
-            missing.join(", ")
-        ))
-    }
-}
-
-fn need_root_netns() -> Result<(), String> {
-    match common::netns_skip_reason() {
-        None => Ok(()),
-        Some(why) => Err(why),
-    }
-}
 
 /// The Python environment holding os-ken and Faucet: $FLOWPATH_OPENFLOW_VENV, else
 /// /opt/flowpath-venv (what scripts/setup-openflow-peers.sh makes).
@@ -129,115 +84,13 @@ fn venv_bin(prog: &str) -> Result<PathBuf, String> {
 fn need_peer() -> Result<(), String> {
     match peer() {
         Peer::Flowpath => Ok(()),
-        Peer::Ovs => need_tools(&["ovs-vswitchd", "ovsdb-server", "ovsdb-tool", "ovs-vsctl"])
+        Peer::Ovs => H
+            .need_tools(&["ovs-vswitchd", "ovsdb-server", "ovsdb-tool", "ovs-vsctl"])
             .map_err(|e| format!("FLOWPATH_OPENFLOW_PEER=ovs {e}")),
     }
 }
 
-// ---- processes and namespaces -----------------------------------------------------------
-
-fn out_text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-/// Run; panic with the output unless it succeeds.
-fn run_ok(c: &mut Command) -> Output {
-    let o = c.output().unwrap_or_else(|e| panic!("{c:?}: {e}"));
-    assert!(o.status.success(), "{c:?} failed: {}", out_text(&o));
-    o
-}
-
-/// `prog` inside namespace `ns`.
-fn in_ns(ns: &str, prog: impl AsRef<std::ffi::OsStr>) -> Command {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns]).arg(prog);
-    c
-}
-
-/// A network namespace, deleted on drop.
-struct Netns(String);
-
-impl Netns {
-    fn new(name: String) -> Netns {
-        let _ = Command::new("ip").args(["netns", "del", &name]).output();
-        run_ok(Command::new("ip").args(["netns", "add", &name]));
-        let ns = Netns(name);
-        run_ok(Command::new("ip").args(["-n", &ns.0, "link", "set", "lo", "up"]));
-        // No IPv6 chatter (router/neighbour solicitations would be packet_ins too).
-        run_ok(in_ns(&ns.0, "sysctl").args(["-qw", "net.ipv6.conf.all.disable_ipv6=1"]));
-        run_ok(in_ns(&ns.0, "sysctl").args(["-qw", "net.ipv6.conf.default.disable_ipv6=1"]));
-        ns
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
-    }
-}
-
-/// A process in its own process group (`ip netns exec` forks; a controller may exec
-/// another program): the whole group is stopped on drop.
-struct Proc {
-    child: Child,
-    what: String,
-}
-
-impl Proc {
-    fn spawn(mut c: Command, what: &str, log: &Path) -> Proc {
-        let f = std::fs::File::create(log).unwrap();
-        c.stdout(f.try_clone().unwrap()).stderr(f).process_group(0);
-        let child = c.spawn().unwrap_or_else(|e| panic!("{what}: {e}"));
-        Proc {
-            child,
-            what: what.into(),
-        }
-    }
-
-    fn exited(&mut self) -> Option<std::process::ExitStatus> {
-        self.child.try_wait().unwrap()
-    }
-
-    fn stop(&mut self) {
-        let pg = self.child.id() as i32;
-        if self.exited().is_some() {
-            return;
-        }
-        // SAFETY: signals to the process group we created for our own child.
-        unsafe { libc::kill(-pg, libc::SIGTERM) };
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(5) {
-            if self.exited().is_some() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        // SAFETY: as above; whatever is left of the group.
-        unsafe { libc::kill(-pg, libc::SIGKILL) };
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<String>) -> String {
-    let t = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(t.elapsed() < timeout, "timed out after {timeout:?}: {what}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
+// ---- processes --------------------------------------------------------------------------
 
 /// Wait until something in `ns` listens on TCP 127.0.0.1:`port`.
 fn wait_listening(ns: &str, port: u16, who: &mut Proc, log: &Path) {
@@ -264,88 +117,9 @@ fn wait_listening(ns: &str, port: u16, who: &mut Proc, log: &Path) {
     }
 }
 
-/// A scratch directory, removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let d = std::env::temp_dir().join(name);
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Scratch(d)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        if std::env::var_os("FLOWPATH_OPENFLOW_KEEP").is_none() {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
 // ---- Open vSwitch, private --------------------------------------------------------------
 
-/// ovsdb-server and ovs-vswitchd (in `ns`) with every file in `dir`: a system OVS (the
-/// lab's) is never touched. Stopped on drop.
-struct Ovs {
-    dir: PathBuf,
-}
-
 impl Ovs {
-    fn env(&self, c: &mut Command) {
-        for v in ["OVS_RUNDIR", "OVS_DBDIR", "OVS_LOGDIR", "OVS_SYSCONFDIR"] {
-            c.env(v, &self.dir);
-        }
-    }
-
-    fn start(dir: &Path, ns: &str) -> Ovs {
-        let ovs = Ovs {
-            dir: dir.join("ovs"),
-        };
-        std::fs::create_dir_all(&ovs.dir).unwrap();
-        let d = ovs.dir.display().to_string();
-        let schema = ["/usr/share/openvswitch/vswitch.ovsschema"]
-            .into_iter()
-            .find(|p| Path::new(p).is_file())
-            .expect("vswitch.ovsschema (package openvswitch-common)");
-        let mut c = Command::new("ovsdb-tool");
-        c.args(["create", &format!("{d}/conf.db"), schema]);
-        ovs.env(&mut c);
-        run_ok(&mut c);
-        let mut c = Command::new("ovsdb-server");
-        c.arg(format!("{d}/conf.db")).args([
-            &format!("--remote=punix:{d}/db.sock"),
-            &format!("--pidfile={d}/ovsdb-server.pid"),
-            &format!("--log-file={d}/ovsdb-server.log"),
-            &format!("--unixctl={d}/ovsdb-server.ctl"),
-            "--detach",
-            "--no-chdir",
-        ]);
-        ovs.env(&mut c);
-        run_ok(&mut c);
-        ovs.vsctl(&["--no-wait", "init"]);
-        let mut c = in_ns(ns, "ovs-vswitchd");
-        c.arg(format!("unix:{d}/db.sock")).args([
-            &format!("--pidfile={d}/ovs-vswitchd.pid"),
-            &format!("--log-file={d}/ovs-vswitchd.log"),
-            &format!("--unixctl={d}/ovs-vswitchd.ctl"),
-            "--detach",
-            "--no-chdir",
-        ]);
-        ovs.env(&mut c);
-        run_ok(&mut c);
-        ovs
-    }
-
-    fn vsctl(&self, args: &[&str]) {
-        let mut c = Command::new("ovs-vsctl");
-        c.arg(format!("--db=unix:{}/db.sock", self.dir.display()))
-            .args(args);
-        self.env(&mut c);
-        run_ok(&mut c);
-    }
-
     /// Bridge br0 (netdev datapath, OpenFlow 1.3 only, datapath id 1) with `ports` as
     /// OpenFlow ports 1, 2, ...; `controllers` in OVS's syntax (ptcp:PORT:IP, tcp:IP:PORT).
     fn bridge(&self, ports: &[&str], controllers: &[String]) {
@@ -373,31 +147,6 @@ impl Ovs {
         a.extend(controllers.iter().cloned());
         let refs: Vec<&str> = a.iter().map(|s| s.as_str()).collect();
         self.vsctl(&refs);
-    }
-}
-
-impl Drop for Ovs {
-    fn drop(&mut self) {
-        for p in ["ovs-vswitchd", "ovsdb-server"] {
-            let Ok(pid) = std::fs::read_to_string(self.dir.join(format!("{p}.pid"))) else {
-                continue;
-            };
-            let Ok(pid) = pid.trim().parse::<i32>() else {
-                continue;
-            };
-            // SAFETY: the daemon we started (its pidfile is in our private directory).
-            unsafe { libc::kill(pid, libc::SIGTERM) };
-            let t = Instant::now();
-            while Path::new(&format!("/proc/{pid}")).exists()
-                && t.elapsed() < Duration::from_secs(5)
-            {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            if Path::new(&format!("/proc/{pid}")).exists() {
-                // SAFETY: as above.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-            }
-        }
     }
 }
 
@@ -440,9 +189,9 @@ impl Sut {
     }
 
     fn ovs(ns: &str, dir: &Path, ports: &[&str], controllers: &[String]) -> Sut {
-        let ovs = Ovs::start(dir, ns);
+        let ovs = Ovs::start(&dir.join("ovs"), ns);
         ovs.bridge(ports, controllers);
-        let log = ovs.dir.join("ovs-vswitchd.log");
+        let log = ovs.log_file();
         let sut = Sut {
             ns: ns.into(),
             control: None,
@@ -453,12 +202,7 @@ impl Sut {
         wait_for(
             "ovs-vswitchd answers ovs-ofctl",
             Duration::from_secs(20),
-            || {
-                sut.ofctl("dump-flows", &[])
-                    .status
-                    .success()
-                    .then_some(String::new())
-            },
+            || sut.ofctl("dump-flows", &[]).status.success(),
         );
         sut
     }
@@ -495,22 +239,12 @@ impl Sut {
                 let log = dir.join("flowpath.log");
                 let mut c = in_ns(ns, BIN);
                 c.args(["switch", "--config"]).arg(&path);
-                let f = std::fs::File::create(&log).unwrap();
-                c.stdout(Stdio::piped()).stderr(f).process_group(0);
-                let mut child = c.spawn().unwrap();
-                let mut line = String::new();
-                let _ = BufReader::new(child.stdout.take().unwrap()).read_line(&mut line);
-                let mut p = Proc {
-                    child,
-                    what: "flowpath switch".into(),
-                };
-                if line.trim() != "ready" {
-                    p.stop();
+                let Some(mut p) = Proc::spawn_ready(c, "flowpath switch", &log) else {
                     panic!(
                         "flowpath switch did not start:\n{}",
                         std::fs::read_to_string(&log).unwrap_or_default()
                     );
-                }
+                };
                 wait_listening(ns, LISTEN_PORT, &mut p, &log);
                 Sut {
                     ns: ns.into(),
@@ -561,12 +295,7 @@ impl Sut {
     }
 
     fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log)
-            .map(|s| {
-                let lines: Vec<&str> = s.lines().collect();
-                lines[lines.len().saturating_sub(40)..].join("\n")
-            })
-            .unwrap_or_default()
+        tail(&self.log, 40)
     }
 
     /// flowpath's own control socket: `flowpath flows CMD --control SOCK [flow]`.
@@ -702,21 +431,23 @@ struct Topo {
 impl Topo {
     fn new(tag: &str) -> Topo {
         let base = format!("fpof{tag}-{}", std::process::id());
-        let sw = Netns::new(base.clone());
-        let h = [1, 2].map(|i| Netns::new(format!("{base}-h{i}")));
+        let sw = Netns::new(base.clone(), false);
+        let h = [1, 2].map(|i| Netns::new(format!("{base}-h{i}"), false));
         for (i, hn) in h.iter().enumerate() {
             let n = i + 1;
             let p = format!("p{n}");
-            run_ok(Command::new("ip").args([
-                "-n", &sw.0, "link", "add", &p, "type", "veth", "peer", "name", "eth0", "netns",
-                &hn.0,
-            ]));
-            run_ok(Command::new("ip").args(["-n", &sw.0, "link", "set", &p, "up"]));
+            ipn(
+                &sw.0,
+                &[
+                    "link", "add", &p, "type", "veth", "peer", "name", "eth0", "netns", &hn.0,
+                ],
+            );
+            ipn(&sw.0, &["link", "set", &p, "up"]);
             let mac = format!("02:00:00:00:00:0{n}");
-            run_ok(Command::new("ip").args(["-n", &hn.0, "link", "set", "eth0", "address", &mac]));
+            ipn(&hn.0, &["link", "set", "eth0", "address", &mac]);
             let ip = format!("10.0.0.{n}/24");
-            run_ok(Command::new("ip").args(["-n", &hn.0, "addr", "add", &ip, "dev", "eth0"]));
-            run_ok(Command::new("ip").args(["-n", &hn.0, "link", "set", "eth0", "up"]));
+            ipn(&hn.0, &["addr", "add", &ip, "dev", "eth0"]);
+            ipn(&hn.0, &["link", "set", "eth0", "up"]);
         }
         Topo { sw, h }
     }
@@ -724,25 +455,7 @@ impl Topo {
     /// Ping from host `from` (0 or 1) to the other; the number of replies.
     fn ping(&self, from: usize, count: u32) -> u32 {
         let to = format!("10.0.0.{}", 2 - from);
-        let o = in_ns(&self.h[from].0, "ping")
-            .args([
-                "-n",
-                "-q",
-                "-c",
-                &count.to_string(),
-                "-i",
-                "0.2",
-                "-W",
-                "2",
-                &to,
-            ])
-            .output()
-            .unwrap();
-        let s = String::from_utf8_lossy(&o.stdout);
-        s.split(',')
-            .find_map(|p| p.trim().strip_suffix(" received"))
-            .and_then(|n| n.trim().parse().ok())
-            .unwrap_or(0)
+        ping(&self.h[from].0, false, &to, count)
     }
 
     /// The first ping after the controller took over: ARP and the first packets go through
@@ -762,12 +475,6 @@ impl Topo {
     }
 }
 
-fn tail(p: &Path, n: usize) -> String {
-    let s = std::fs::read_to_string(p).unwrap_or_default();
-    let lines: Vec<&str> = s.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
-}
-
 // ---- (a) ovs-ofctl ----------------------------------------------------------------------
 
 fn golden_flows() -> Vec<Flow> {
@@ -783,12 +490,12 @@ fn single_flow() -> Flow {
 
 #[test]
 fn ovs_ofctl_programs_and_dumps_the_switch() {
-    need!(need_tools(&["ovs-ofctl"]));
-    need!(need_root_netns());
-    need!(need_peer());
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let tmp = Scratch::new(&format!("fpofa-{}", std::process::id()));
-    let ns = Netns::new(format!("fpofa-{}", std::process::id()));
+    need!(H, H.need_tools(&["ovs-ofctl"]));
+    need!(H, need_root_netns());
+    need!(H, need_peer());
+    let _serial = serial();
+    let tmp = H.scratch(&format!("fpofa-{}", std::process::id()));
+    let ns = Netns::new(format!("fpofa-{}", std::process::id()), false);
     let sut = Sut::no_ports(&ns.0, &tmp.0);
 
     // OVS starts with a NORMAL flow; del-flows without a match empties every table.
@@ -926,13 +633,13 @@ fn packet_ins(log: &Path) -> usize {
 
 #[test]
 fn os_ken_learning_switch_connects_two_hosts() {
-    need!(need_root_netns());
-    need!(need_tools(&["ovs-ofctl", "ping", "ss"]));
-    need!(need_peer());
-    need!(venv_bin("osken-manager"));
+    need!(H, need_root_netns());
+    need!(H, H.need_tools(&["ovs-ofctl", "ping", "ss"]));
+    need!(H, need_peer());
+    need!(H, venv_bin("osken-manager"));
     let manager = venv_bin("osken-manager").unwrap();
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let tmp = Scratch::new(&format!("fpofb-{}", std::process::id()));
+    let _serial = serial();
+    let tmp = H.scratch(&format!("fpofb-{}", std::process::id()));
     let topo = Topo::new("b");
 
     let log = tmp.0.join("osken.log");
@@ -956,7 +663,6 @@ fn os_ken_learning_switch_connects_two_hosts() {
             sut.dump()
                 .iter()
                 .any(|f| f.has("priority=0") && f.actions == "CONTROLLER:65535")
-                .then_some(String::new())
         },
     );
     topo.first_ping(&sut, &log);
@@ -1000,7 +706,7 @@ fn os_ken_learning_switch_connects_two_hosts() {
                 .find(|f| f.has("priority=1") && f.has("in_port=1") && f.actions == "output:2")
                 .map(|f| f.n_packets)
                 .unwrap_or(0);
-            (n >= n_before + 3).then_some(String::new())
+            n >= n_before + 3
         },
     );
     assert!(
@@ -1033,13 +739,13 @@ dps:
 
 #[test]
 fn faucet_vlan_pipeline_connects_two_hosts() {
-    need!(need_root_netns());
-    need!(need_tools(&["ovs-ofctl", "ping", "ss"]));
-    need!(need_peer());
-    need!(venv_bin("faucet"));
+    need!(H, need_root_netns());
+    need!(H, H.need_tools(&["ovs-ofctl", "ping", "ss"]));
+    need!(H, need_peer());
+    need!(H, venv_bin("faucet"));
     let faucet = venv_bin("faucet").unwrap();
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let tmp = Scratch::new(&format!("fpofc-{}", std::process::id()));
+    let _serial = serial();
+    let tmp = H.scratch(&format!("fpofc-{}", std::process::id()));
     let topo = Topo::new("c");
 
     let d = &tmp.0;
@@ -1080,7 +786,7 @@ fn faucet_vlan_pipeline_connects_two_hosts() {
                 .into_iter()
                 .filter(|t| f.iter().any(|x| x.has(t)))
                 .collect();
-            (tables.len() == 4 && f.len() >= 15).then_some(String::new())
+            tables.len() == 4 && f.len() >= 15
         },
     );
     topo.first_ping(&sut, &flog);

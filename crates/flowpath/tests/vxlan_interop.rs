@@ -46,14 +46,15 @@
 //! the scratch directories (captures, logs).
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::Mutex;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 mod common;
+use common::harness::{
+    disable_ipv6, in_ns, ipn, need, need_root_netns, out_text, ping, run_ok, serial, tail,
+    wait_for, Harness, Netns, Ovs, Proc, Scratch,
+};
 use common::BIN;
 
 const TOOL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/vxlan/vxtool.py");
@@ -73,8 +74,12 @@ const MID_VETH_MAC_OVS: &str = "02:00:00:00:01:02";
 const REM_VETH_MAC_OVS: &str = "02:00:00:00:02:02";
 const UL_MTU: &str = "1600";
 
-/// One scenario at a time: each runs two VTEPs, a capture and traffic on 2 CPUs.
-static SERIAL: Mutex<()> = Mutex::new(());
+/// Skips unless FLOWPATH_VXLAN_REQUIRED=1; FLOWPATH_VXLAN_KEEP keeps scratch directories.
+const H: Harness = Harness {
+    required_var: "FLOWPATH_VXLAN_REQUIRED",
+    setup_script: "scripts/setup-vxlan-peers.sh",
+    keep_var: "FLOWPATH_VXLAN_KEEP",
+};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Vtep {
@@ -127,50 +132,7 @@ fn middle() -> Vtep {
     }
 }
 
-fn required() -> bool {
-    std::env::var("FLOWPATH_VXLAN_REQUIRED").as_deref() == Ok("1")
-}
-
-/// `Err(why)`: skip the test saying why, or fail it under FLOWPATH_VXLAN_REQUIRED=1.
-macro_rules! need {
-    ($check:expr) => {
-        if let Err(why) = $check {
-            if required() {
-                panic!("FLOWPATH_VXLAN_REQUIRED=1, but {why}");
-            }
-            eprintln!("skipping: {why}");
-            return;
-        }
-    };
-}
-
 // ---- what is there ----------------------------------------------------------------------
-
-fn which(prog: &str) -> Option<PathBuf> {
-    let path = std::env::var("PATH").unwrap_or_default();
-    let found = path
-        .split(':')
-        .chain(["/usr/sbin", "/sbin", "/usr/local/sbin"])
-        .map(|d| Path::new(d).join(prog))
-        .find(|p| p.is_file());
-    found
-}
-
-fn need_tools(tools: &[&str]) -> Result<(), String> {
-    let missing: Vec<&str> = tools
-        .iter()
-        .copied()
-        .filter(|t| which(t).is_none())
-        .collect();
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "needs {} (scripts/setup-vxlan-peers.sh installs them)",
-            missing.join(", ")
-        ))
-    }
-}
 
 fn need_scapy() -> Result<(), String> {
     let ok = Command::new("python3")
@@ -189,237 +151,30 @@ fn need_vtep(v: Vtep) -> Result<(), String> {
     match v {
         Vtep::Flowpath => Ok(()),
         Vtep::Linux => Ok(()),
-        Vtep::Ovs => need_tools(&[
-            "ovs-vswitchd",
-            "ovsdb-server",
-            "ovsdb-tool",
-            "ovs-vsctl",
-            "ovs-ofctl",
-            "ovs-appctl",
-        ])
-        .map_err(|e| format!("an OVS VTEP {e}")),
+        Vtep::Ovs => H
+            .need_tools(&[
+                "ovs-vswitchd",
+                "ovsdb-server",
+                "ovsdb-tool",
+                "ovs-vsctl",
+                "ovs-ofctl",
+                "ovs-appctl",
+            ])
+            .map_err(|e| format!("an OVS VTEP {e}")),
     }
 }
 
 /// Root, namespaces, the tools every scenario uses, and the VTEPs of this one.
 fn need_all(remote: Vtep) -> Result<(), String> {
-    if let Some(why) = common::netns_skip_reason() {
-        return Err(why);
-    }
-    need_tools(&["ip", "ping", "ethtool", "bridge"])?;
+    need_root_netns()?;
+    H.need_tools(&["ip", "ping", "ethtool", "bridge"])?;
     need_vtep(middle())?;
     need_vtep(remote)
 }
 
-// ---- processes and namespaces -----------------------------------------------------------
-
-fn out_text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn run_ok(c: &mut Command) -> Output {
-    let o = c.output().unwrap_or_else(|e| panic!("{c:?}: {e}"));
-    assert!(o.status.success(), "{c:?} failed: {}", out_text(&o));
-    o
-}
-
-fn in_ns(ns: &str, prog: impl AsRef<std::ffi::OsStr>) -> Command {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns]).arg(prog);
-    c
-}
-
-/// `ip -n NS ARGS...`, which must succeed.
-fn ipn(ns: &str, args: &[&str]) {
-    run_ok(Command::new("ip").arg("-n").arg(ns).args(args));
-}
-
-/// A network namespace, deleted on drop.
-struct Netns(String);
-
-impl Netns {
-    fn new(name: String) -> Netns {
-        let _ = Command::new("ip").args(["netns", "del", &name]).output();
-        run_ok(Command::new("ip").args(["netns", "add", &name]));
-        ipn(&name, &["link", "set", "lo", "up"]);
-        Netns(name)
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
-    }
-}
-
-/// A process in its own process group (`ip netns exec` forks), stopped on drop.
-struct Proc {
-    child: Child,
-}
-
-impl Proc {
-    fn spawn(mut c: Command, what: &str, log: &Path) -> Proc {
-        let f = std::fs::File::create(log).unwrap();
-        c.stdout(f.try_clone().unwrap()).stderr(f).process_group(0);
-        let child = c.spawn().unwrap_or_else(|e| panic!("{what}: {e}"));
-        Proc { child }
-    }
-
-    fn exited(&mut self) -> Option<std::process::ExitStatus> {
-        self.child.try_wait().unwrap()
-    }
-
-    /// `sig` to the group, then wait up to 10 s before SIGKILL.
-    fn stop_with(&mut self, sig: i32) {
-        let pg = self.child.id() as i32;
-        if self.exited().is_some() {
-            return;
-        }
-        // SAFETY: signals to the process group we created for our own child.
-        unsafe { libc::kill(-pg, sig) };
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(10) {
-            if self.exited().is_some() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        // SAFETY: as above; whatever is left of the group.
-        unsafe { libc::kill(-pg, libc::SIGKILL) };
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.stop_with(libc::SIGTERM);
-    }
-}
-
-fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !f() {
-        assert!(t.elapsed() < timeout, "timed out after {timeout:?}: {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// A scratch directory, removed on drop unless FLOWPATH_VXLAN_KEEP is set.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let d = std::env::temp_dir().join(name);
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Scratch(d)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        if std::env::var_os("FLOWPATH_VXLAN_KEEP").is_none() {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
-fn tail(p: &Path, n: usize) -> String {
-    let s = std::fs::read_to_string(p).unwrap_or_default();
-    let lines: Vec<&str> = s.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
-}
-
 // ---- Open vSwitch, private --------------------------------------------------------------
 
-/// ovsdb-server and ovs-vswitchd (in `ns`) with every file in `dir`: a system OVS is
-/// never touched. Stopped on drop.
-struct Ovs {
-    dir: PathBuf,
-    ns: String,
-}
-
 impl Ovs {
-    fn env(&self, c: &mut Command) {
-        for v in ["OVS_RUNDIR", "OVS_DBDIR", "OVS_LOGDIR", "OVS_SYSCONFDIR"] {
-            c.env(v, &self.dir);
-        }
-    }
-
-    fn start(dir: &Path, ns: &str) -> Ovs {
-        let ovs = Ovs {
-            dir: dir.to_path_buf(),
-            ns: ns.into(),
-        };
-        std::fs::create_dir_all(&ovs.dir).unwrap();
-        let d = ovs.dir.display().to_string();
-        let schema = "/usr/share/openvswitch/vswitch.ovsschema";
-        assert!(
-            Path::new(schema).is_file(),
-            "{schema} missing (package openvswitch-common)"
-        );
-        let mut c = Command::new("ovsdb-tool");
-        c.args(["create", &format!("{d}/conf.db"), schema]);
-        ovs.env(&mut c);
-        run_ok(&mut c);
-        let mut c = Command::new("ovsdb-server");
-        c.arg(format!("{d}/conf.db")).args([
-            &format!("--remote=punix:{d}/db.sock"),
-            &format!("--pidfile={d}/ovsdb-server.pid"),
-            &format!("--log-file={d}/ovsdb-server.log"),
-            &format!("--unixctl={d}/ovsdb-server.ctl"),
-            "--detach",
-            "--no-chdir",
-        ]);
-        ovs.env(&mut c);
-        run_ok(&mut c);
-        ovs.vsctl(&["--no-wait", "init"]);
-        let mut c = in_ns(ns, "ovs-vswitchd");
-        c.arg(format!("unix:{d}/db.sock")).args([
-            &format!("--pidfile={d}/ovs-vswitchd.pid"),
-            &format!("--log-file={d}/ovs-vswitchd.log"),
-            &format!("--unixctl={d}/ovs-vswitchd.ctl"),
-            "--detach",
-            "--no-chdir",
-        ]);
-        ovs.env(&mut c);
-        run_ok(&mut c);
-        ovs
-    }
-
-    fn vsctl(&self, args: &[&str]) {
-        let mut c = Command::new("ovs-vsctl");
-        c.arg(format!("--db=unix:{}/db.sock", self.dir.display()))
-            .arg("--timeout=20")
-            .args(args);
-        self.env(&mut c);
-        run_ok(&mut c);
-    }
-
-    fn appctl(&self, args: &[&str]) -> Output {
-        let mut c = in_ns(&self.ns, "ovs-appctl");
-        c.arg("-t")
-            .arg(self.dir.join("ovs-vswitchd.ctl"))
-            .args(args);
-        self.env(&mut c);
-        c.output().unwrap()
-    }
-
-    fn ofctl(&self, args: &[&str]) {
-        let mut c = in_ns(&self.ns, "ovs-ofctl");
-        c.args(args);
-        self.env(&mut c);
-        run_ok(&mut c);
-    }
-
-    fn log(&self) -> String {
-        tail(&self.dir.join("ovs-vswitchd.log"), 30)
-    }
-
     /// A VTEP the way OVS's userspace (netdev) datapath wants one: bridge br-ul holds the
     /// underlay veth `ul` and the local underlay address on its own (internal, tap) port,
     /// so the kernel route to the remote names br-ul (ovs-router learns it by netlink) and
@@ -544,31 +299,6 @@ impl Ovs {
     }
 }
 
-impl Drop for Ovs {
-    fn drop(&mut self) {
-        for p in ["ovs-vswitchd", "ovsdb-server"] {
-            let Ok(pid) = std::fs::read_to_string(self.dir.join(format!("{p}.pid"))) else {
-                continue;
-            };
-            let Ok(pid) = pid.trim().parse::<i32>() else {
-                continue;
-            };
-            // SAFETY: the daemon we started (its pidfile is in our private directory).
-            unsafe { libc::kill(pid, libc::SIGTERM) };
-            let t = Instant::now();
-            while Path::new(&format!("/proc/{pid}")).exists()
-                && t.elapsed() < Duration::from_secs(5)
-            {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            if Path::new(&format!("/proc/{pid}")).exists() {
-                // SAFETY: as above.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-            }
-        }
-    }
-}
-
 // ---- the topology -----------------------------------------------------------------------
 
 /// How flowpath finds its underlay next hop.
@@ -618,11 +348,11 @@ fn no_offload(ns: &str, dev: &str) {
 
 impl Topo {
     fn new(tag: &str, remote: Vtep, ul: Underlay, hop: NextHop) -> Topo {
-        let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let serial = serial();
         let base = format!("fpvx{tag}-{}", std::process::id());
-        let scratch = Scratch::new(&base);
+        let scratch = H.scratch(&base);
         let dir = scratch.0.clone();
-        let [a, m, r, b] = ["a", "m", "r", "b"].map(|s| Netns::new(format!("{base}-{s}")));
+        let [a, m, r, b] = ["a", "m", "r", "b"].map(|s| Netns::new(format!("{base}-{s}"), true));
         let mid = middle();
 
         // host A -- ha (middle), ul (middle) == ul (remote), hb (remote) -- host B
@@ -647,10 +377,7 @@ impl Topo {
         for ns in [&m, &r] {
             // The middle and the remote speak only the underlay's family there.
             if ul == Underlay::V4 {
-                run_ok(in_ns(&ns.0, "sysctl").args(["-qw", "net.ipv6.conf.all.disable_ipv6=1"]));
-                run_ok(
-                    in_ns(&ns.0, "sysctl").args(["-qw", "net.ipv6.conf.default.disable_ipv6=1"]),
-                );
+                disable_ipv6(&ns.0);
             }
             no_offload(&ns.0, "ul");
             ipn(&ns.0, &["link", "set", "ul", "mtu", UL_MTU]);
@@ -788,29 +515,7 @@ impl Topo {
             (false, false) => (&self.b, A4),
             (false, true) => (&self.b, A6),
         };
-        let mut c = in_ns(&ns.0, "ping");
-        if v6 {
-            c.arg("-6");
-        }
-        let o = c
-            .args([
-                "-n",
-                "-q",
-                "-c",
-                &count.to_string(),
-                "-i",
-                "0.2",
-                "-W",
-                "2",
-                to,
-            ])
-            .output()
-            .unwrap();
-        let s = String::from_utf8_lossy(&o.stdout);
-        s.split(',')
-            .find_map(|p| p.trim().strip_suffix(" received"))
-            .and_then(|n| n.trim().parse().ok())
-            .unwrap_or(0)
+        ping(&ns.0, v6, to, count)
     }
 
     /// A first ping (ARP/ND and learning on the way), a few tries; then `n` of `n`.
@@ -914,14 +619,7 @@ fn start_flowpath(ns: &str, dir: &Path, ul: Underlay, hop: NextHop) -> Proc {
     let log = dir.join("flowpath.log");
     let mut c = in_ns(ns, BIN);
     c.args(["switch", "--config"]).arg(&cfg);
-    let f = std::fs::File::create(&log).unwrap();
-    c.stdout(Stdio::piped()).stderr(f).process_group(0);
-    let mut child = c.spawn().unwrap();
-    let mut line = String::new();
-    let _ = BufReader::new(child.stdout.take().unwrap()).read_line(&mut line);
-    let mut p = Proc { child };
-    if line.trim() != "ready" {
-        p.stop_with(libc::SIGTERM);
+    let Some(p) = Proc::spawn_ready(c, "flowpath switch", &log) else {
         panic!(
             "flowpath is not ready for VXLAN interop (issue 19: a `type = \"vxlan\"` port with \
              remote_ip/local_ip/key/dst_port{}): `flowpath switch` did not start with this \
@@ -934,7 +632,7 @@ fn start_flowpath(ns: &str, dir: &Path, ul: Underlay, hop: NextHop) -> Proc {
             std::fs::read_to_string(&cfg).unwrap_or_default(),
             std::fs::read_to_string(&log).unwrap_or_default()
         );
-    }
+    };
     p
 }
 
@@ -1253,7 +951,7 @@ fn tshark_fields(file: &Path, filter: &str, fields: &[&str]) -> Vec<String> {
 // ---- the scenarios ----------------------------------------------------------------------
 
 fn pings(tag: &str, remote: Vtep, ul: Underlay, hop: NextHop) {
-    need!(need_all(remote));
+    need!(H, need_all(remote));
     let t = Topo::new(tag, remote, ul, hop);
     t.ping_both_ways(false, 5);
     t.ping_both_ways(true, 5);
@@ -1295,9 +993,9 @@ const BURST_SENT: u32 = 101_000;
 const BURST_PPS: u32 = 20_000;
 
 fn burst(tag: &str, ul: Underlay) {
-    need!(need_all(Vtep::Linux));
-    need!(need_tools(&["tshark", "dumpcap"]));
-    need!(need_scapy());
+    need!(H, need_all(Vtep::Linux));
+    need!(H, H.need_tools(&["tshark", "dumpcap"]));
+    need!(H, need_scapy());
     let t = Topo::new(tag, Vtep::Linux, ul, NextHop::Static);
     // ARP/ND and the bridges' MAC tables first, in both directions.
     t.ping_both_ways(false, 2);
@@ -1359,7 +1057,7 @@ fn burst(tag: &str, ul: Underlay) {
         bad.len(),
         sports.len()
     );
-    if std::env::var_os("FLOWPATH_VXLAN_KEEP").is_some() {
+    if H.keep() {
         eprintln!("capture kept: {}", file.display());
     }
     assert!(
@@ -1404,8 +1102,8 @@ const BAD_N: u32 = 20;
 /// Wrong VNI and unknown remote at the middle's underlay: never at host A (a good packet
 /// sent the same way is, to prove the path), and for flowpath counted by a named drop reason.
 fn bad_input(tag: &str, ul: Underlay) {
-    need!(need_all(Vtep::Linux));
-    need!(need_scapy());
+    need!(H, need_all(Vtep::Linux));
+    need!(H, need_scapy());
     let t = Topo::new(tag, Vtep::Linux, ul, NextHop::Static);
     t.ping_both_ways(false, 2);
     // Packets as the remote VTEP sends them: to the middle's underlay MAC and address.

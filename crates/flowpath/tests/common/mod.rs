@@ -2,6 +2,8 @@
 //! veth pairs a0-a1, b0-b1, c0-c1 (the switch gets a1, b1, c1), and the switch process.
 #![allow(dead_code)] // each test file uses its own part of it
 
+pub mod harness;
+
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
