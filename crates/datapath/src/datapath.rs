@@ -1179,14 +1179,9 @@ fn output<S: OutputSink>(
 
 /// Map a decapsulated packet's outer fields to its tunnel port: rewrite `in_port`, or
 /// false when no tunnel port takes it.
-#[inline(never)]
+#[inline(always)]
 fn map_tunnel(t: &Tunnels, key: &mut FlowKey) -> bool {
-    let b = key.bytes();
-    let vni = u32::from_be_bytes([b[64], b[65], b[66], b[67]]);
-    let v6 = b[TUN_FLAGS_BYTE] & TUN_IPV6 != 0;
-    let src = tun_addr(&b[72..88], v6);
-    let dst = tun_addr(&b[88..104], v6);
-    match t.lookup(vni, src, dst) {
+    match t.lookup_key(key) {
         Some(port) => {
             key.bytes_mut()[0..4].copy_from_slice(&port.to_be_bytes());
             true
