@@ -630,6 +630,10 @@ fn decap_fast(
 ) -> Option<Result<(), DropReason>> {
     let eth: &[u8; 18] = hdr(data, 0)?;
     let mut etype = be16([eth[12], eth[13]]);
+    // Untagged IPv4 not to the port (most traffic) leaves with the fewest tests.
+    if etype == ethertype::IPV4 && data.get(36..38) != Some(&port.to_be_bytes()) {
+        return None;
+    }
     let mut l3 = 14;
     if is_vlan_tpid(etype) {
         // One tag (the general parser keys it, but decapsulation zeroes it again).
@@ -639,12 +643,19 @@ fn decap_fast(
         }
         l3 = 18;
     }
+    // The UDP destination port is tested first: every other packet leaves after a few
+    // loads and compares (and the general parser finds them in the cache).
     let mut src = [0u8; 16];
     let mut dst = [0u8; 16];
     let (l4, end, v6) = if etype == ethertype::IPV4 {
         let ip: &[u8; 28] = hdr(data, l3)?;
-        // Version 4, IHL 5; UDP; neither MF nor a fragment offset.
-        if ip[0] != 0x45 || ip[9] != ipproto::UDP || (ip[6] & 0x3f) | ip[7] != 0 {
+        // UDP to `port` (where it is with a 20-byte header); version 4, IHL 5; neither MF
+        // nor a fragment offset.
+        if be16([ip[22], ip[23]]) != port
+            || ip[0] != 0x45
+            || ip[9] != ipproto::UDP
+            || (ip[6] & 0x3f) | ip[7] != 0
+        {
             return None;
         }
         // The UDP header within the total length, the total length within the frame.
@@ -657,8 +668,8 @@ fn decap_fast(
         (l3 + 20, l3 + total, false)
     } else if etype == ethertype::IPV6 {
         let ip: &[u8; 48] = hdr(data, l3)?;
-        // Version 6; UDP straight after the fixed header.
-        if ip[0] >> 4 != 6 || ip[6] != ipproto::UDP {
+        // UDP to `port` straight after the fixed header; version 6.
+        if be16([ip[42], ip[43]]) != port || ip[6] != ipproto::UDP || ip[0] >> 4 != 6 {
             return None;
         }
         let end = l3 + 40 + usize::from(be16([ip[4], ip[5]]));
@@ -672,9 +683,8 @@ fn decap_fast(
         return None;
     };
     // In bounds: `hdr` above read the UDP header with the IP header.
-    let udp = &data[l4..l4 + 8];
-    let len = usize::from(be16([udp[4], udp[5]]));
-    if be16([udp[2], udp[3]]) != port || len < 8 || len > end - l4 {
+    let len = usize::from(be16([data[l4 + 4], data[l4 + 5]]));
+    if len < 8 || len > end - l4 {
         return None;
     }
     let vxlan = Vxlan {
