@@ -1217,6 +1217,7 @@ pub(crate) fn inner_flow_hash(k: &FlowKey) -> u32 {
 /// Output to tunnel port `tp`: the remote and VNI (fixed, or from the packet), the hop from
 /// the underlay (read now, so nothing cached depends on it), the outer headers pushed into
 /// the headroom, out on the hop's port, and the inner frame restored for later actions.
+/// Kept small for the common case, the hop cache's hit; the rest is [`encap_miss`].
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
 fn encap_output<S: OutputSink>(
@@ -1260,6 +1261,26 @@ fn encap_output<S: OutputSink>(
             }
         }
     }
+    encap_miss(t, tp, cache, gen, remote, vni, flow_hash, pkt, sink, st);
+}
+
+/// [`encap_output`] without a usable cached hop: ask the underlay, build the headers,
+/// send, and keep them for the packets that follow.
+#[inline(never)]
+#[cold]
+#[allow(clippy::too_many_arguments)]
+fn encap_miss<S: OutputSink>(
+    t: &Tunnels,
+    tp: &TunnelPort,
+    cache: &HopCache,
+    gen: u64,
+    remote: IpAddr,
+    vni: u32,
+    flow_hash: u32,
+    pkt: &mut Packet<'_>,
+    sink: &mut S,
+    st: &mut DatapathStats,
+) {
     let Some(hop) = t.underlay.hop(remote) else {
         t.underlay.resolve(remote);
         st.drop(match t.underlay.miss(remote) {
