@@ -77,10 +77,29 @@ fn bad_options_name_the_option() {
     one_line(i.parse(), "--attack-budget: ");
 }
 
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("flowpath-planner-test-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
+/// A directory for one test's files, removed when the test ends (tests run in parallel,
+/// so each has its own).
+struct TmpDir(PathBuf);
+
+impl TmpDir {
+    fn new(test: &str) -> TmpDir {
+        let d = std::env::temp_dir().join(format!(
+            "flowpath-planner-test-{}-{test}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&d).unwrap();
+        TmpDir(d)
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TmpDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 #[test]
@@ -96,7 +115,8 @@ fn missing_profile_file() {
 
 #[test]
 fn malformed_toml_says_where() {
-    let path = tmp("bad.toml");
+    let dir = TmpDir::new("malformed");
+    let path = dir.file("bad.toml");
     std::fs::write(&path, "name = \"x\"\nsource = \"y\"\ntsc_hz = 2.6e9 GHz\n").unwrap();
     let spec = path.to_str().unwrap();
     let e = one_line(
@@ -230,12 +250,13 @@ fn profiles_round_trip_through_toml_and_json() {
         load_before: 0.5,
         load_after: 0.7,
     });
+    let dir = TmpDir::new("round-trip");
     for file in ["rt.toml", "rt.json"] {
-        let path = tmp(file);
+        let path = dir.file(file);
         save(&p, &path).unwrap();
         assert_eq!(load(path.to_str().unwrap()).unwrap(), p, "{file}");
     }
-    assert!(std::fs::read_to_string(tmp("rt.toml"))
+    assert!(std::fs::read_to_string(dir.file("rt.toml"))
         .unwrap()
         .starts_with("# flowpath calibration profile"));
 }
