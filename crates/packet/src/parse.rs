@@ -194,10 +194,7 @@ pub fn parse_into(
     key: &mut FlowKey,
     meta: &mut PacketMeta,
 ) -> Result<(), DropReason> {
-    *key = FlowKey::ZERO;
-    *meta = PacketMeta::default();
-    let k = key.bytes_mut();
-    k[0..4].copy_from_slice(&in_port.to_be_bytes());
+    let k = fresh(key, meta, in_port);
     if let Some(port) = opts.vxlan_port {
         if let Some(r) = decap_fast(data, port, k, meta) {
             return r;
@@ -216,11 +213,18 @@ pub fn parse_into_general(
     key: &mut FlowKey,
     meta: &mut PacketMeta,
 ) -> Result<(), DropReason> {
+    let k = fresh(key, meta, in_port);
+    parse_general(data, k, meta, opts.vxlan_port)
+}
+
+/// A zero key with only `in_port` set, and zero offsets: where every parse starts.
+#[inline(always)]
+fn fresh<'k>(key: &'k mut FlowKey, meta: &mut PacketMeta, in_port: u32) -> &'k mut Key {
     *key = FlowKey::ZERO;
     *meta = PacketMeta::default();
     let k = key.bytes_mut();
     k[0..4].copy_from_slice(&in_port.to_be_bytes());
-    parse_general(data, k, meta, opts.vxlan_port)
+    k
 }
 
 #[inline(always)]
