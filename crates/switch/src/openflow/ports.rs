@@ -74,19 +74,23 @@ impl DaemonPorts {
 
 impl SwitchPorts for DaemonPorts {
     fn describe(&self) -> Vec<PortDesc> {
-        let snaps: Vec<WorkerSnapshot> = self
-            .snapshots
-            .iter()
-            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).clone())
-            .collect();
+        // Ports a worker gave up on (read under each snapshot's lock, not copied out: the
+        // port watcher asks four times a second).
+        let mut down: Vec<u32> = Vec::new();
+        for s in &self.snapshots {
+            let s = s.lock().unwrap_or_else(|e| e.into_inner());
+            down.extend(
+                s.ports
+                    .iter()
+                    .filter(|q| q.down.is_some())
+                    .map(|q| q.number),
+            );
+        }
         self.ports
             .iter()
             .map(|p| {
                 let dev = p.interface.as_deref().filter(|_| has_netdev(p.kind));
-                let down = snaps
-                    .iter()
-                    .flat_map(|s| &s.ports)
-                    .any(|q| q.number == p.number && q.down.is_some());
+                let down = down.contains(&p.number);
                 PortDesc {
                     number: p.number,
                     name: p.name.clone(),
