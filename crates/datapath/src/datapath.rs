@@ -877,6 +877,14 @@ impl Datapath {
         sink: &mut S,
     ) {
         let sc = &mut *self.scratch;
+        let tunnels = self.cfg.tunnels.as_deref();
+        let mut ctx = Ctx {
+            in_port,
+            controller: &self.controller,
+            ports: &self.ports,
+            tunnels,
+            hop_cache: &self.hop_cache,
+        };
         let mut m = valid;
         while m != 0 {
             let i = m.trailing_zeros() as usize;
@@ -886,24 +894,11 @@ impl Datapath {
             let key = &sc.keys[i];
             // VXLAN: from here on the packet is its inner frame.
             meta.strip_outer(pkt);
-            let tunnels = self.cfg.tunnels.as_deref();
-            let ctx = Ctx {
+            if tunnels.is_some() {
                 // A decapsulated packet came in on its tunnel port.
-                in_port: if tunnels.is_some() {
-                    u32::from_be_bytes([
-                        key.bytes()[0],
-                        key.bytes()[1],
-                        key.bytes()[2],
-                        key.bytes()[3],
-                    ])
-                } else {
-                    in_port
-                },
-                controller: &self.controller,
-                ports: &self.ports,
-                tunnels,
-                hop_cache: &self.hop_cache,
-            };
+                let k = key.bytes();
+                ctx.in_port = u32::from_be_bytes([k[0], k[1], k[2], k[3]]);
+            }
             if sc.slots[i] == UNCACHED {
                 let Some((_, tr)) = sc.uncached.iter().find(|(p, _)| *p as usize == i) else {
                     continue;
@@ -924,6 +919,13 @@ impl Datapath {
                 continue;
             }
             let e = self.megaflows.hit(sc.slots[i], pkt.len() as u64);
+            // The common megaflow, one output to a plain port: straight to the sink.
+            if let ([Action::Output(p)], None) = (e.actions(), tunnels) {
+                if *p != in_port {
+                    sink.output(*p, pkt.data());
+                    continue;
+                }
+            }
             execute(
                 e.actions(),
                 e.ending(),
