@@ -640,11 +640,21 @@ impl Datapath {
     }
 
     /// Stage 1: parse every packet once into its key; returns the bits of those that parsed.
+    /// While the key is fresh, its hash (the exact-match and signature caches' index) is
+    /// taken and the EMC entries it names are prefetched, so the lookup stage finds them
+    /// loaded.
     #[inline(always)]
     fn stage_parse(&mut self, in_port: u32, pkts: &[Packet<'_>]) -> u32 {
+        // The hash is needed by the EMC (also when idle: the SMC and EMC inserts use it)
+        // and by an active SMC; the EMC is prefetched only when it will be looked up.
+        let want_hash = self.cfg.emc || (self.smc_active && self.smc.is_some());
+        let emc_lookup =
+            self.cfg.emc && !(self.emc_idle && self.stats.batches % EMC_SAMPLE_EVERY != 0);
         let sc = &mut *self.scratch;
         let st = &mut self.stats;
         let tunnels = self.cfg.tunnels.as_deref();
+        let seed = self.emc_seed;
+        let emc = &self.emc;
         let mut valid = 0u32;
         // The first packets' headers are fetched together; later ones a few ahead of the
         // parse (frames fresh from a NIC ring or a big arena are not in the cache).
@@ -676,7 +686,14 @@ impl Datapath {
                             }
                         }
                     }
-                    valid |= 1 << i
+                    valid |= 1 << i;
+                    if want_hash {
+                        let h = sc.keys[i].hash(seed);
+                        sc.hashes[i] = h;
+                        if emc_lookup {
+                            emc.prefetch(h);
+                        }
+                    }
                 }
                 Err(r) => st.parse_drops[r as usize] += 1,
             }
@@ -692,21 +709,15 @@ impl Datapath {
         }
         let sc = &mut *self.scratch;
         if self.emc_idle && self.stats.batches % EMC_SAMPLE_EVERY != 0 {
-            // Hardly any hits lately: only the hashes (later tiers use them); one batch in
-            // EMC_SAMPLE_EVERY still looks up, to notice when hits come back.
-            let mut m = valid;
-            while m != 0 {
-                let i = m.trailing_zeros() as usize;
-                m &= m - 1;
-                sc.hashes[i] = sc.keys[i].hash(self.emc_seed);
-            }
+            // Hardly any hits lately: the parse stage took the hashes (later tiers use
+            // them); one batch in EMC_SAMPLE_EVERY still looks up, to notice when hits
+            // come back.
             return valid;
         }
         let pending = self.emc.lookup_batch(
             &sc.keys,
             valid,
-            self.emc_seed,
-            &mut sc.hashes,
+            &sc.hashes,
             &mut sc.slots,
             &mut self.megaflows,
         );
@@ -731,9 +742,6 @@ impl Datapath {
             while m != 0 {
                 let i = m.trailing_zeros() as usize;
                 m &= m - 1;
-                if !self.cfg.emc {
-                    sc.hashes[i] = sc.keys[i].hash(self.emc_seed);
-                }
                 smc.prefetch(sc.hashes[i]);
             }
             let mut cand = 0u32;

@@ -116,28 +116,20 @@ impl ExactMatchCache {
         };
     }
 
-    /// The EMC stage of a batch: hash every key whose bit is set in `valid` (prefetching
-    /// its candidate entries), then look each up. A hit counts only while its megaflow is
-    /// still the entry that was cached (then it is pinned for the batch); its slot goes to
-    /// `slots`. Returns the bits still unresolved.
+    /// The EMC stage of a batch: look up every key whose bit is set in `valid` by its
+    /// hash in `hashes` (taken, and the entries prefetched, while the batch was parsed).
+    /// A hit counts only while its megaflow is still the entry that was cached (then it
+    /// is pinned for the batch); its slot goes to `slots`. Returns the bits still
+    /// unresolved.
     #[inline(always)]
     pub fn lookup_batch(
         &self,
         keys: &[FlowKey],
         valid: u32,
-        seed: u64,
-        hashes: &mut [u32],
+        hashes: &[u32],
         slots: &mut [u32],
         megaflows: &mut MegaflowCache,
     ) -> u32 {
-        let mut m = valid;
-        while m != 0 {
-            let i = m.trailing_zeros() as usize;
-            m &= m - 1;
-            let h = keys[i].hash(seed);
-            hashes[i] = h;
-            self.prefetch(h);
-        }
         let mut pending = valid;
         let mut m = valid;
         while m != 0 {

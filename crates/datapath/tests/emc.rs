@@ -79,11 +79,11 @@ fn an_entry_whose_megaflow_is_gone_is_a_miss() {
         e.maybe_insert(k, hashes[i], slot, gen);
     }
     mf.begin_batch();
-    let left = e.lookup_batch(&keys, 0b11, 9, &mut hashes, &mut slots, &mut mf);
+    let left = e.lookup_batch(&keys, 0b11, &hashes, &mut slots, &mut mf);
     assert_eq!(left, 0, "both hit while the megaflow lives");
     assert_eq!(slots, [slot, slot]);
     mf.remove(slot, &p);
     mf.begin_batch();
-    let left = e.lookup_batch(&keys, 0b11, 9, &mut hashes, &mut slots, &mut mf);
+    let left = e.lookup_batch(&keys, 0b11, &hashes, &mut slots, &mut mf);
     assert_eq!(left, 0b11, "a removed megaflow's entries are misses");
 }
