@@ -181,9 +181,9 @@ pub struct StageShare {
 }
 
 impl StageShare {
-    /// The datapath's per-stage TSC cycles divided by the packets it processed.
+    /// The datapath's per-stage TSC cycles divided by the packets of the batches it timed.
     pub fn per_packet(st: &DatapathStats) -> StageShare {
-        let pk = st.packets.max(1) as f64;
+        let pk = st.cycles.packets.max(1) as f64;
         StageShare {
             parse: st.cycles.parse as f64 / pk,
             emc: st.cycles.emc as f64 / pk,
