@@ -141,6 +141,12 @@ struct GenFlags {
     /// Flows and new flows are rewritten in the kernel per packet: see --help.
     #[arg(long, value_name = "IFACE")]
     tx: Option<String>,
+    /// With --tx and a vxlan encapsulation: the outer UDP source port of every template
+    /// (instead of 49152 + flow). The kernel program steps the outermost source port over
+    /// the ports above it before the source address, so 65535 makes each flow (and each
+    /// new flow) a new outer source address: a new remote VTEP.
+    #[arg(long, value_name = "PORT", allow_hyphen_values = true)]
+    outer_sport: Option<String>,
     /// With --tx: seconds to transmit [default: 10, or until --packets are sent].
     #[arg(long, value_name = "SECS", allow_hyphen_values = true)]
     duration: Option<String>,
@@ -363,6 +369,7 @@ fn execute(a: &GenFlags) -> Result<String, Bad> {
         &[
             ("--duration", a.duration.is_some()),
             ("--rate", a.rate.is_some()),
+            ("--outer-sport", a.outer_sport.is_some()),
         ],
         "only applies with --tx IFACE",
     )?;
@@ -540,12 +547,28 @@ fn transmit(a: &GenFlags) -> Result<String, Bad> {
         (None, Some(_)) => Duration::from_secs(365 * 24 * 3600),
         (None, None) => Duration::from_secs(10),
     };
+    let outer_sport = num::<u16>("--outer-sport", &a.outer_sport, "a UDP port (0..65535)")?;
     let what = match a.replay.as_deref() {
+        Some(_) if outer_sport.is_some() => {
+            return Err(bad(
+                "--outer-sport",
+                "cannot be used with --replay --tx (the capture is sent as it is)",
+            ))
+        }
         Some(path) => TxFrames::Capture {
             path,
             cap: tx_capture(a, path)?,
         },
-        None => TxFrames::Spec(spec_from(a)?),
+        None => {
+            let spec = spec_from(a)?;
+            if outer_sport.is_some() && !matches!(spec.encap, Encap::Vxlan { .. }) {
+                return Err(bad(
+                    "--outer-sport",
+                    "needs a vxlan encapsulation (--encap vxlan4-ipv4, ...)",
+                ));
+            }
+            TxFrames::Spec(spec)
+        }
     };
     let job = TxJob {
         iface,
@@ -553,6 +576,7 @@ fn transmit(a: &GenFlags) -> Result<String, Bad> {
         packets,
         rate_pps,
         json: a.json,
+        outer_sport,
     };
     jobs::transmit(&job, what).map_err(failed)
 }

@@ -98,6 +98,8 @@ pub struct TxJob<'a> {
     pub packets: Option<u64>,
     pub rate_pps: Option<u64>,
     pub json: bool,
+    /// Rewrite the outer UDP source port of VXLAN templates to this.
+    pub outer_sport: Option<u16>,
 }
 
 /// What `--tx` sends.
@@ -119,10 +121,20 @@ struct Templates<'a> {
 
 /// Build the template frames, transmit them on the job's interface, report.
 pub fn transmit(job: &TxJob<'_>, what: TxFrames<'_>) -> Result<String, Failure> {
-    let t = match what {
+    let mut t = match what {
         TxFrames::Capture { path, cap } => capture_templates(path, cap)?,
         TxFrames::Spec(spec) => spec_templates(spec)?,
     };
+    if let Some(port) = job.outer_sport {
+        for f in &mut t.frames {
+            if !set_outer_udp_sport(f, port) {
+                return Err(Failure::Tx(
+                    "--outer-sport: a template is not VXLAN over UDP".into(),
+                ));
+            }
+        }
+        t.head += &format!(", outer UDP source port {port}");
+    }
     let iface = job.iface;
     let tx_err = |e: std::io::Error| Failure::Tx(format!("{iface}: {e}"));
     let mut tx = LiveFrameTx::open(iface).map_err(tx_err)?;
@@ -189,4 +201,38 @@ fn spec_templates(spec: TrafficSpec) -> Result<Templates<'static>, Failure> {
         spec: Some(spec),
         replay: None,
     })
+}
+
+/// Set the outer UDP source port of a VXLAN frame (Ethernet, optional VLAN tags, IPv4 or
+/// IPv6, UDP), fixing a non-zero UDP checksum incrementally (RFC 1624). False when the
+/// frame is not UDP over IP.
+pub fn set_outer_udp_sport(f: &mut [u8], port: u16) -> bool {
+    let be16 = |f: &[u8], at: usize| u16::from_be_bytes([f[at], f[at + 1]]);
+    let mut off = 12;
+    while f.len() >= off + 6 && matches!(be16(f, off), 0x8100 | 0x88a8) {
+        off += 4;
+    }
+    if f.len() < off + 2 {
+        return false;
+    }
+    let ip = off + 2;
+    let l4 = match be16(f, off) {
+        0x0800 if f.len() >= ip + 20 && f[ip + 9] == 17 => ip + usize::from(f[ip] & 0xf) * 4,
+        0x86dd if f.len() >= ip + 40 && f[ip + 6] == 17 => ip + 40,
+        _ => return false,
+    };
+    if f.len() < l4 + 8 {
+        return false;
+    }
+    let old = be16(f, l4);
+    f[l4..l4 + 2].copy_from_slice(&port.to_be_bytes());
+    let ck = be16(f, l4 + 6);
+    if ck != 0 {
+        let mut new = flowpath_packet::checksum::update16(ck, old, port);
+        if new == 0 {
+            new = 0xffff; // 0 means "no checksum" in UDP
+        }
+        f[l4 + 6..l4 + 8].copy_from_slice(&new.to_be_bytes());
+    }
+    true
 }
