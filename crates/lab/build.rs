@@ -4,7 +4,8 @@
 fn main() {
     flowpath_bpfbuild::compile_xdp_programs(
         &["bpf/xdp_sink.c", "bpf/xdp_pass.c"],
-        false,
+        // BTF: the sink's map is declared the libbpf way (`.maps`), which needs it.
+        true,
         "the lab runs without it.",
     );
 }

@@ -1,7 +1,7 @@
 //! `flowpath lab`: a netns topology, the same traffic through flowpath and its peers, one table.
 
 use flowpath_lab::peers::{self, XdpBuild, SETUP_SCRIPT};
-use flowpath_lab::{report, systems, topo, Case, GenChoice, Lab, LabConfig};
+use flowpath_lab::{report, systems, topo, Case, Class, GenChoice, Lab, LabConfig};
 use std::process::ExitCode;
 
 const ABOUT: &str =
@@ -52,6 +52,23 @@ Every switch runs the same rules (ovs-ofctl syntax, ports 1 and 2):
 The never-hit rule puts the source address into every megaflow (OVS runs with its prefix
 tries off), so in the miss case every packet misses the caches, as a new 5-tuple would.
 
+Classes (--class, default ipv4; each system runs every class and case):
+  ipv4         UDP/IPv4 frames, the rules above
+  ipv6         UDP/IPv6 frames (sources 2001:db8:1::1 up, destination 2001:db8:2::2), the
+               never-hit rule on ipv6_src
+  vxlan_decap  VXLAN over IPv4 (172.16.0.x -> 172.16.0.2, UDP 4789, VNI 42) carrying the
+               UDP/IPv4 frame, into swin; flowpath takes it through a VXLAN tunnel port 10
+               (remote_ip = \"flow\") and forwards the inner frame out of swout
+               (in_port=10,actions=output:2; the never-hit rule on tun_src). The generator
+               varies the outer header only (one outer source port, so each flow or new
+               flow is a new outer source address: a remote VTEP); the inner flow is one.
+  vxlan_encap  the ipv4 frames in; the rules output to tunnel port 10 (VXLAN over IPv4 to
+               10.10.2.2, VNI 42, static next hop: the sink's MAC on swout), so every
+               frame leaves 50 bytes longer
+  Systems that cannot do a class give a row \"n/a: <why>\" (testpmd io-fwd, xdp-forward and
+  the lab's OVS and Linux set-ups have no tunnel; Linux runs IPv4 only). flowpath's XDP
+  tier leaves tunnel traffic to user space: its VXLAN rows are the worker's.
+
 What is measured, per window of --duration seconds, --runs windows after --warmup:
   Mpps        packets counted at the sink / window (median [min-max] over the runs)
   cycles/pkt  CPU 1's busy time in the window from /proc/stat (user+nice+system+irq+
@@ -86,6 +103,7 @@ reason gives a row with its reason, never a failed lab.";
 const EXAMPLES: &str = "Examples:
   flowpath lab                                     # everything, ~6 minutes
   flowpath lab --systems generator,ovs-afxdp --cases hit --runs 1 --duration 2
+  flowpath lab --systems flowpath-afxdp,flowpath-xdp --class ipv4,vxlan_decap,vxlan_encap
   flowpath lab --json > lab.jsonl                  # one JSON object per line (JSON Lines)
   flowpath lab --out lab-results                   # also results.json and chart.svg there
   flowpath lab --cleanup                           # remove leftovers of killed runs
@@ -102,6 +120,10 @@ pub struct LabArgs {
     /// Cases, comma-separated: hit, miss [default: hit,miss].
     #[arg(long, value_delimiter = ',')]
     cases: Vec<String>,
+    /// Traffic classes, comma-separated: ipv4, ipv6, vxlan_decap, vxlan_encap
+    /// [default: ipv4].
+    #[arg(long = "class", value_delimiter = ',', value_name = "CLASSES")]
+    classes: Vec<String>,
     /// Seconds per measurement window.
     #[arg(long, default_value_t = 5.0)]
     duration: f64,
@@ -240,6 +262,12 @@ fn config(args: &LabArgs) -> Result<LabConfig, String> {
         Ok(c) => c,
         Err(e) => return Err(format!("--cases: {e}")),
     };
+    let classes: Result<Vec<Class>, String> = if args.classes.is_empty() {
+        Ok(vec![Class::Ipv4])
+    } else {
+        args.classes.iter().map(|c| Class::parse(c)).collect()
+    };
+    let classes = classes.map_err(|e| format!("--class: {e}"))?;
     let generator = match args.generator.as_str() {
         "auto" => GenChoice::Auto,
         "flowpath" => GenChoice::Flowpath,
@@ -257,6 +285,7 @@ fn config(args: &LabArgs) -> Result<LabConfig, String> {
     Ok(LabConfig {
         systems,
         cases,
+        classes,
         duration: args.duration,
         runs: args.runs,
         warmup: args.warmup,

@@ -31,6 +31,57 @@ impl Case {
     }
 }
 
+/// The traffic class: what the frames are and what the switch does with them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// UDP over IPv4, forwarded as it is (the lab's original traffic).
+    Ipv4,
+    /// UDP over IPv6, forwarded as it is.
+    Ipv6,
+    /// VXLAN over IPv4 (UDP 4789, VNI [`VXLAN_VNI`]) carrying UDP/IPv4 in on swin,
+    /// decapsulated through a VXLAN tunnel port; the inner frame goes out of swout.
+    VxlanDecap,
+    /// UDP/IPv4 in on swin, output to a VXLAN tunnel port whose underlay is swout: every
+    /// frame leaves encapsulated (50 bytes more).
+    VxlanEncap,
+}
+
+/// The VNI of the VXLAN classes' tunnel.
+pub const VXLAN_VNI: u32 = 42;
+/// Bytes VXLAN over IPv4 puts in front of a frame: Ethernet, IPv4, UDP, VXLAN.
+pub const VXLAN4_OVERHEAD: u64 = 14 + 20 + 8 + 8;
+
+impl Class {
+    pub const ALL: [Class; 4] = [
+        Class::Ipv4,
+        Class::Ipv6,
+        Class::VxlanDecap,
+        Class::VxlanEncap,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::Ipv4 => "ipv4",
+            Class::Ipv6 => "ipv6",
+            Class::VxlanDecap => "vxlan_decap",
+            Class::VxlanEncap => "vxlan_encap",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Class, String> {
+        let s = s.trim();
+        Class::ALL
+            .into_iter()
+            .find(|c| c.name() == s)
+            .ok_or_else(|| format!("unknown class '{s}' (ipv4, ipv6, vxlan_decap, vxlan_encap)"))
+    }
+
+    /// Does the switch handle a tunnel (so only a switch with VXLAN ports can do it)?
+    pub fn is_vxlan(self) -> bool {
+        matches!(self, Class::VxlanDecap | Class::VxlanEncap)
+    }
+}
+
 /// Which generator to drive the switches with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GenChoice {
@@ -46,6 +97,8 @@ pub struct LabConfig {
     /// Names from `systems::SYSTEMS`.
     pub systems: Vec<String>,
     pub cases: Vec<Case>,
+    /// Traffic classes (each system runs every class and case).
+    pub classes: Vec<Class>,
     /// Seconds per measurement window.
     pub duration: f64,
     /// Windows per system and case.
@@ -75,6 +128,7 @@ impl Default for LabConfig {
         LabConfig {
             systems: systems::SYSTEMS.iter().map(|s| s.to_string()).collect(),
             cases: vec![Case::Hit, Case::Miss],
+            classes: vec![Class::Ipv4],
             duration: 5.0,
             runs: 3,
             warmup: 2.0,

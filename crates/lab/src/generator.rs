@@ -2,7 +2,7 @@
 //! frames) when this build has it, `trafgen` (netsniff-ng, AF_PACKET) otherwise.
 
 use crate::sh;
-use crate::Case;
+use crate::{Case, Class, VXLAN_VNI};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 
@@ -24,6 +24,8 @@ pub struct GenJob<'a> {
     pub dst_mac: &'a str,
     pub dst_ip: &'a str,
     pub case: Case,
+    /// What the frames are (IPv4, IPv6, VXLAN; encap sends IPv4).
+    pub class: Class,
     /// Established flows in the `hit` case.
     pub flows: u32,
     /// Seconds to run (the lab stops it earlier when done).
@@ -46,6 +48,14 @@ pub struct Generator {
 pub const HIT_SRC_FIRST: u32 = 0x0a01_0001;
 pub const MISS_SRC_FIRST: u32 = 0x0a00_0000;
 pub const MISS_SRC_LAST: u32 = 0x0aff_ffff;
+
+/// IPv6 addresses of the `ipv6` class: hit sources `flows` addresses from 2001:db8:1::1;
+/// miss sources new addresses in 2001:db8:1::/96 (with churn, `flowpath gen` wants the
+/// range in ::8000:0-::ffff:ffff of one /96 and counts new flows from its low end);
+/// destination the sink's side.
+pub const IPV6_HIT_SRC_FIRST: &str = "2001:db8:1::1";
+pub const IPV6_MISS_SRC: &str = "2001:db8:1::8000:1-2001:db8:1::ffff:fffe";
+pub const IPV6_DST: &str = "2001:db8:2::2";
 
 fn dotted(a: u32) -> String {
     std::net::Ipv4Addr::from(a).to_string()
@@ -89,6 +99,23 @@ impl Generator {
         })
     }
 
+    /// Why this generator cannot send `class`, or None.
+    pub fn cannot(&self, class: Class) -> Option<String> {
+        match (&self.kind, class) {
+            (GenKind::Trafgen { .. }, Class::Ipv4 | Class::VxlanEncap) => None,
+            (GenKind::Trafgen { .. }, _) => Some(format!(
+                "the lab's trafgen config sends IPv4 only; {} needs `flowpath gen --tx`",
+                class.name()
+            )),
+            (GenKind::Flowpath { flags, .. }, Class::VxlanDecap)
+                if !flags.iter().any(|f| f == "--outer-sport") =>
+            {
+                Some("this `flowpath gen` has no --outer-sport".into())
+            }
+            _ => None,
+        }
+    }
+
     /// Short name for tables: `flowpath-gen` or `trafgen`.
     pub fn name(&self) -> &'static str {
         match self.kind {
@@ -102,6 +129,9 @@ impl Generator {
         let mut v: Vec<String> = vec!["taskset".into(), "-c".into(), job.cpu.to_string()];
         match &self.kind {
             GenKind::Trafgen { exe } => {
+                if let Some(why) = self.cannot(job.class) {
+                    return Err(why);
+                }
                 let cfg = job.dir.join(format!("trafgen-{}.cfg", job.case.name()));
                 std::fs::write(&cfg, trafgen_config(job))
                     .map_err(|e| format!("{}: {e}", cfg.display()))?;
@@ -126,15 +156,20 @@ impl Generator {
                     "--duration".into(),
                     job.secs.to_string(),
                     "--dst".into(),
-                    job.dst_ip.into(),
+                    if job.class == Class::Ipv6 {
+                        IPV6_DST.into()
+                    } else {
+                        job.dst_ip.into()
+                    },
                     // One source port: flowpath gen steps the source port over the ports
                     // above the template's before the address, so with 65535 every flow
                     // (and every new flow) is a new source address.
                     "--sport".into(),
                     "65535".into(),
                 ]);
-                match job.case {
-                    Case::Hit => v.extend([
+                let v6 = job.class == Class::Ipv6;
+                match (job.case, v6) {
+                    (Case::Hit, false) => v.extend([
                         "--flows".into(),
                         job.flows.to_string(),
                         "--src".into(),
@@ -142,7 +177,7 @@ impl Generator {
                         "--miss-rate".into(),
                         "0%".into(),
                     ]),
-                    Case::Miss => v.extend([
+                    (Case::Miss, false) => v.extend([
                         "--flows".into(),
                         "1".into(),
                         "--src".into(),
@@ -154,6 +189,37 @@ impl Generator {
                         "--miss-rate".into(),
                         "100%".into(),
                     ]),
+                    (Case::Hit, true) => v.extend([
+                        "--flows".into(),
+                        job.flows.to_string(),
+                        "--src".into(),
+                        format!("{IPV6_HIT_SRC_FIRST}+{}", job.flows),
+                        "--miss-rate".into(),
+                        "0%".into(),
+                    ]),
+                    (Case::Miss, true) => v.extend([
+                        "--flows".into(),
+                        "1".into(),
+                        "--src".into(),
+                        IPV6_MISS_SRC.into(),
+                        "--miss-rate".into(),
+                        "100%".into(),
+                    ]),
+                }
+                match job.class {
+                    Class::Ipv6 => v.extend(["--encap".into(), "ipv6".into()]),
+                    // The kernel program varies the outermost header: with one outer source
+                    // port, each flow (and each new flow) is a new outer source address,
+                    // i.e. another remote VTEP; the inner frame is the IPv4 one.
+                    Class::VxlanDecap => v.extend([
+                        "--encap".into(),
+                        "vxlan4-ipv4".into(),
+                        "--vni".into(),
+                        VXLAN_VNI.to_string(),
+                        "--outer-sport".into(),
+                        "65535".into(),
+                    ]),
+                    Class::Ipv4 | Class::VxlanEncap => {}
                 }
                 for (flag, value) in [("--dst-mac", job.dst_mac), ("--src-mac", job.src_mac)] {
                     if has(flag) {
@@ -169,9 +235,10 @@ impl Generator {
     pub fn spawn(&self, job: &GenJob) -> Result<(Child, PathBuf), String> {
         let argv = self.argv(job)?;
         let log = job.dir.join(format!(
-            "{}-{}-{}.log",
+            "{}-{}-{}-{}.log",
             self.name(),
             job.iface,
+            job.class.name(),
             job.case.name()
         ));
         let f = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
@@ -217,6 +284,7 @@ mod tests {
             dst_mac: "02:f1:00:00:00:02",
             dst_ip: "10.10.2.2",
             case,
+            class: Class::Ipv4,
             flows: 1000,
             secs: 20,
             cpu: 0,
@@ -260,6 +328,56 @@ mod tests {
         assert!(s.contains("--miss-rate 100%"));
         assert!(s.contains("--dst-mac 02:f1:00:00:00:02"));
         assert!(!s.contains("--src-mac"));
+    }
+
+    #[test]
+    fn the_classes_make_their_frames() {
+        let d = std::env::temp_dir();
+        let g = Generator {
+            kind: GenKind::Flowpath {
+                exe: "/bin/flowpath".into(),
+                flags: help_flags("  --tx <IFACE>\n  --outer-sport <PORT>"),
+            },
+        };
+        let argv = |class, case| {
+            g.argv(&GenJob {
+                class,
+                ..job(case, &d)
+            })
+            .unwrap()
+            .join(" ")
+        };
+        let v4 = argv(Class::Ipv4, Case::Hit);
+        assert!(!v4.contains("--encap"), "{v4}");
+        assert_eq!(argv(Class::VxlanEncap, Case::Hit), v4, "encap: IPv4 in");
+        let v6 = argv(Class::Ipv6, Case::Miss);
+        assert!(v6.contains("--encap ipv6"), "{v6}");
+        assert!(v6.contains("--dst 2001:db8:2::2"), "{v6}");
+        assert!(
+            v6.contains("--src 2001:db8:1::8000:1-2001:db8:1::ffff:fffe"),
+            "{v6}"
+        );
+        let v6 = argv(Class::Ipv6, Case::Hit);
+        assert!(v6.contains("--src 2001:db8:1::1+1000"), "{v6}");
+        let vx = argv(Class::VxlanDecap, Case::Hit);
+        assert!(
+            vx.contains("--encap vxlan4-ipv4 --vni 42 --outer-sport 65535"),
+            "{vx}"
+        );
+        assert!(g.cannot(Class::VxlanDecap).is_none());
+        let t = Generator {
+            kind: GenKind::Trafgen {
+                exe: "/usr/sbin/trafgen".into(),
+            },
+        };
+        assert!(t.cannot(Class::Ipv4).is_none() && t.cannot(Class::VxlanEncap).is_none());
+        assert!(t.cannot(Class::Ipv6).is_some());
+        assert!(t
+            .argv(&GenJob {
+                class: Class::VxlanDecap,
+                ..job(Case::Hit, &d)
+            })
+            .is_err());
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The lab: a network-namespace topology that sends the same traffic through flowpath,
 //! Open vSwitch (afxdp), DPDK testpmd (net_af_xdp) and Linux forwarding, measured alike.
 
+pub mod bpfmap;
 mod config;
 pub mod generator;
 mod measure;
@@ -39,9 +40,14 @@ pub struct Lab {
     /// ([`peers::check`]); the systems it keeps from running give a row saying so.
     pub missing: Vec<peers::Missing>,
     pass_obj: Option<PathBuf>,
+    /// The class being run (what [`Lab::ctx`] hands the switches).
+    class: Class,
     tsc_hz: f64,
     tick_hz: f64,
 }
+
+/// How the error of a row that does not apply begins ("n/a: <reason>").
+pub const NA: &str = "n/a: ";
 
 /// Progress to stderr.
 pub(crate) fn progress(msg: &str) {
@@ -98,41 +104,72 @@ impl Lab {
             cfg,
             topo,
             pass_obj,
+            class: Class::Ipv4,
             generator,
             trafgen,
             generator_note,
         })
     }
 
-    /// Run every configured system and case; `on_row` sees each row as it is done.
+    /// Run every configured system, class and case; `on_row` sees each row as it is done.
     pub fn run(&mut self, mut on_row: impl FnMut(&Row)) -> Vec<Row> {
         let mut rows = Vec::new();
         let systems = self.cfg.systems.clone();
         let cases = self.cfg.cases.clone();
-        let total = systems.len() * cases.len();
+        let classes = self.cfg.classes.clone();
+        let total = systems.len() * cases.len() * classes.len();
         let mut k = 0;
         for sys in &systems {
-            for &case in &cases {
-                k += 1;
-                if topo::interrupted() {
-                    return rows;
+            for &class in &classes {
+                for &case in &cases {
+                    k += 1;
+                    if topo::interrupted() {
+                        return rows;
+                    }
+                    progress(&format!(
+                        "[{k}/{total}] {sys} {} {}",
+                        class.name(),
+                        case.name()
+                    ));
+                    self.class = class;
+                    let mut row = match self.not_applicable(sys, class) {
+                        Some(why) => Row::failed(
+                            sys,
+                            case.name(),
+                            self.generator.as_ref().map_or("none", |g| g.name()),
+                            format!("{NA}{why}"),
+                        ),
+                        None => self.run_one(sys, case),
+                    };
+                    row.class = class.name().into();
+                    match &row.error {
+                        Some(e) if e.starts_with(NA) => progress(&format!("  {e}")),
+                        Some(e) => progress(&format!("  skipped: {e}")),
+                        None => progress(&format!(
+                            "  {:.3} Mpps, {} cycles/pkt",
+                            row.mpps.unwrap_or(0.0),
+                            row.cycles_per_packet.map_or("-".into(), report::thousands)
+                        )),
+                    }
+                    on_row(&row);
+                    rows.push(row);
                 }
-                progress(&format!("[{k}/{total}] {sys} {}", case.name()));
-                let row = self.run_one(sys, case);
-                match &row.error {
-                    Some(e) => progress(&format!("  skipped: {e}")),
-                    None => progress(&format!(
-                        "  {:.3} Mpps, {} cycles/pkt",
-                        row.mpps.unwrap_or(0.0),
-                        row.cycles_per_packet.map_or("-".into(), report::thousands)
-                    )),
-                }
-                on_row(&row);
-                rows.push(row);
             }
         }
         annotate_generator_bound(&mut rows);
         rows
+    }
+
+    /// Why `sys` cannot run `class` at all (its row then says "n/a: why"), or None.
+    fn not_applicable(&self, sys: &str, class: Class) -> Option<String> {
+        let gen = match sys {
+            "trafgen" => self.trafgen.as_ref(),
+            _ => self.generator.as_ref(),
+        };
+        if let Some(why) = gen.and_then(|g| g.cannot(class)) {
+            return Some(why);
+        }
+        systems::make(sys).and_then(|s| s.cannot(class))
     }
 
     fn run_one(&mut self, sys: &str, case: Case) -> Row {
@@ -271,6 +308,7 @@ impl Lab {
             gen_cpu: self.cfg.gen_cpu,
             exe: &self.cfg.exe,
             ovs_xdp_mode: &self.cfg.ovs_xdp_mode,
+            class: self.class,
         }
     }
 }
@@ -287,10 +325,24 @@ mod tests {
     }
 
     #[test]
+    fn classes_parse() {
+        assert_eq!(Class::parse("ipv4"), Ok(Class::Ipv4));
+        assert_eq!(Class::parse(" vxlan_decap"), Ok(Class::VxlanDecap));
+        assert_eq!(Class::parse("vxlan_encap"), Ok(Class::VxlanEncap));
+        assert_eq!(Class::parse("ipv6"), Ok(Class::Ipv6));
+        assert!(Class::parse("vxlan").unwrap_err().contains("vxlan_decap"));
+        for c in Class::ALL {
+            assert_eq!(Class::parse(c.name()), Ok(c));
+        }
+        assert_eq!(LabConfig::default().classes, vec![Class::Ipv4]);
+    }
+
+    #[test]
     fn generator_bound_rows_are_marked() {
         let mk = |s: &str, m: f64| Row {
             system: s.into(),
             case: "hit".into(),
+            class: "ipv4".into(),
             mpps: Some(m),
             ..Row::default()
         };
@@ -299,9 +351,14 @@ mod tests {
             mk("linux", 0.95),
             mk("ovs-afxdp", 0.3),
         ];
+        rows.push(Row {
+            class: "vxlan_decap".into(),
+            ..mk("flowpath-afxdp", 0.95)
+        });
         annotate_generator_bound(&mut rows);
         assert!(rows[1].notes.iter().any(|n| n.contains("GENERATOR-BOUND")));
         assert!(rows[2].notes.is_empty());
         assert!(rows[0].notes.is_empty());
+        assert!(rows[3].notes.is_empty(), "another class's generator row");
     }
 }

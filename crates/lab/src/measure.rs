@@ -142,6 +142,7 @@ impl Lab {
             dst_mac: path.dst_mac,
             dst_ip: topo::SINK_IP,
             case,
+            class: self.class,
             flows: self.cfg.flows,
             secs: total.ceil() as u64,
             cpu: self.cfg.gen_cpu,
@@ -204,8 +205,9 @@ impl Lab {
     /// One measurement window on `path`.
     pub(crate) fn window(&self, path: &Path3) -> Result<Sample, String> {
         let t = &self.topo;
-        let (rx0, _) = t.counters(&t.sink, path.sink_if)?;
-        let (_, tx0) = t.counters(&t.gen, path.gen_if)?;
+        let vx0 = crate::bpfmap::xdp_counter(&t.sink, path.sink_if).ok();
+        let sink0 = t.link_stats(&t.sink, path.sink_if)?;
+        let gen0 = t.link_stats(&t.gen, path.gen_if)?;
         let c0 = procstat::read_cpu(path.cpu)?;
         let t0 = Instant::now();
         if !sh::sleep(Duration::from_secs_f64(self.cfg.duration)) {
@@ -213,16 +215,19 @@ impl Lab {
         }
         let c1 = procstat::read_cpu(path.cpu)?;
         let secs = t0.elapsed().as_secs_f64();
-        let (rx1, _) = t.counters(&t.sink, path.sink_if)?;
-        let (_, tx1) = t.counters(&t.gen, path.gen_if)?;
+        let sink1 = t.link_stats(&t.sink, path.sink_if)?;
+        let vx1 = crate::bpfmap::xdp_counter(&t.sink, path.sink_if).ok();
+        let gen1 = t.link_stats(&t.gen, path.gen_if)?;
         let d = c1.since(&c0);
-        let delivered = rx1.saturating_sub(rx0);
-        let offered = tx1.saturating_sub(tx0);
+        let delivered = sink1.rx_packets.saturating_sub(sink0.rx_packets);
+        let offered = gen1.tx_packets.saturating_sub(gen0.tx_packets);
+        let vxlan_at_sink = vx0.zip(vx1).map(|(a, b)| b.saturating_sub(a));
         let busy_s = d.busy() as f64 / self.tick_hz;
         Ok(Sample {
             secs,
             delivered,
             offered,
+            vxlan_at_sink,
             mpps: delivered as f64 / secs / 1e6,
             offered_mpps: offered as f64 / secs / 1e6,
             cpu_busy_pct: if d.total() > 0 {
@@ -266,17 +271,20 @@ pub(crate) fn upcall_note(row: &Row) -> Option<String> {
 /// Mark rows whose rate is within 10 % of what the generator alone reaches for that case:
 /// there the generator, not the switch, may be the limit.
 pub fn annotate_generator_bound(rows: &mut [Row]) {
-    let gen: Vec<(String, f64)> = rows
+    let gen: Vec<((String, String), f64)> = rows
         .iter()
         .filter(|r| r.system == "generator")
-        .filter_map(|r| Some((r.case.clone(), r.mpps?)))
+        .filter_map(|r| Some(((r.case.clone(), r.class.clone()), r.mpps?)))
         .collect();
     for r in rows.iter_mut() {
         if r.system == "generator" || r.system == "trafgen" {
             continue;
         }
         let Some(m) = r.mpps else { continue };
-        if let Some((_, g)) = gen.iter().find(|(c, _)| *c == r.case) {
+        if let Some((_, g)) = gen
+            .iter()
+            .find(|((case, class), _)| *case == r.case && *class == r.class)
+        {
             if m >= 0.9 * g {
                 r.notes.push(format!(
                     "GENERATOR-BOUND: the generator alone reaches {g:.3} Mpps"

@@ -13,6 +13,10 @@ pub struct Sample {
     pub delivered: u64,
     /// Packets the generator's interface sent during the window.
     pub offered: u64,
+    /// Of the frames at the sink, those that were VXLAN over IPv4 (UDP port 4789), as the
+    /// sink's XDP program counted them (None: no program, or its map unreadable).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vxlan_at_sink: Option<u64>,
     pub mpps: f64,
     pub offered_mpps: f64,
     /// Busy share of the measured CPU (%).
@@ -36,6 +40,8 @@ pub struct Sample {
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Row {
     pub system: String,
+    /// The traffic class: ipv4, ipv6, vxlan_decap, vxlan_encap.
+    pub class: String,
     pub case: String,
     pub mpps: Option<f64>,
     pub mpps_min: Option<f64>,
@@ -50,6 +56,11 @@ pub struct Row {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ovs_pmd_cycles_per_packet: Option<f64>,
     pub offered_mpps: Option<f64>,
+    /// Packets at the sink over all windows, and how many of them were VXLAN over IPv4
+    /// (UDP port 4789): all of them for encap, none for decap.
+    pub delivered: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vxlan_at_sink: Option<u64>,
     pub cpu_busy_pct: Option<f64>,
     /// The CPU whose busy time the cycles are.
     pub cpu: usize,
@@ -112,6 +123,18 @@ impl Row {
         }
         self.offered_mpps = median_min_max(&col(&|s| Some(s.offered_mpps))).map(|t| t.0);
         self.cpu_busy_pct = median_min_max(&col(&|s| Some(s.cpu_busy_pct))).map(|t| t.0);
+        self.delivered = self.samples.iter().map(|s| s.delivered).sum();
+        self.vxlan_at_sink = self
+            .samples
+            .iter()
+            .map(|s| s.vxlan_at_sink)
+            .sum::<Option<u64>>()
+            .filter(|_| !self.samples.is_empty());
+    }
+
+    /// Does this row say the system cannot do its class ("n/a: why")?
+    pub fn not_applicable(&self) -> bool {
+        self.error.as_deref().is_some_and(|e| e.starts_with("n/a"))
     }
 }
 
@@ -137,6 +160,7 @@ fn cycles_cell(r: &Row) -> String {
 pub fn table(rows: &[Row]) -> String {
     let header = [
         "system",
+        "class",
         "case",
         "Mpps at sink [min-max]",
         "cycles/pkt [min-max]",
@@ -149,11 +173,13 @@ pub fn table(rows: &[Row]) -> String {
     let mut cells: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
     for r in rows {
         let notes = match &r.error {
+            Some(e) if r.not_applicable() => e.clone(),
             Some(e) => format!("skipped: {e}"),
             None => r.notes.join("; "),
         };
         cells.push(vec![
             r.system.clone(),
+            r.class.clone(),
             r.case.clone(),
             mpps_cell(r),
             cycles_cell(r),
@@ -180,7 +206,7 @@ pub fn table(rows: &[Row]) -> String {
         let mut line = String::new();
         for (i, c) in row.iter().enumerate() {
             let pad = width[i] - c.chars().count();
-            let numeric = (2..=7).contains(&i);
+            let numeric = (3..=8).contains(&i);
             if i == ncol - 1 {
                 line.push_str(c);
             } else if numeric && k > 0 {
@@ -222,7 +248,11 @@ pub fn svg(rows: &[Row], title: &str) -> String {
                 .cycles_per_packet
                 .map_or(String::new(), |c| format!(", {} cyc/pkt", thousands(c)));
             Some(Bar {
-                label: format!("{} {}", r.system, r.case),
+                label: if r.class.is_empty() || r.class == "ipv4" {
+                    format!("{} {}", r.system, r.case)
+                } else {
+                    format!("{} {} {}", r.system, r.class, r.case)
+                },
                 value: m,
                 range: r.mpps_min.zip(r.mpps_max),
                 note: format!("{m:.3} Mpps{cyc}"),
@@ -244,6 +274,7 @@ mod tests {
     fn row(system: &str, case: &str, mpps: &[f64], cycles: &[f64]) -> Row {
         let mut r = Row {
             system: system.into(),
+            class: "ipv4".into(),
             case: case.into(),
             generator: "trafgen".into(),
             cpu: 1,
@@ -310,6 +341,27 @@ mod tests {
         let at = lines[0].find("case").unwrap();
         assert_eq!(&lines[2][at..at + 3], "hit");
         assert_eq!(&lines[3][at..at + 3], "hit");
+        let at = lines[0].find("class").unwrap();
+        assert_eq!(&lines[2][at..at + 4], "ipv4");
+    }
+
+    #[test]
+    fn not_applicable_rows_say_so_and_vxlan_frames_add_up() {
+        let mut r = row("flowpath-afxdp", "hit", &[0.3, 0.3], &[1.0, 1.0]);
+        for s in &mut r.samples {
+            (s.delivered, s.vxlan_at_sink) = (100, Some(99));
+        }
+        r.summarise();
+        assert_eq!((r.delivered, r.vxlan_at_sink), (200, Some(198)));
+        r.samples[1].vxlan_at_sink = None;
+        r.summarise();
+        assert_eq!(r.vxlan_at_sink, None, "one window unread: no count");
+        let mut na = Row::failed("testpmd-afxdp", "hit", "g", "n/a: io-fwd".into());
+        na.class = "vxlan_encap".into();
+        assert!(na.not_applicable() && !r.not_applicable());
+        let t = table(&[r, na]);
+        assert!(t.contains("n/a: io-fwd") && !t.contains("skipped"), "{t}");
+        assert!(t.contains("vxlan_encap"), "{t}");
     }
 
     #[test]
@@ -324,7 +376,14 @@ mod tests {
             .map(|l| serde_json::from_str(l).unwrap())
             .collect();
         assert_eq!(objs.len(), 2);
-        for k in ["system", "case", "mpps", "cycles_per_packet", "runs"] {
+        for k in [
+            "system",
+            "class",
+            "case",
+            "mpps",
+            "cycles_per_packet",
+            "runs",
+        ] {
             assert!(objs[0].get(k).is_some(), "{k}");
             assert!(objs[1].get(k).is_some(), "{k}");
         }

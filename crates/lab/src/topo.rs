@@ -399,8 +399,14 @@ impl Topology {
 
     /// The `stats64` counters of an interface: (rx packets, tx packets).
     pub fn counters(&self, ns: &str, ifname: &str) -> Result<(u64, u64), String> {
+        self.link_stats(ns, ifname)
+            .map(|c| (c.rx_packets, c.tx_packets))
+    }
+
+    /// The `stats64` packet and byte counters of an interface.
+    pub fn link_stats(&self, ns: &str, ifname: &str) -> Result<LinkStats, String> {
         let out = sh::ip(&["-n", ns, "-s", "-j", "link", "show", "dev", ifname])?;
-        parse_link_counters(&out).ok_or_else(|| format!("no counters for {ifname} in {ns}"))
+        parse_link_stats(&out).ok_or_else(|| format!("no counters for {ifname} in {ns}"))
     }
 }
 
@@ -486,14 +492,31 @@ pub fn json_has_native_xdp(json: &str) -> bool {
             .is_some_and(|a| a.iter().any(|p| p["mode"] == 1))
 }
 
+/// An interface's packet and byte counters (bytes: frames without the FCS).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_bytes: u64,
+}
+
 /// (rx packets, tx packets) from `ip -s -j link show dev X`.
 pub fn parse_link_counters(json: &str) -> Option<(u64, u64)> {
+    parse_link_stats(json).map(|c| (c.rx_packets, c.tx_packets))
+}
+
+/// The packet and byte counters from `ip -s -j link show dev X`.
+pub fn parse_link_stats(json: &str) -> Option<LinkStats> {
     let v: serde_json::Value = serde_json::from_str(json).ok()?;
     let s = v.get(0)?.get("stats64")?;
-    Some((
-        s.get("rx")?.get("packets")?.as_u64()?,
-        s.get("tx")?.get("packets")?.as_u64()?,
-    ))
+    let n = |dir: &str, what: &str| s.get(dir)?.get(what)?.as_u64();
+    Some(LinkStats {
+        rx_packets: n("rx", "packets")?,
+        tx_packets: n("tx", "packets")?,
+        rx_bytes: n("rx", "bytes")?,
+        tx_bytes: n("tx", "bytes")?,
+    })
 }
 
 /// The pid in a lab namespace name `fpl<pid>-<role>`.
@@ -591,6 +614,15 @@ mod tests {
     fn link_counters_from_ip_json() {
         let j = r#"[{"ifindex":6,"ifname":"t1","stats64":{"rx":{"bytes":65286730,"packets":1419272,"errors":0},"tx":{"bytes":836,"packets":10}}}]"#;
         assert_eq!(parse_link_counters(j), Some((1419272, 10)));
+        assert_eq!(
+            parse_link_stats(j),
+            Some(LinkStats {
+                rx_packets: 1419272,
+                tx_packets: 10,
+                rx_bytes: 65286730,
+                tx_bytes: 836,
+            })
+        );
         assert_eq!(parse_link_counters("[]"), None);
         assert_eq!(parse_link_counters("not json"), None);
     }

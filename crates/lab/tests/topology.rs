@@ -82,6 +82,7 @@ fn frames_reach_the_sink_through_linux_forwarding_and_cleanup_leaves_nothing() {
             gen_cpu: 0,
             exe: &exe,
             ovs_xdp_mode: "native",
+            class: flowpath_lab::Class::Ipv4,
         };
         let mut linux = systems::make("linux").unwrap();
         linux

@@ -88,6 +88,8 @@ pub struct Flowpath {
     control: PathBuf,
     exe: PathBuf,
     before: Option<FlowpathCounters>,
+    /// The class of the current run.
+    class: Class,
 }
 
 /// The counters of `flowpath stats --json`, summed over workers.
@@ -142,6 +144,7 @@ impl Flowpath {
             control: PathBuf::new(),
             exe: PathBuf::new(),
             before: None,
+            class: Class::Ipv4,
         }
     }
 
@@ -155,8 +158,17 @@ impl Flowpath {
 }
 
 /// The daemon's TOML config for two ports of `port_type` and one worker on `core`, with
-/// the XDP tier when `xdp_tier`.
-pub fn flowpath_config(dir: &Path, port_type: &str, core: usize, xdp_tier: bool) -> String {
+/// the XDP tier when `xdp_tier`, and for the VXLAN classes a tunnel port
+/// ([`TUNNEL_PORT`]): for decap one that takes VXLAN from any remote VTEP to
+/// [`VXLAN_DECAP_LOCAL`] with the lab's VNI, for encap one to the sink's address over
+/// swout with a static next hop (the sink's MAC), so no neighbour resolution is involved.
+pub fn flowpath_config(
+    dir: &Path,
+    port_type: &str,
+    core: usize,
+    xdp_tier: bool,
+    class: Class,
+) -> String {
     let p = |f: &str| dir.join(f).to_string_lossy().replace('\\', "\\\\");
     // With the tier, cached packets never reach the worker: it naps up to 20 ms when idle
     // (the default 500 us wakes it 2,000 times a second on the core the kernel's receive
@@ -167,11 +179,25 @@ pub fn flowpath_config(dir: &Path, port_type: &str, core: usize, xdp_tier: bool)
     } else {
         ""
     };
+    let tunnel = match class {
+        Class::Ipv4 | Class::Ipv6 => String::new(),
+        Class::VxlanDecap => format!(
+            "\n[[port]]\nname = \"vx0\"\nnumber = {TUNNEL_PORT}\ntype = \"vxlan\"\n\
+             remote_ip = \"flow\"\nlocal_ip = \"{VXLAN_DECAP_LOCAL}\"\nkey = {VXLAN_VNI}\n\
+             dst_port = 4789\n"
+        ),
+        Class::VxlanEncap => format!(
+            "\n[[port]]\nname = \"vx0\"\nnumber = {TUNNEL_PORT}\ntype = \"vxlan\"\n\
+             remote_ip = \"{SINK_IP}\"\nlocal_ip = \"{SWOUT_IP}\"\nkey = {VXLAN_VNI}\n\
+             dst_port = 4789\nunderlay_port = 2\nnext_hop_mac = \"{SINK_MAC}\"\n\
+             local_mac = \"{SWOUT_MAC}\"\n"
+        ),
+    };
     format!(
         "[switch]\nstate = \"{}\"\ncontrol = \"{}\"\nflows = \"{}\"\n\n{datapath}\
          [[worker]]\ncore = {core}\n\n\
          [[port]]\nname = \"swin\"\nnumber = 1\ntype = \"{port_type}\"\ninterface = \"swin\"\n\n\
-         [[port]]\nname = \"swout\"\nnumber = 2\ntype = \"{port_type}\"\ninterface = \"swout\"\n",
+         [[port]]\nname = \"swout\"\nnumber = 2\ntype = \"{port_type}\"\ninterface = \"swout\"\n{tunnel}",
         p("state"),
         p("control.sock"),
         p("flows.txt"),
@@ -179,20 +205,33 @@ pub fn flowpath_config(dir: &Path, port_type: &str, core: usize, xdp_tier: bool)
 }
 
 impl Switch for Flowpath {
+    fn cannot(&self, _class: Class) -> Option<String> {
+        None
+    }
+
     fn start(&mut self, ctx: &Ctx, case: Case) -> Result<(), String> {
-        let dir = ctx
-            .topo
-            .dir
-            .join(format!("flowpath-{}-{}", self.name(), case.name()));
+        let dir = ctx.topo.dir.join(format!(
+            "flowpath-{}-{}-{}",
+            self.name(),
+            ctx.class.name(),
+            case.name()
+        ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        std::fs::write(dir.join("flows.txt"), FLOWS).map_err(|e| e.to_string())?;
+        std::fs::write(dir.join("flows.txt"), flows(ctx.class)).map_err(|e| e.to_string())?;
         let cfg = dir.join("switch.toml");
         std::fs::write(
             &cfg,
-            flowpath_config(&dir, self.port_type, ctx.switch_cpu, self.xdp_tier),
+            flowpath_config(
+                &dir,
+                self.port_type,
+                ctx.switch_cpu,
+                self.xdp_tier,
+                ctx.class,
+            ),
         )
         .map_err(|e| e.to_string())?;
+        self.class = ctx.class;
         self.control = dir.join("control.sock");
         self.exe = ctx.exe.to_path_buf();
         let cfg = cfg.to_string_lossy();
@@ -242,7 +281,13 @@ impl Switch for Flowpath {
     }
 
     fn notes(&self) -> Vec<String> {
-        if self.xdp_tier {
+        let mut v = if self.xdp_tier && self.class.is_vxlan() {
+            vec![
+                "afxdp ports, XDP tier on, but it leaves tunnel traffic to user space (no \
+                 tunnel megaflows in the kernel): every packet goes to the worker"
+                    .into(),
+            ]
+        } else if self.xdp_tier {
             vec![
                 "afxdp ports, XDP tier on: cached flows forwarded by the flow_tier program, \
                   misses to the worker"
@@ -250,7 +295,19 @@ impl Switch for Flowpath {
             ]
         } else {
             vec![format!("{} ports", self.port_type)]
+        };
+        match self.class {
+            Class::VxlanDecap => v.push(format!(
+                "VXLAN over IPv4 (VNI {VXLAN_VNI}) in, decapsulated by tunnel port \
+                 {TUNNEL_PORT} (remote_ip = \"flow\"), inner frame out"
+            )),
+            Class::VxlanEncap => v.push(format!(
+                "output to tunnel port {TUNNEL_PORT}: VXLAN over IPv4 to {SINK_IP} on swout \
+                 (static next hop)"
+            )),
+            _ => {}
         }
+        v
     }
 }
 
@@ -276,6 +333,12 @@ pub struct XdpForward {
 }
 
 impl Switch for XdpForward {
+    fn cannot(&self, class: Class) -> Option<String> {
+        class
+            .is_vxlan()
+            .then(|| "redirects every frame unchanged: it cannot decapsulate or encapsulate".into())
+    }
+
     fn start(&mut self, ctx: &Ctx, _case: Case) -> Result<(), String> {
         let dir = ctx.topo.dir.join("xdp-forward");
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;

@@ -12,6 +12,20 @@ pub(super) const NETDEV_MAX_BACKLOG: &str = "/proc/sys/net/core/netdev_max_backl
 pub const LINUX_BACKLOG: u32 = 30_000;
 
 impl Switch for Linux {
+    fn cannot(&self, class: Class) -> Option<String> {
+        match class {
+            Class::Ipv4 => None,
+            Class::Ipv6 => Some(
+                "the lab's namespaces run without IPv6 (no neighbour discovery frames at the \
+                 sink); Linux IPv6 forwarding is not set up"
+                    .into(),
+            ),
+            Class::VxlanDecap | Class::VxlanEncap => {
+                Some("would need a Linux vxlan device and routes through it: not set up".into())
+            }
+        }
+    }
+
     fn start(&mut self, ctx: &Ctx, _case: Case) -> Result<(), String> {
         for kv in [
             "net.ipv4.ip_forward=1",

@@ -14,8 +14,11 @@ pub use testpmd::Testpmd;
 
 use crate::pmdperf;
 use crate::sh;
-use crate::topo::{self, Topology, SINK_IP, SINK_MAC, SWIN_IF, SWIN_IP, SWOUT_IF, SWOUT_IP};
-use crate::Case;
+use crate::topo::{
+    self, Topology, SINK_IP, SINK_MAC, SWIN_IF, SWIN_IP, SWOUT_IF, SWOUT_IP, SWOUT_MAC,
+};
+use crate::VXLAN_VNI;
+use crate::{Case, Class};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
@@ -31,6 +34,48 @@ priority=200,ip,in_port=1,nw_src=10.10.1.254,actions=drop
 priority=100,in_port=1,actions=output:2
 priority=0,actions=drop
 ";
+
+/// The IPv6 class's rules: the same three, with the never-hit rule on `ipv6_src` (outside
+/// the generator's source addresses, 2001:db8:1::/64).
+pub const FLOWS_IPV6: &str = "\
+priority=200,ipv6,in_port=1,ipv6_src=2001:db8:ff::fe,actions=drop
+priority=100,in_port=1,actions=output:2
+priority=0,actions=drop
+";
+
+/// The outer destination of the decap class's VXLAN frames (the generator's outer
+/// endpoints are 172.16.0.1 -> 172.16.0.2; with one outer source port the generator's
+/// flows count up the outer source address from 172.16.0.1).
+pub const VXLAN_DECAP_LOCAL: &str = "172.16.0.2";
+
+/// The VXLAN tunnel port's number in the switches that have one.
+pub const TUNNEL_PORT: u32 = 10;
+
+/// Decap: what arrives through the tunnel port (10) goes out of swout; the never-hit rule
+/// on the outer source (`tun_src`) keeps it in every megaflow, so each remote VTEP the
+/// generator's flows come from is a megaflow (and in `miss` each packet a new one).
+pub const FLOWS_VXLAN_DECAP: &str = "\
+priority=200,in_port=10,tun_src=10.10.1.254,actions=drop
+priority=100,in_port=10,actions=output:2
+priority=0,actions=drop
+";
+
+/// Encap: the IPv4 rules with output to the tunnel port (10), whose underlay is swout.
+pub const FLOWS_VXLAN_ENCAP: &str = "\
+priority=200,ip,in_port=1,nw_src=10.10.1.254,actions=drop
+priority=100,in_port=1,actions=output:10
+priority=0,actions=drop
+";
+
+/// The rules for a class.
+pub fn flows(class: Class) -> &'static str {
+    match class {
+        Class::Ipv4 => FLOWS,
+        Class::Ipv6 => FLOWS_IPV6,
+        Class::VxlanDecap => FLOWS_VXLAN_DECAP,
+        Class::VxlanEncap => FLOWS_VXLAN_ENCAP,
+    }
+}
 
 /// A switch's own account of a measurement window.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -50,10 +95,16 @@ pub struct Ctx<'a> {
     pub exe: &'a Path,
     /// OVS afxdp `options:xdp-mode`.
     pub ovs_xdp_mode: &'a str,
+    /// The traffic class being run.
+    pub class: Class,
 }
 
 /// One switch under test.
 pub trait Switch {
+    /// Why this switch cannot run `class` ("n/a" rows), or None when it can.
+    fn cannot(&self, class: Class) -> Option<String> {
+        (class != Class::Ipv4).then(|| "not set up for this class".into())
+    }
     /// Start it for `case` (fresh each case: no cache carried over); Ok once forwarding.
     fn start(&mut self, ctx: &Ctx, case: Case) -> Result<(), String>;
     /// Still running? (checked after the warm-up and after each window)
@@ -176,10 +227,33 @@ mod tests {
 
     #[test]
     fn flows_parse_as_three_rules_in_flowpaths_syntax() {
-        let flows =
-            flowpath_flowsyntax::parse_flows_file(FLOWS, flowpath_flowsyntax::FlowCommand::Add)
-                .expect("flowpath accepts the lab's flows");
-        assert_eq!(flows.len(), 3);
+        for class in Class::ALL {
+            let flows = flowpath_flowsyntax::parse_flows_file(
+                flows(class),
+                flowpath_flowsyntax::FlowCommand::Add,
+            )
+            .unwrap_or_else(|e| panic!("flowpath accepts the {} flows: {e}", class.name()));
+            assert_eq!(flows.len(), 3);
+        }
+        assert!(flows(Class::VxlanEncap).contains("output:10"));
+        assert!(flows(Class::VxlanDecap).contains("in_port=10,actions=output:2"));
+    }
+
+    #[test]
+    fn which_system_can_run_which_class() {
+        for s in SYSTEMS.iter().filter_map(|s| make(s)) {
+            assert!(s.cannot(Class::Ipv4).is_none());
+        }
+        let can = |name: &str, c: Class| make(name).unwrap().cannot(c).is_none();
+        for fp in ["flowpath-afxdp", "flowpath-afpacket", "flowpath-xdp"] {
+            for c in Class::ALL {
+                assert!(can(fp, c), "{fp} {}", c.name());
+            }
+        }
+        for other in ["linux", "ovs-afxdp", "testpmd-afxdp", "xdp-forward"] {
+            assert!(!can(other, Class::VxlanDecap) && !can(other, Class::VxlanEncap));
+        }
+        assert!(can("testpmd-afxdp", Class::Ipv6) && can("ovs-afxdp", Class::Ipv6));
     }
 
     #[test]
@@ -201,16 +275,64 @@ mod tests {
 
     #[test]
     fn flowpath_config_is_the_daemons_toml() {
-        let c = flowpath_config(Path::new("/tmp/x"), "afxdp", 1, false);
+        let c = flowpath_config(Path::new("/tmp/x"), "afxdp", 1, false, Class::Ipv4);
         assert!(!c.contains("xdp_tier"));
-        assert!(flowpath_config(Path::new("/tmp/x"), "afxdp", 1, true)
-            .contains("[datapath]\nxdp_tier = true"));
+        assert!(!c.contains("vxlan"));
+        assert!(
+            flowpath_config(Path::new("/tmp/x"), "afxdp", 1, true, Class::Ipv4)
+                .contains("[datapath]\nxdp_tier = true")
+        );
         assert!(c.contains("state = \"/tmp/x/state\""));
         assert!(c.contains("control = \"/tmp/x/control.sock\""));
         assert!(c.contains("[[worker]]\ncore = 1"));
         assert_eq!(c.matches("[[port]]").count(), 2);
         assert_eq!(c.matches("type = \"afxdp\"").count(), 2);
         assert!(c.contains("number = 2"));
+    }
+
+    /// The daemon parses the lab's configs, tunnel ports included, to what they mean.
+    #[test]
+    fn the_vxlan_configs_parse_to_their_tunnel_ports() {
+        use flowpath_datapath::{TunnelKey, TunnelRemote, UnderlayHop};
+        use flowpath_switch::config::DaemonConfig;
+        let parse = |class| {
+            let toml = flowpath_config(Path::new("/tmp/x"), "afxdp", 1, false, class);
+            DaemonConfig::parse(&toml).unwrap_or_else(|e| panic!("{e}:\n{toml}"))
+        };
+        assert!(parse(Class::Ipv4).tunnel_ports().is_empty());
+        assert!(parse(Class::Ipv6).tunnel_ports().is_empty());
+
+        let cfg = parse(Class::VxlanDecap);
+        let t = cfg.tunnel_ports();
+        assert_eq!(t.len(), 1);
+        let (p, hop) = &t[0];
+        assert_eq!((p.number, p.dst_port), (TUNNEL_PORT, 4789));
+        assert_eq!(p.remote, TunnelRemote::Flow);
+        assert_eq!(p.local, Some(VXLAN_DECAP_LOCAL.parse().unwrap()));
+        assert_eq!(p.key, TunnelKey::Fixed(VXLAN_VNI));
+        assert!(hop.is_none(), "decap needs no underlay hop");
+
+        let cfg = parse(Class::VxlanEncap);
+        let t = cfg.tunnel_ports();
+        let (p, hop) = &t[0];
+        assert_eq!(p.remote, TunnelRemote::Fixed(SINK_IP.parse().unwrap()));
+        assert_eq!(p.local, Some(SWOUT_IP.parse().unwrap()));
+        let mac = |m: &str| -> [u8; 6] {
+            let v: Vec<u8> = m
+                .split(':')
+                .map(|b| u8::from_str_radix(b, 16).unwrap())
+                .collect();
+            v.try_into().unwrap()
+        };
+        assert_eq!(
+            *hop,
+            Some(UnderlayHop {
+                port: 2,
+                src_mac: mac(SWOUT_MAC),
+                dst_mac: mac(SINK_MAC),
+                src_ip: SWOUT_IP.parse().unwrap(),
+            })
+        );
     }
 
     #[test]

@@ -141,10 +141,10 @@ impl Ovs {
         Ok(())
     }
 
-    /// The same three flows every switch gets.
-    fn load_flows(&self) -> Result<(), String> {
+    /// The same three flows every switch gets (for the class).
+    fn load_flows(&self, ctx: &Ctx) -> Result<(), String> {
         let flows = self.dir.join("flows.txt");
-        std::fs::write(&flows, FLOWS).map_err(|e| e.to_string())?;
+        std::fs::write(&flows, super::flows(ctx.class)).map_err(|e| e.to_string())?;
         let mgmt = format!("unix:{}", self.path("br0.mgmt"));
         self.tool("ovs-ofctl", &["del-flows", &mgmt])?;
         self.tool("ovs-ofctl", &["add-flows", &mgmt, &flows.to_string_lossy()])?;
@@ -168,9 +168,20 @@ impl Ovs {
 }
 
 impl Switch for Ovs {
+    fn cannot(&self, class: Class) -> Option<String> {
+        class.is_vxlan().then(|| {
+            "no OVS tunnel port set up (its user-space tunnels need a bridge with an IP \
+             address and ovs-appctl tnl/ routes and neighbours)"
+                .into()
+        })
+    }
+
     fn start(&mut self, ctx: &Ctx, case: Case) -> Result<(), String> {
         let schema = installed()?;
-        self.dir = ctx.topo.dir.join(format!("ovs-{}", case.name()));
+        self.dir = ctx
+            .topo
+            .dir
+            .join(format!("ovs-{}-{}", ctx.class.name(), case.name()));
         let _ = std::fs::remove_dir_all(&self.dir);
         std::fs::create_dir_all(&self.dir).map_err(|e| e.to_string())?;
         let db = self.path("conf.db");
@@ -202,7 +213,7 @@ impl Switch for Ovs {
         sh::wait_for(Duration::from_secs(15), || ctl.exists().then_some(()))
             .ok_or_else(|| format!("ovs-vswitchd did not start: {}", self.log_tail()))?;
         self.bridge(ctx)?;
-        self.load_flows()?;
+        self.load_flows(ctx)?;
         self.note_mode(ctx);
         Ok(())
     }

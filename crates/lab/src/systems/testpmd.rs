@@ -80,6 +80,12 @@ pub struct Testpmd {
 }
 
 impl Switch for Testpmd {
+    fn cannot(&self, class: Class) -> Option<String> {
+        class.is_vxlan().then(|| {
+            "io-fwd forwards frames unchanged: it cannot decapsulate or encapsulate".into()
+        })
+    }
+
     fn start(&mut self, ctx: &Ctx, case: Case) -> Result<(), String> {
         let exe = sh::which("dpdk-testpmd").ok_or_else(|| {
             format!(
@@ -87,12 +93,15 @@ impl Switch for Testpmd {
                 crate::peers::SETUP_SCRIPT
             )
         })?;
-        let dir = ctx.topo.dir.join(format!("testpmd-{}", case.name()));
+        let dir = ctx
+            .topo
+            .dir
+            .join(format!("testpmd-{}-{}", ctx.class.name(), case.name()));
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
         let huge = HugePages::reserve(&dir, 256)?;
         let lcores = format!("{},{}", ctx.gen_cpu, ctx.switch_cpu);
         let main = ctx.gen_cpu.to_string();
-        let prefix = format!("{}{}", ctx.topo.id, case.name());
+        let prefix = format!("{}{}{}", ctx.topo.id, ctx.class.name(), case.name());
         let huge_dir = huge.mount.to_string_lossy().into_owned();
         self.huge = Some(huge);
         let args = [
