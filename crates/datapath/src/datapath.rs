@@ -21,7 +21,9 @@ use flowpath_base::BATCH;
 use flowpath_packet::encap::{EncapError, VxlanEncap, VxlanTemplate};
 use flowpath_packet::key::{TUN_IPV6, TUN_PRESENT};
 use flowpath_packet::rewrite::{self, RewriteDrop};
-use flowpath_packet::{parse_into, Action, FlowKey, Packet, PacketMeta, ParseOptions};
+use flowpath_packet::{
+    parse_into, parse_into_hashed, Action, FlowKey, Packet, PacketMeta, ParseOptions,
+};
 use flowpath_pipeline::{Ending, Pipeline, RuleStore, Translation};
 use smallvec::SmallVec;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -682,20 +684,21 @@ impl Datapath {
                 prefetch(next.data());
             }
             st.bytes += pkt.len() as u64;
-            match parse_into(
-                pkt.data(),
-                in_port,
-                &self.cfg.parse,
-                &mut sc.keys[i],
-                &mut sc.metas[i],
-            ) {
-                Ok(()) => {
+            let (key, meta) = (&mut sc.keys[i], &mut sc.metas[i]);
+            let parsed = if want_hash {
+                parse_into_hashed(pkt.data(), in_port, &self.cfg.parse, key, meta, seed)
+            } else {
+                parse_into(pkt.data(), in_port, &self.cfg.parse, key, meta).map(|()| 0)
+            };
+            match parsed {
+                Ok(mut h) => {
                     // With tunnel ports, a decapsulated packet enters as its tunnel port
                     // (before any cache: megaflows are per tunnel port) or is dropped.
                     if let Some(t) = tunnels {
-                        if sc.keys[i].bytes()[TUN_FLAGS_BYTE] & TUN_PRESENT != 0 {
-                            if map_tunnel(t, &mut sc.keys[i]) {
+                        if key.bytes()[TUN_FLAGS_BYTE] & TUN_PRESENT != 0 {
+                            if map_tunnel(t, key) {
                                 st.decapsulated += 1;
+                                h = key.hash(seed);
                             } else {
                                 st.drop(DatapathDrop::VxlanNoTunnel);
                                 continue;
@@ -704,7 +707,6 @@ impl Datapath {
                     }
                     valid |= 1 << i;
                     if want_hash {
-                        let h = sc.keys[i].hash(seed);
                         sc.hashes[i] = h;
                         if emc_lookup {
                             emc.prefetch(h);

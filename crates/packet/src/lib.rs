@@ -13,4 +13,4 @@ pub mod rewrite;
 pub use action::{packet_in_reason, Action, CONTROLLER_NO_BUFFER};
 pub use key::{Field, FlowKey, WordSet, KEY_BYTES, KEY_WORDS};
 pub use packet::Packet;
-pub use parse::{parse, parse_into, DropReason, PacketMeta, ParseOptions};
+pub use parse::{parse, parse_into, parse_into_hashed, DropReason, PacketMeta, ParseOptions};

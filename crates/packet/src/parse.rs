@@ -204,7 +204,28 @@ pub fn parse_into(
     parse_into_other(data, in_port, opts, key, meta)
 }
 
-/// [`parse_into`] for what the IPv4 fast path did not take.
+/// [`parse_into`] that also returns the key's [`FlowKey::hash`] with `seed` (the
+/// exact-match cache's index). A frame the fast paths take is hashed from the words just
+/// built, without reading the key back or testing its tunnel words.
+#[inline(always)]
+pub fn parse_into_hashed(
+    data: &[u8],
+    in_port: u32,
+    opts: &ParseOptions,
+    key: &mut FlowKey,
+    meta: &mut PacketMeta,
+    seed: u64,
+) -> Result<u32, DropReason> {
+    if ipv4_l4_fast(data, in_port, opts.vxlan_port, key, meta)
+        || ipv6_l4_fast(data, in_port, opts.vxlan_port, key, meta)
+    {
+        return Ok(key.hash_no_tunnel(seed));
+    }
+    parse_into_other(data, in_port, opts, key, meta)?;
+    Ok(key.hash(seed))
+}
+
+/// [`parse_into`] for what the fast paths did not take.
 #[inline(never)]
 fn parse_into_other(
     data: &[u8],
