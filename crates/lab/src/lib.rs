@@ -247,7 +247,8 @@ impl Lab {
         format!(
             "Cycles are TSC cycles at {:.3} GHz (flowpath_base::clock::tsc_hz) of the measured CPU's \
              busy time (/proc/stat); switch on CPU {}, generator ({}) on CPU {}; {} windows of {} s \
-             after {} s of warm-up per system and case; 64-byte frames, {} flows in the hit case.",
+             after {} s of warm-up per system and case; 64-byte frames (ipv6: 66, vxlan_decap: 96-byte \
+             VXLAN frames), {} flows in the hit case.",
             self.tsc_hz / 1e9,
             self.cfg.switch_cpu,
             self.generator.as_ref().map_or("none", |g| g.name()),

@@ -263,7 +263,8 @@ impl Switch for Flowpath {
         Some(Own {
             // With the XDP tier the worker's busy cycles are only the user-space share
             // (misses); the kernel's work on the hits is in the lab's CPU figure only.
-            cycles_per_packet: (packets > 0 && !self.xdp_tier)
+            // Tunnel traffic never stays in the kernel, so there the worker has it all.
+            cycles_per_packet: (packets > 0 && (!self.xdp_tier || self.class.is_vxlan()))
                 .then(|| cycles as f64 / packets as f64),
             packets: packets + kernel,
             upcalls: b.upcalls.saturating_sub(a.upcalls),
