@@ -10,12 +10,13 @@
 use crate::controller::{ControllerQueue, PacketOut, CONTROLLER_PORT};
 use crate::emc::ExactMatchCache;
 use crate::guard::{MissGuard, MissLimits, PortMissStats};
+use crate::hold::{NeighbourHoldQueue, HOLD_HEADROOM, HOLD_MAX_AGE_SECS};
 use crate::l2::{resolve_normal, MacLearningConfig, MacLearningTable, NormalDep};
 use crate::megaflow::MegaflowCache;
 use crate::smc::SignatureMatchCache;
 use crate::stats::{DatapathDrop, DatapathStats};
 use crate::tier::{MegaflowEvent, MegaflowId, MegaflowView};
-use crate::tunnel::{HopMiss, TunnelKey, TunnelPort, TunnelRemote, Tunnels};
+use crate::tunnel::{HopMiss, TunnelKey, TunnelPort, TunnelRemote, Tunnels, UnderlayHop};
 use flowpath_base::clock::{rdtsc, tsc_hz};
 use flowpath_base::BATCH;
 use flowpath_packet::encap::{EncapError, VxlanEncap, VxlanTemplate};
@@ -168,8 +169,8 @@ pub struct Datapath {
     /// Where the next periodic counter push starts, and when the last one ran.
     push_cursor: usize,
     pushed_at: u64,
-    /// The last underlay hop an encapsulation used (see [`HopCache`]).
-    hop_cache: HopCache,
+    /// The last underlay hop an encapsulation used, and packets waiting for a neighbour.
+    encap: EncapState,
 }
 
 impl Datapath {
@@ -198,7 +199,7 @@ impl Datapath {
             limit_checked_at: 0,
             push_cursor: 0,
             pushed_at: 0,
-            hop_cache: HopCache::new(None),
+            encap: EncapState::default(),
             controller: Arc::new(ControllerQueue::new(cfg.controller_queue)),
             mac: Arc::new(MacLearningTable::new(cfg.mac_learning.clone())),
             ports: Vec::new(),
@@ -529,7 +530,7 @@ impl Datapath {
             controller: &self.controller,
             ports: &self.ports,
             tunnels: self.cfg.tunnels.as_deref(),
-            hop_cache: &self.hop_cache,
+            encap: &self.encap,
         };
         // Without TABLE, a packet-out that sends nothing counts as a rule drop.
         if !actions.is_empty() || table.is_none() {
@@ -565,6 +566,58 @@ impl Datapath {
     pub fn push_rule_stats_slice(&mut self) {
         self.megaflows
             .push_stats_slice(&self.pipeline, &mut self.push_cursor, STATS_PUSH_SLICE);
+    }
+
+    /// Are packets waiting for an underlay neighbour ([`NeighbourHoldQueue`])?
+    #[inline(always)]
+    pub fn has_held(&self) -> bool {
+        !self.encap.held.borrow().is_empty()
+    }
+
+    /// Send the held packets whose neighbour is now known, drop those that waited past
+    /// [`HOLD_MAX_AGE_SECS`] (`tunnel_neigh_unresolved`), keep the rest. Does nothing
+    /// until the underlay changes or the oldest expires. Returns the packets sent.
+    pub fn release_held<S: OutputSink>(&mut self, sink: &mut S) -> usize {
+        let Some(t) = self.cfg.tunnels.as_deref() else {
+            return 0;
+        };
+        let mut q = self.encap.held.borrow_mut();
+        if q.is_empty() {
+            return 0;
+        }
+        let gen = t.underlay.generation();
+        let now = rdtsc();
+        let max_age = (HOLD_MAX_AGE_SECS * flowpath_base::clock::tsc_hz()) as u64;
+        if gen == q.tried_at_gen && !q.any_expired(now, max_age) {
+            return 0;
+        }
+        q.tried_at_gen = gen;
+        let st = &mut self.stats;
+        let mut sent = 0;
+        for h in std::mem::take(&mut q.packets) {
+            let (tp, hop) = match (t.port(h.port), t.underlay.hop(h.remote)) {
+                (Some(tp), Some(hop)) => (tp, hop),
+                (Some(_), None) if now.saturating_sub(h.since) <= max_age => {
+                    q.packets.push(h);
+                    continue;
+                }
+                _ => {
+                    // Waited too long, or its tunnel port is gone.
+                    st.drop(DatapathDrop::TunnelNeighUnresolved);
+                    continue;
+                }
+            };
+            let Some(headers) = outer_headers(tp, &hop, h.remote, h.vni, h.flow_hash) else {
+                st.drop(DatapathDrop::TunnelNoRoute);
+                continue;
+            };
+            let mut buf = h.buf;
+            let mut pkt = Packet::new(&mut buf, HOLD_HEADROOM, h.len);
+            send_encapsulated(&headers, hop.port, h.vni, h.flow_hash, &mut pkt, sink, st);
+            st.tunnel_released += 1;
+            sent += 1;
+        }
+        sent
     }
 
     /// Drop every cached flow (counters are credited to rules first).
@@ -909,7 +962,7 @@ impl Datapath {
             controller: &self.controller,
             ports: &self.ports,
             tunnels,
-            hop_cache: &self.hop_cache,
+            encap: &self.encap,
         };
         let mut m = valid;
         while m != 0 {
@@ -1068,8 +1121,16 @@ struct Ctx<'a> {
     ports: &'a [u32],
     /// The tunnel ports (an output to one encapsulates), if any.
     tunnels: Option<&'a Tunnels>,
-    /// The last encapsulation's hop and outer headers (see [`HopCache`]).
-    hop_cache: &'a HopCache,
+    /// The last encapsulation's hop and outer headers, and the hold queue.
+    encap: &'a EncapState,
+}
+
+/// What encapsulation keeps between packets: the last hop ([`HopCache`]) and the packets
+/// held while a next hop's MAC is being resolved ([`NeighbourHoldQueue`]).
+#[derive(Default)]
+struct EncapState {
+    hop: HopCache,
+    held: std::cell::RefCell<NeighbourHoldQueue>,
 }
 
 /// The last underlay hop used and the outer headers built for it, valid while the
@@ -1198,7 +1259,7 @@ fn output<S: OutputSink>(
 ) {
     if let Some(t) = ctx.tunnels {
         if let Some(tp) = t.port(p) {
-            encap_output(t, tp, ctx.hop_cache, pkt, key, tun, sink, st);
+            encap_output(t, tp, ctx.encap, pkt, key, tun, sink, st);
             return;
         }
     }
@@ -1251,7 +1312,7 @@ pub(crate) fn inner_flow_hash(k: &FlowKey) -> u32 {
 fn encap_output<S: OutputSink>(
     t: &Tunnels,
     tp: &TunnelPort,
-    cache: &HopCache,
+    encap: &EncapState,
     pkt: &mut Packet<'_>,
     key: &FlowKey,
     tun: &TunSet,
@@ -1281,7 +1342,7 @@ fn encap_output<S: OutputSink>(
     let gen = t.underlay.generation();
     let flow_hash = inner_flow_hash(key);
     {
-        let c = cache.borrow();
+        let c = encap.hop.borrow();
         if let Some(h) = &*c {
             if h.gen == gen && h.port == tp.number && h.remote == remote {
                 send_encapsulated(&h.headers, h.out, vni, flow_hash, pkt, sink, st);
@@ -1289,7 +1350,7 @@ fn encap_output<S: OutputSink>(
             }
         }
     }
-    encap_miss(t, tp, cache, gen, remote, vni, flow_hash, pkt, sink, st);
+    encap_miss(t, tp, encap, gen, remote, vni, flow_hash, pkt, sink, st);
 }
 
 /// [`encap_output`] without a usable cached hop: ask the underlay, build the headers,
@@ -1300,7 +1361,7 @@ fn encap_output<S: OutputSink>(
 fn encap_miss<S: OutputSink>(
     t: &Tunnels,
     tp: &TunnelPort,
-    cache: &HopCache,
+    encap: &EncapState,
     gen: u64,
     remote: IpAddr,
     vni: u32,
@@ -1311,13 +1372,45 @@ fn encap_miss<S: OutputSink>(
 ) {
     let Some(hop) = t.underlay.hop(remote) else {
         t.underlay.resolve(remote);
-        st.drop(match t.underlay.miss(remote) {
-            HopMiss::NoRoute => DatapathDrop::TunnelNoRoute,
-            HopMiss::NeighUnresolved => DatapathDrop::TunnelNeighUnresolved,
-        });
+        match t.underlay.miss(remote) {
+            HopMiss::NoRoute => st.drop(DatapathDrop::TunnelNoRoute),
+            HopMiss::NeighUnresolved => {
+                // The ARP-queue rule: the first few wait for the neighbour.
+                let mut q = encap.held.borrow_mut();
+                if q.hold(tp.number, remote, vni, flow_hash, pkt.data(), rdtsc()) {
+                    st.tunnel_held += 1;
+                } else {
+                    st.drop(DatapathDrop::TunnelNeighUnresolved);
+                }
+            }
+        }
         return;
     };
-    let e = VxlanEncap {
+    let Some(headers) = outer_headers(tp, &hop, remote, vni, flow_hash) else {
+        // The local address and the remote are not of one family.
+        st.drop(DatapathDrop::TunnelNoRoute);
+        return;
+    };
+    send_encapsulated(&headers, hop.port, vni, flow_hash, pkt, sink, st);
+    *encap.hop.borrow_mut() = Some(HopEntry {
+        gen,
+        port: tp.number,
+        remote,
+        out: hop.port,
+        headers,
+    });
+}
+
+/// The outer headers for `remote` through `hop` (None: the local address and the remote
+/// are not of one family).
+fn outer_headers(
+    tp: &TunnelPort,
+    hop: &UnderlayHop,
+    remote: IpAddr,
+    vni: u32,
+    flow_hash: u32,
+) -> Option<VxlanTemplate> {
+    VxlanTemplate::new(&VxlanEncap {
         src_mac: hop.src_mac,
         dst_mac: hop.dst_mac,
         src: tp.local.unwrap_or(hop.src_ip),
@@ -1325,23 +1418,8 @@ fn encap_miss<S: OutputSink>(
         vni,
         dst_port: tp.dst_port,
         flow_hash,
-    };
-    let headers = match VxlanTemplate::new(&e) {
-        Ok(h) => h,
-        Err(_) => {
-            // The local address and the remote are not of one family.
-            st.drop(DatapathDrop::TunnelNoRoute);
-            return;
-        }
-    };
-    send_encapsulated(&headers, hop.port, vni, flow_hash, pkt, sink, st);
-    *cache.borrow_mut() = Some(HopEntry {
-        gen,
-        port: tp.number,
-        remote,
-        out: hop.port,
-        headers,
-    });
+    })
+    .ok()
 }
 
 /// Push `headers` in front of the packet, send it out of `out`, and give back the inner

@@ -118,6 +118,10 @@ pub struct DatapathStats {
     /// VXLAN packets mapped to a tunnel port on receive, and packets encapsulated for one.
     pub decapsulated: u64,
     pub encapsulated: u64,
+    /// Packets for a tunnel held while the next hop's MAC was resolved, and of those the
+    /// ones sent once it was (the rest are `tunnel_neigh_unresolved` drops).
+    pub tunnel_held: u64,
+    pub tunnel_released: u64,
     pub cycles: StageCycles,
 }
 

@@ -228,6 +228,19 @@ impl<P: Port, O: Outputs> Worker<P, O> {
         n
     }
 
+    /// Send the packets held for an underlay neighbour that is now resolved (see
+    /// [`crate::NeighbourHoldQueue`]); [`Worker::poll`] calls it while any are held.
+    pub fn release_held(&mut self) -> usize {
+        let n = self.dp.release_held(&mut self.out);
+        if n > 0 {
+            let f = self.out.deliver(&mut self.ports);
+            if f != 0 {
+                self.flush_ports(f);
+            }
+        }
+        n
+    }
+
     /// Add a tier that follows the caches (the datapath starts recording events for it).
     pub fn add_tier(&mut self, tier: Box<dyn Tier>) {
         self.dp.watch_megaflows(true);
@@ -275,6 +288,9 @@ impl<P: Port, O: Outputs> Worker<P, O> {
     pub fn poll_up_to(&mut self, max: usize) -> usize {
         if !self.packet_outs.is_empty() {
             self.run_packet_outs();
+        }
+        if self.dp.has_held() {
+            self.release_held();
         }
         let mut got = 0usize;
         let mut to_flush = 0u64;

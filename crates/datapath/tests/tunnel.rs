@@ -1,11 +1,13 @@
 //! VXLAN tunnel ports through the datapath: receive maps a decapsulated packet to its
 //! tunnel port (or drops it, named), output to a tunnel port encapsulates via the underlay
 //! hop, the outer headers are what a peer expects (checked by parsing them back, and by
-//! tshark when it is installed), and every cache tier answers as the slow path does.
+//! tshark when it is installed), every cache tier answers as the slow path does, and a
+//! next hop still being resolved holds a few packets (then sends or drops them, named).
 
 use flowpath_datapath::{
-    CaptureSink, Datapath, DatapathConfig, DatapathDrop, StaticUnderlay, TunnelKey, TunnelPort,
-    TunnelRemote, Tunnels, UnderlayHop,
+    CaptureSink, Datapath, DatapathConfig, DatapathDrop, HopMiss, StaticUnderlay, TunnelKey,
+    TunnelPort, TunnelRemote, Tunnels, UnderlayHop, UnderlayResolver, HOLD_MAX_AGE_SECS,
+    HOLD_PER_REMOTE,
 };
 use flowpath_gen::{build, FrameSpec, Vxlan};
 use flowpath_packet::key::{TUN_IPV6, TUN_PRESENT};
@@ -506,4 +508,78 @@ fn flood_reaches_tunnel_ports_but_not_the_one_it_came_from() {
     );
     let ports: Vec<u32> = out.iter().map(|o| o.0).collect();
     assert_eq!(ports, vec![HOST, UPLINK], "not back into the tunnel");
+}
+
+/// A resolver whose misses are neighbours being resolved (the route is known), as the
+/// netlink underlay answers while the kernel's ARP is in flight.
+struct Resolving(StaticUnderlay);
+
+impl UnderlayResolver for Resolving {
+    fn hop(&self, remote: IpAddr) -> Option<UnderlayHop> {
+        self.0.hop(remote)
+    }
+    fn resolve(&self, remote: IpAddr) {
+        self.0.resolve(remote)
+    }
+    fn generation(&self) -> u64 {
+        self.0.generation()
+    }
+    fn miss(&self, _remote: IpAddr) -> HopMiss {
+        HopMiss::NeighUnresolved
+    }
+}
+
+fn resolving_datapath() -> (Datapath, Arc<Resolving>) {
+    let u = Arc::new(Resolving(StaticUnderlay::new()));
+    let t = Tunnels::new(vec![tunnel(REMOTE4.into(), LOCAL4.into(), 42)], u.clone());
+    let rules = vec![rule(Match::any(), vec![Action::Output(VX)])];
+    (datapath(rules, Some(t), true), u)
+}
+
+#[test]
+fn an_unresolved_neighbour_holds_a_few_packets_and_sends_them_once_resolved() {
+    let (mut dp, u) = resolving_datapath();
+    let frames: Vec<Vec<u8>> = (0..5).map(inner_frame).collect();
+    assert!(run(&mut dp, UPLINK, &frames).is_empty());
+    assert_eq!(dp.stats().tunnel_held, HOLD_PER_REMOTE as u64);
+    assert_eq!(
+        dp.stats().dropped(DatapathDrop::TunnelNeighUnresolved),
+        (5 - HOLD_PER_REMOTE) as u64
+    );
+    assert!(dp.has_held());
+    let mut sink = CaptureSink::default();
+    assert_eq!(
+        dp.release_held(&mut sink),
+        0,
+        "nothing changed in the underlay"
+    );
+    // The neighbour answers: the held packets go out, in order, encapsulated.
+    u.0.insert(REMOTE4.into(), hop(LOCAL4.into()));
+    assert_eq!(dp.release_held(&mut sink), HOLD_PER_REMOTE);
+    assert!(!dp.has_held());
+    assert_eq!(sink.packets.len(), HOLD_PER_REMOTE);
+    for (i, (port, frame)) in sink.packets.iter().enumerate() {
+        assert_eq!(*port, UPLINK);
+        let o = dissect(frame);
+        assert_eq!(o.inner, inner_frame(i as u32), "held packet {i}");
+    }
+    assert_eq!(dp.stats().tunnel_released, HOLD_PER_REMOTE as u64);
+    // And later packets go straight out.
+    let out = run(&mut dp, UPLINK, &[inner_frame(7)]);
+    assert_eq!(out.len(), 1);
+    assert_eq!(dissect(&out[0].1).inner, inner_frame(7));
+}
+
+#[test]
+fn held_packets_that_wait_too_long_are_dropped_by_name() {
+    let (mut dp, _u) = resolving_datapath();
+    assert!(run(&mut dp, UPLINK, &[inner_frame(0)]).is_empty());
+    assert_eq!(dp.stats().tunnel_held, 1);
+    let mut sink = CaptureSink::default();
+    std::thread::sleep(std::time::Duration::from_secs_f64(HOLD_MAX_AGE_SECS * 1.2));
+    assert_eq!(dp.release_held(&mut sink), 0);
+    assert!(!dp.has_held());
+    assert!(sink.packets.is_empty());
+    assert_eq!(dp.stats().dropped(DatapathDrop::TunnelNeighUnresolved), 1);
+    assert_eq!(dp.stats().tunnel_released, 0);
 }
