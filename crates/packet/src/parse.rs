@@ -262,8 +262,6 @@ fn ipv4_l4_fast(
     let Some(f) = data.first_chunk::<50>() else {
         return false;
     };
-    let le64 = |o: usize| u64::from_le_bytes(f[o..o + 8].try_into().unwrap());
-    let le32 = |o: usize| u32::from_le_bytes(f[o..o + 4].try_into().unwrap());
     // Ethertype 0x0800 and version 4 / IHL 5, as they sit in memory.
     if [f[12], f[13], f[14]] != [0x08, 0x00, 0x45] {
         return false;
@@ -274,42 +272,14 @@ fn ipv4_l4_fast(
         return false;
     }
     let proto = f[23];
-    let l4_len = total - 20;
-    let tcp_flags = match proto {
-        ipproto::UDP => {
-            let len = usize::from(be16([f[38], f[39]]));
-            if l4_len < 8 || len < 8 || len > l4_len {
-                return false;
-            }
-            if vxlan_port.is_some_and(|p| be16([f[36], f[37]]) == p) {
-                return false;
-            }
-            0u64
-        }
-        ipproto::TCP => {
-            let doff = usize::from(f[46] >> 4) * 4;
-            if doff < 20 || doff > l4_len {
-                return false;
-            }
-            // Key bytes 22..24, big-endian: the top two bytes of the little-endian word.
-            u64::from(be16([f[46], f[47]]) & 0x0fff).swap_bytes()
-        }
-        _ => return false,
+    let Some(tcp_flags) = fast_l4(f, 34, total - 20, proto, vxlan_port) else {
+        return false;
     };
-    const MAC: u64 = 0x0000_ffff_ffff_ffff;
     let w = &mut key.words;
-    // Bytes 0..4 in_port, 4..6 eth_type, 6..8 no VLAN.
-    w[0] = u64::from(in_port.swap_bytes()) | u64::from(u16::from_le_bytes([f[12], f[13]])) << 32;
-    w[1] = le64(0) & MAC;
-    w[2] = le64(6) & MAC | tcp_flags;
-    // nw_proto, nw_tos, nw_ttl, nw_frag 0, then the two ports as they are on the wire.
-    w[3] = u64::from(proto)
-        | u64::from(f[15]) << 8
-        | u64::from(f[22]) << 16
-        | u64::from(le32(34)) << 32;
-    w[4] = u64::from(le32(26));
+    fast_l2_l4_words(w, f, in_port, tcp_flags, proto, f[15], f[22], 34);
+    w[4] = u64::from(le32_at(f, 26));
     w[5] = 0;
-    w[6] = u64::from(le32(30));
+    w[6] = u64::from(le32_at(f, 30));
     w[7..].fill(0);
     *meta = PacketMeta {
         l2: 0,
@@ -336,8 +306,6 @@ fn ipv6_l4_fast(
     let Some(f) = data.first_chunk::<62>() else {
         return false;
     };
-    let le64 = |o: usize| u64::from_le_bytes(f[o..o + 8].try_into().unwrap());
-    let le32 = |o: usize| u32::from_le_bytes(f[o..o + 4].try_into().unwrap());
     if [f[12], f[13]] != [0x86, 0xdd] || f[14] >> 4 != 6 {
         return false;
     }
@@ -346,42 +314,16 @@ fn ipv6_l4_fast(
         return false;
     }
     let proto = f[20];
-    let tcp_flags = match proto {
-        ipproto::UDP => {
-            let len = usize::from(be16([f[58], f[59]]));
-            if plen < 8 || len < 8 || len > plen {
-                return false;
-            }
-            if vxlan_port.is_some_and(|p| be16([f[56], f[57]]) == p) {
-                return false;
-            }
-            0u64
-        }
-        ipproto::TCP => {
-            // TCP's data offset and flags are at bytes 66..68.
-            let Some(t) = data.get(66..68) else {
-                return false;
-            };
-            let doff = usize::from(t[0] >> 4) * 4;
-            if plen < 20 || doff < 20 || doff > plen {
-                return false;
-            }
-            u64::from(be16([t[0], t[1]]) & 0x0fff).swap_bytes()
-        }
-        _ => return false,
+    // TCP's data offset and flags are past the 62 bytes: read them from `data`.
+    let Some(tcp_flags) = fast_l4(data, 54, plen, proto, vxlan_port) else {
+        return false;
     };
-    const MAC: u64 = 0x0000_ffff_ffff_ffff;
     let tos = (f[14] << 4) | (f[15] >> 4);
     let w = &mut key.words;
-    w[0] = u64::from(in_port.swap_bytes()) | u64::from(u16::from_le_bytes([f[12], f[13]])) << 32;
-    w[1] = le64(0) & MAC;
-    w[2] = le64(6) & MAC | tcp_flags;
-    w[3] =
-        u64::from(proto) | u64::from(tos) << 8 | u64::from(f[21]) << 16 | u64::from(le32(54)) << 32;
-    w[4] = le64(22);
-    w[5] = le64(30);
-    w[6] = le64(38);
-    w[7] = le64(46);
+    fast_l2_l4_words(w, f, in_port, tcp_flags, proto, tos, f[21], 54);
+    for (i, o) in [22, 30, 38, 46].into_iter().enumerate() {
+        w[4 + i] = u64::from_le_bytes(f[o..o + 8].try_into().unwrap());
+    }
     w[8..].fill(0);
     *meta = PacketMeta {
         l2: 0,
@@ -390,6 +332,66 @@ fn ipv6_l4_fast(
         vlans: 0,
     };
     true
+}
+
+/// The L4 checks of the fast paths, as the general parser makes them: UDP or TCP at `l4`
+/// with `l4_len` bytes of IP payload, not UDP to the VXLAN port. Returns `tcp_flags` as key
+/// word 2 holds them (0 for UDP), or None for the general parser to decide.
+#[inline(always)]
+fn fast_l4(d: &[u8], l4: usize, l4_len: usize, proto: u8, vxlan_port: Option<u16>) -> Option<u64> {
+    match proto {
+        ipproto::UDP => {
+            let u: &[u8; 8] = hdr(d, l4)?;
+            let len = usize::from(be16([u[4], u[5]]));
+            if l4_len < 8 || len < 8 || len > l4_len {
+                return None;
+            }
+            if vxlan_port.is_some_and(|p| be16([u[2], u[3]]) == p) {
+                return None;
+            }
+            Some(0)
+        }
+        ipproto::TCP => {
+            let t: &[u8; 14] = hdr(d, l4)?;
+            let doff = usize::from(t[12] >> 4) * 4;
+            if l4_len < 20 || doff < 20 || doff > l4_len {
+                return None;
+            }
+            // Key bytes 22..24, big-endian: the top two bytes of the little-endian word.
+            Some(u64::from(be16([t[12], t[13]]) & 0x0fff).swap_bytes())
+        }
+        _ => None,
+    }
+}
+
+/// Key words 0..4 of a fast-path frame: in_port, the ethertype and no VLAN; the MACs (and
+/// `tcp_flags`); nw_proto, nw_tos, nw_ttl, nw_frag 0 and the two ports as on the wire.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn fast_l2_l4_words(
+    w: &mut [u64; crate::key::KEY_WORDS],
+    f: &[u8],
+    in_port: u32,
+    tcp_flags: u64,
+    proto: u8,
+    tos: u8,
+    ttl: u8,
+    l4: usize,
+) {
+    const MAC: u64 = 0x0000_ffff_ffff_ffff;
+    let le64 = |o: usize| u64::from_le_bytes(f[o..o + 8].try_into().unwrap());
+    w[0] = u64::from(in_port.swap_bytes()) | u64::from(u16::from_le_bytes([f[12], f[13]])) << 32;
+    w[1] = le64(0) & MAC;
+    w[2] = le64(6) & MAC | tcp_flags;
+    w[3] = u64::from(proto)
+        | u64::from(tos) << 8
+        | u64::from(ttl) << 16
+        | u64::from(le32_at(f, l4)) << 32;
+}
+
+#[inline(always)]
+fn le32_at(f: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes(f[o..o + 4].try_into().unwrap())
 }
 
 /// [`parse_into`] without the VXLAN fast path: every frame by the general parser. For the
