@@ -5,43 +5,81 @@
 //! `parse_into_general` (the general parser alone) give the same result, key and header
 //! offsets, starting from garbage in both.
 
-use flowpath_packet::parse::{parse_into, parse_into_general};
-use flowpath_packet::{DropReason, FlowKey, PacketMeta, ParseOptions};
+mod common;
+use common::assert_same;
+use flowpath_packet::ParseOptions;
 use proptest::prelude::*;
 
-type Outcome = (Result<(), DropReason>, FlowKey, PacketMeta);
-
-fn run(data: &[u8], opts: &ParseOptions, general: bool) -> Outcome {
-    let mut key = FlowKey::ONES;
-    let mut meta = PacketMeta {
-        l2: 7,
-        l3: 7,
-        l4: 7,
-        vlans: 7,
-    };
-    let r = if general {
-        parse_into_general(data, 0x0102_0304, opts, &mut key, &mut meta)
-    } else {
-        parse_into(data, 0x0102_0304, opts, &mut key, &mut meta)
-    };
-    (r, key, meta)
+/// What both IP versions carry after the IP header, and how the frame ends. `None` means
+/// "the consistent value".
+#[derive(Debug, Clone)]
+struct L4 {
+    /// UDP's length field.
+    udp_len: Option<u16>,
+    /// TCP's data offset (top 4 bits) and flags.
+    tcp_doff_flags: u16,
+    ports: [u8; 4],
+    payload: usize,
+    pad: usize,
+    /// Truncate the frame here.
+    cut: Option<usize>,
 }
 
-fn assert_same(data: &[u8], opts: &ParseOptions) -> Result<(), DropReason> {
-    let fast = run(data, opts, false);
-    let general = run(data, opts, true);
-    assert_eq!(fast.0, general.0, "result differs for {data:02x?}");
-    assert_eq!(fast.2, general.2, "offsets differ for {data:02x?}");
-    assert!(
-        fast.1 == general.1,
-        "key differs for {data:02x?}:\n{:?}\n{:?}",
-        fast.1,
-        general.1
-    );
-    fast.0
+impl L4 {
+    /// Bytes of L4 header for `proto` (TCP 20, anything else is given a UDP header).
+    fn header_len(proto: u8) -> usize {
+        if proto == 6 {
+            20
+        } else {
+            8
+        }
+    }
+
+    /// Append the L4 header, payload and padding, then cut.
+    fn finish(&self, mut f: Vec<u8>, proto: u8) -> Vec<u8> {
+        f.extend_from_slice(&self.ports);
+        if proto == 6 {
+            f.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 2]);
+            f.extend_from_slice(&self.tcp_doff_flags.to_be_bytes());
+            f.extend_from_slice(&[0xff, 0xff, 0, 0, 0, 0]);
+        } else {
+            let len = self.udp_len.unwrap_or((8 + self.payload) as u16);
+            f.extend_from_slice(&len.to_be_bytes());
+            f.extend_from_slice(&[0, 0]);
+        }
+        f.extend(std::iter::repeat_n(0xa5u8, self.payload));
+        f.extend(std::iter::repeat_n(0u8, self.pad));
+        if let Some(c) = self.cut {
+            f.truncate(c.min(f.len()));
+        }
+        f
+    }
 }
 
-/// Knobs for one frame; `None` means "the consistent value".
+fn l4() -> impl Strategy<Value = L4> {
+    (
+        prop_oneof![6 => Just(None), 1 => (0u16..80).prop_map(Some)],
+        prop_oneof![4 => (0u16..0x1000).prop_map(|f| 0x5000 | f), 1 => any::<u16>()],
+        prop_oneof![
+            4 => any::<[u8; 4]>(),
+            // UDP to the VXLAN port.
+            1 => any::<[u8; 2]>().prop_map(|s| [s[0], s[1], 0x12, 0xb5])
+        ],
+        0usize..40,
+        prop_oneof![4 => Just(0usize), 1 => 0usize..20],
+        prop_oneof![6 => Just(None), 1 => (0usize..100).prop_map(Some)],
+    )
+        .prop_map(|(udp_len, tcp_doff_flags, ports, payload, pad, cut)| L4 {
+            udp_len,
+            tcp_doff_flags,
+            ports,
+            payload,
+            pad,
+            cut,
+        })
+}
+
+/// An IPv4 frame's knobs.
 #[derive(Debug, Clone)]
 struct Shape {
     ethertype: u16,
@@ -51,49 +89,26 @@ struct Shape {
     ttl: u8,
     frag: u16,
     total: Option<u16>,
-    l4_len: Option<u16>,
-    tcp_doff_flags: u16,
-    ports: [u8; 4],
-    payload: usize,
-    pad: usize,
-    cut: Option<usize>,
     macs: [u8; 12],
     addrs: [u8; 8],
+    l4: L4,
 }
 
 fn frame(s: &Shape) -> Vec<u8> {
     let mut f = s.macs.to_vec();
     f.extend_from_slice(&s.ethertype.to_be_bytes());
-    let ihl = usize::from(s.ver_ihl & 0x0f) * 4;
-    let l4_hdr = if s.proto == 6 { 20 } else { 8 };
-    let opts = ihl.saturating_sub(20);
-    let total = s.total.unwrap_or((20 + opts + l4_hdr + s.payload) as u16);
-    f.push(s.ver_ihl);
-    f.push(s.tos);
+    let opts = (usize::from(s.ver_ihl & 0x0f) * 4).saturating_sub(20);
+    let total = s
+        .total
+        .unwrap_or((20 + opts + L4::header_len(s.proto) + s.l4.payload) as u16);
+    f.extend_from_slice(&[s.ver_ihl, s.tos]);
     f.extend_from_slice(&total.to_be_bytes());
     f.extend_from_slice(&[0x12, 0x34]);
     f.extend_from_slice(&s.frag.to_be_bytes());
-    f.push(s.ttl);
-    f.push(s.proto);
-    f.extend_from_slice(&[0, 0]);
+    f.extend_from_slice(&[s.ttl, s.proto, 0, 0]);
     f.extend_from_slice(&s.addrs);
     f.extend(std::iter::repeat_n(1u8, opts));
-    f.extend_from_slice(&s.ports);
-    if s.proto == 6 {
-        f.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 2]);
-        f.extend_from_slice(&s.tcp_doff_flags.to_be_bytes());
-        f.extend_from_slice(&[0xff, 0xff, 0, 0, 0, 0]);
-    } else {
-        let len = s.l4_len.unwrap_or((8 + s.payload) as u16);
-        f.extend_from_slice(&len.to_be_bytes());
-        f.extend_from_slice(&[0, 0]);
-    }
-    f.extend(std::iter::repeat_n(0xa5u8, s.payload));
-    f.extend(std::iter::repeat_n(0u8, s.pad));
-    if let Some(c) = s.cut {
-        f.truncate(c.min(f.len()));
-    }
-    f
+    s.l4.finish(f, s.proto)
 }
 
 fn shape() -> impl Strategy<Value = Shape> {
@@ -102,30 +117,15 @@ fn shape() -> impl Strategy<Value = Shape> {
             prop_oneof![8 => Just(0x0800u16), 1 => Just(0x86ddu16), 1 => any::<u16>()],
             prop_oneof![8 => Just(0x45u8), 1 => Just(0x46u8), 1 => any::<u8>()],
             prop_oneof![4 => Just(6u8), 4 => Just(17u8), 1 => Just(1u8), 1 => any::<u8>()],
-            any::<u8>(),
-            any::<u8>(),
+            any::<(u8, u8)>(),
             prop_oneof![4 => Just(0u16), 2 => Just(0x4000u16), 1 => Just(0x2000u16), 1 => any::<u16>()],
             prop_oneof![6 => Just(None), 1 => any::<u16>().prop_map(Some)],
-            prop_oneof![6 => Just(None), 1 => (0u16..80).prop_map(Some)],
         ),
-        (
-            prop_oneof![4 => (0u16..0x1000).prop_map(|f| 0x5000 | f), 1 => any::<u16>()],
-            prop_oneof![
-                4 => any::<[u8; 4]>(),
-                1 => any::<[u8; 2]>().prop_map(|s| [s[0], s[1], 0x12, 0xb5])
-            ],
-            0usize..40,
-            prop_oneof![4 => Just(0usize), 1 => 0usize..20],
-            prop_oneof![6 => Just(None), 1 => (0usize..80).prop_map(Some)],
-            any::<[u8; 12]>(),
-            any::<[u8; 8]>(),
-        ),
+        any::<([u8; 12], [u8; 8])>(),
+        l4(),
     )
         .prop_map(
-            |(
-                (ethertype, ver_ihl, proto, tos, ttl, frag, total, l4_len),
-                (tcp_doff_flags, ports, payload, pad, cut, macs, addrs),
-            )| Shape {
+            |((ethertype, ver_ihl, proto, (tos, ttl), frag, total), (macs, addrs), l4)| Shape {
                 ethertype,
                 ver_ihl,
                 proto,
@@ -133,31 +133,14 @@ fn shape() -> impl Strategy<Value = Shape> {
                 ttl,
                 frag,
                 total,
-                l4_len,
-                tcp_doff_flags,
-                ports,
-                payload,
-                pad,
-                cut,
                 macs,
                 addrs,
+                l4,
             },
         )
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(4000))]
-
-    #[test]
-    fn fast_path_agrees_with_the_general_parser(s in shape(), vxlan in any::<bool>()) {
-        let opts = ParseOptions {
-            vxlan_port: vxlan.then_some(4789),
-        };
-        assert_same(&frame(&s), &opts).ok();
-    }
-}
-
-/// Knobs for one IPv6 frame; `None` means "the consistent value".
+/// An IPv6 frame's knobs.
 #[derive(Debug, Clone)]
 struct Shape6 {
     ver_tc: u8,
@@ -165,136 +148,85 @@ struct Shape6 {
     plen: Option<u16>,
     next: u8,
     hops: u8,
-    l4_len: Option<u16>,
-    tcp_doff_flags: u16,
-    ports: [u8; 4],
-    payload: usize,
-    pad: usize,
-    cut: Option<usize>,
     macs: [u8; 12],
     addrs: [u8; 32],
+    l4: L4,
 }
 
 fn frame6(s: &Shape6) -> Vec<u8> {
     let mut f = s.macs.to_vec();
     f.extend_from_slice(&[0x86, 0xdd]);
-    let l4_hdr = if s.next == 6 { 20 } else { 8 };
-    let plen = s.plen.unwrap_or((l4_hdr + s.payload) as u16);
+    let plen = s
+        .plen
+        .unwrap_or((L4::header_len(s.next) + s.l4.payload) as u16);
     f.extend_from_slice(&[s.ver_tc, s.tc_flow, 0x12, 0x34]);
     f.extend_from_slice(&plen.to_be_bytes());
-    f.push(s.next);
-    f.push(s.hops);
+    f.extend_from_slice(&[s.next, s.hops]);
     f.extend_from_slice(&s.addrs);
-    f.extend_from_slice(&s.ports);
-    if s.next == 6 {
-        f.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 2]);
-        f.extend_from_slice(&s.tcp_doff_flags.to_be_bytes());
-        f.extend_from_slice(&[0xff, 0xff, 0, 0, 0, 0]);
-    } else {
-        let len = s.l4_len.unwrap_or((8 + s.payload) as u16);
-        f.extend_from_slice(&len.to_be_bytes());
-        f.extend_from_slice(&[0, 0]);
-    }
-    f.extend(std::iter::repeat_n(0xa5u8, s.payload));
-    f.extend(std::iter::repeat_n(0u8, s.pad));
-    if let Some(c) = s.cut {
-        f.truncate(c.min(f.len()));
-    }
-    f
+    s.l4.finish(f, s.next)
 }
 
 fn shape6() -> impl Strategy<Value = Shape6> {
     (
-        (
-            prop_oneof![8 => (0u8..16).prop_map(|t| 0x60 | t), 1 => any::<u8>()],
-            any::<u8>(),
-            prop_oneof![6 => Just(None), 1 => (0u16..90).prop_map(Some), 1 => any::<u16>().prop_map(Some)],
-            prop_oneof![4 => Just(6u8), 4 => Just(17u8), 1 => Just(58u8), 1 => Just(0u8), 1 => Just(44u8), 1 => any::<u8>()],
-            any::<u8>(),
-            prop_oneof![6 => Just(None), 1 => (0u16..80).prop_map(Some)],
-        ),
-        (
-            prop_oneof![4 => (0u16..0x1000).prop_map(|f| 0x5000 | f), 1 => any::<u16>()],
-            prop_oneof![
-                4 => any::<[u8; 4]>(),
-                1 => any::<[u8; 2]>().prop_map(|s| [s[0], s[1], 0x12, 0xb5])
-            ],
-            0usize..40,
-            prop_oneof![4 => Just(0usize), 1 => 0usize..20],
-            prop_oneof![6 => Just(None), 1 => (0usize..100).prop_map(Some)],
-            any::<[u8; 12]>(),
-            any::<[u8; 32]>(),
-        ),
+        prop_oneof![8 => (0u8..16).prop_map(|t| 0x60 | t), 1 => any::<u8>()],
+        any::<u8>(),
+        prop_oneof![6 => Just(None), 1 => (0u16..90).prop_map(Some), 1 => any::<u16>().prop_map(Some)],
+        prop_oneof![4 => Just(6u8), 4 => Just(17u8), 1 => Just(58u8), 1 => Just(0u8), 1 => Just(44u8), 1 => any::<u8>()],
+        any::<u8>(),
+        any::<([u8; 12], [u8; 32])>(),
+        l4(),
     )
         .prop_map(
-            |(
-                (ver_tc, tc_flow, plen, next, hops, l4_len),
-                (tcp_doff_flags, ports, payload, pad, cut, macs, addrs),
-            )| Shape6 {
+            |(ver_tc, tc_flow, plen, next, hops, (macs, addrs), l4)| Shape6 {
                 ver_tc,
                 tc_flow,
                 plen,
                 next,
                 hops,
-                l4_len,
-                tcp_doff_flags,
-                ports,
-                payload,
-                pad,
-                cut,
                 macs,
                 addrs,
+                l4,
             },
         )
+}
+
+fn opts(vxlan: bool) -> ParseOptions {
+    ParseOptions {
+        vxlan_port: vxlan.then_some(4789),
+    }
 }
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(4000))]
 
     #[test]
+    fn ipv4_fast_path_agrees_with_the_general_parser(s in shape(), vxlan in any::<bool>()) {
+        assert_same(&frame(&s), &opts(vxlan)).ok();
+    }
+
+    #[test]
     fn ipv6_fast_path_agrees_with_the_general_parser(s in shape6(), vxlan in any::<bool>()) {
-        let opts = ParseOptions {
-            vxlan_port: vxlan.then_some(4789),
-        };
-        assert_same(&frame6(&s), &opts).ok();
+        assert_same(&frame6(&s), &opts(vxlan)).ok();
     }
 }
 
-/// IPv6 TCP and UDP frames the fast path takes, with and without padding.
-#[test]
-fn common_ipv6_frames_key_alike() {
-    let base = Shape6 {
-        ver_tc: 0x6b,
-        tc_flow: 0x81,
-        plen: None,
-        next: 17,
-        hops: 64,
-        l4_len: None,
-        tcp_doff_flags: 0x5012,
+fn plain_l4() -> L4 {
+    L4 {
+        udp_len: None,
+        tcp_doff_flags: 0x5018,
         ports: [0x30, 0x39, 0x00, 0x35],
-        payload: 2,
+        payload: 18,
         pad: 0,
         cut: None,
-        macs: [2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2],
-        addrs: [0x20; 32],
-    };
-    for next in [6u8, 17] {
-        for pad in [0usize, 6] {
-            let s = Shape6 {
-                next,
-                pad,
-                ..base.clone()
-            };
-            assert_eq!(assert_same(&frame6(&s), &ParseOptions::default()), Ok(()));
-        }
     }
 }
 
-/// The shapes the fast path takes, each checked once by hand (so a change that sends them
-/// all the general way still has to key them right).
+/// The shapes the fast paths take, each checked once by hand (so a change that sends them
+/// all the general way still has to key them right): TCP and UDP, with and without
+/// Ethernet padding, over IPv4 and IPv6.
 #[test]
 fn common_frames_key_alike() {
-    let base = Shape {
+    let v4 = Shape {
         ethertype: 0x0800,
         ver_ihl: 0x45,
         proto: 17,
@@ -302,37 +234,39 @@ fn common_frames_key_alike() {
         ttl: 63,
         frag: 0x4000,
         total: None,
-        l4_len: None,
-        tcp_doff_flags: 0x5018,
-        ports: [0x30, 0x39, 0x00, 0x35],
-        payload: 18,
-        pad: 0,
-        cut: None,
         macs: [2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2],
         addrs: [10, 0, 0, 1, 10, 0, 0, 2],
+        l4: plain_l4(),
     };
-    let opts = ParseOptions::default();
+    let v6 = Shape6 {
+        ver_tc: 0x6b,
+        tc_flow: 0x81,
+        plen: None,
+        next: 17,
+        hops: 64,
+        macs: v4.macs,
+        addrs: [0x20; 32],
+        l4: L4 {
+            payload: 2,
+            ..plain_l4()
+        },
+    };
     for proto in [6u8, 17] {
         for pad in [0usize, 6] {
-            let s = Shape {
-                proto,
-                pad,
-                ..base.clone()
-            };
-            assert_eq!(assert_same(&frame(&s), &opts), Ok(()));
+            let mut s = v4.clone();
+            (s.proto, s.l4.pad) = (proto, pad);
+            assert_eq!(assert_same(&frame(&s), &opts(false)), Ok(()));
+            let mut s = v6.clone();
+            (s.next, s.l4.pad) = (proto, pad);
+            assert_eq!(assert_same(&frame6(&s), &opts(false)), Ok(()));
         }
     }
     // UDP to the VXLAN port with VXLAN parsing on: not the fast path's.
-    let s = Shape {
-        ports: [0x30, 0x39, 0x12, 0xb5],
-        payload: 30,
-        ..base.clone()
-    };
-    let vx = ParseOptions {
-        vxlan_port: Some(4789),
-    };
-    let _ = assert_same(&frame(&s), &vx);
-    // Too short for the fast path's 50-byte window, still a valid UDP frame.
-    let s = Shape { payload: 0, ..base };
-    assert_eq!(assert_same(&frame(&s), &opts), Ok(()));
+    let mut s = v4.clone();
+    (s.l4.ports, s.l4.payload) = ([0x30, 0x39, 0x12, 0xb5], 30);
+    let _ = assert_same(&frame(&s), &opts(true));
+    // Too short for the IPv4 fast path's 50-byte window, still a valid UDP frame.
+    let mut s = v4;
+    s.l4.payload = 0;
+    assert_eq!(assert_same(&frame(&s), &opts(false)), Ok(()));
 }

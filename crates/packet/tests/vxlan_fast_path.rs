@@ -3,45 +3,12 @@
 //! wrong lengths and flags), `parse_into` and `parse_into_general` (the general parser
 //! alone) give the same result, key and header offsets. Also the fuzz corpus.
 
-use flowpath_packet::parse::{parse_into, parse_into_general};
-use flowpath_packet::{DropReason, FlowKey, PacketMeta, ParseOptions};
+use flowpath_packet::{DropReason, ParseOptions};
 use proptest::prelude::*;
 use std::path::Path;
 
-type Outcome = (Result<(), DropReason>, FlowKey, PacketMeta);
-
-fn both(data: &[u8], opts: &ParseOptions) -> (Outcome, Outcome) {
-    let run = |general: bool| {
-        // Start from garbage: the result must not depend on it.
-        let mut key = FlowKey::ONES;
-        let mut meta = PacketMeta {
-            l2: 7,
-            l3: 7,
-            l4: 7,
-            vlans: 7,
-        };
-        let r = if general {
-            parse_into_general(data, 0x0a0b_0c0d, opts, &mut key, &mut meta)
-        } else {
-            parse_into(data, 0x0a0b_0c0d, opts, &mut key, &mut meta)
-        };
-        (r, key, meta)
-    };
-    (run(false), run(true))
-}
-
-fn assert_same(data: &[u8], opts: &ParseOptions) -> Result<(), DropReason> {
-    let (fast, general) = both(data, opts);
-    assert_eq!(fast.0, general.0, "result differs for {data:02x?}");
-    assert_eq!(fast.2, general.2, "offsets differ for {data:02x?}");
-    assert!(
-        fast.1 == general.1,
-        "key differs for {data:02x?}:\n{:?}\n{:?}",
-        fast.1,
-        general.1
-    );
-    fast.0
-}
+mod common;
+use common::assert_same;
 
 fn be16(v: u16) -> [u8; 2] {
     v.to_be_bytes()
