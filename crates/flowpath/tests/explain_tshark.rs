@@ -176,7 +176,7 @@ fn compare(t: &BTreeMap<&str, Vec<String>>, k: &Value) -> Vec<Diff> {
     // carry tags only inside.)
     let vlans: Vec<&String> = t["ieee8021ad.id"].iter().chain(&t["vlan.id"]).collect();
     // Ethertype: after the tags; an 802.3 length (or a value tshark takes for neither type
-    // nor length, 1501-1535) is keyed 0x05ff.
+    // nor length, 1501-1535, or a type of 0) is keyed 0x05ff.
     let etype = if !t["vlan.etype"].is_empty() {
         t["vlan.etype"].last().and_then(|s| num(s))
     } else if !t["ieee8021ad.id"].is_empty() {
@@ -189,6 +189,9 @@ fn compare(t: &BTreeMap<&str, Vec<String>>, k: &Value) -> Vec<Diff> {
     } else {
         Some(0x05ff)
     };
+    // Any value below 0x0600 is a length to flowpath (as to OVS), also where tshark
+    // reports it as a type (it does for 0).
+    let etype = etype.map(|v| if v < 0x0600 { 0x05ff } else { v });
     check("dl_type", etype.map(|v| v.to_string()), fp_num("dl_type"));
     check(
         "dl_vlan",
@@ -248,17 +251,20 @@ fn compare(t: &BTreeMap<&str, Vec<String>>, k: &Value) -> Vec<Diff> {
         // A VXLAN frame's inner transport header is tshark's second UDP occurrence, or
         // its only TCP/ICMP one.
         let inner = protos.split(":vxlan:").nth(1).unwrap_or(&protos);
+        // Whole protocol names: "udplite" is not "udp" (tshark fills udp.srcport for
+        // UDP-Lite, which flowpath, like OVS, does not key).
+        let has = |p: &str| inner.split(':').any(|x| x == p);
         let outer_udp = usize::from(vxlan);
         for (proto, src, dst, skip) in [
             ("tcp", "tcp.srcport", "tcp.dstport", 0),
             ("udp", "udp.srcport", "udp.dstport", outer_udp),
         ] {
-            if t[src].len() > skip && inner.contains(proto) {
+            if t[src].len() > skip && has(proto) {
                 check("tp_src", ts_num(src), fp_num("tp_src"));
                 check("tp_dst", ts_num(dst), fp_num("tp_dst"));
             }
         }
-        if etype == 0x0800 && pick("icmp.type").is_some() && inner.contains("icmp") {
+        if etype == 0x0800 && pick("icmp.type").is_some() && has("icmp") {
             check("icmp_type", ts_num("icmp.type"), fp_num("icmp_type"));
             check("icmp_code", ts_num("icmp.code"), fp_num("icmp_code"));
         }
