@@ -540,13 +540,16 @@ fn parse_vlans(
 
 #[inline(never)]
 fn parse_arp(data: &[u8], l3: usize, k: &mut Key, meta: &mut PacketMeta) -> Result<(), DropReason> {
-    let arp: &[u8; 28] = hdr(data, l3).ok_or(DropReason::ArpTruncated)?;
+    // The fixed part: hardware and protocol types and sizes, and the opcode.
+    let fixed: &[u8; 8] = hdr(data, l3).ok_or(DropReason::ArpTruncated)?;
     meta.l3 = l3 as u16;
-    if arp[0..6] != [0, 1, 0x08, 0x00, 6, 4] {
-        // Not Ethernet/IPv4 ARP (another hardware or protocol type): keyed on the
-        // ethertype alone, its ARP fields zero, as OVS keys it. Not malformed.
+    if fixed[0..6] != [0, 1, 0x08, 0x00, 6, 4] {
+        // Not Ethernet/IPv4 ARP (another hardware or protocol type, other sizes): keyed
+        // on the ethertype alone, its ARP fields zero, as OVS keys it. Not malformed,
+        // however long its addresses are.
         return Ok(());
     }
+    let arp: &[u8; 28] = hdr(data, l3).ok_or(DropReason::ArpTruncated)?;
     k[at::NW_PROTO] = arp[7];
     k[at::IP_SRC..at::IP_SRC + 4].copy_from_slice(&arp[14..18]);
     k[at::IP_DST..at::IP_DST + 4].copy_from_slice(&arp[24..28]);

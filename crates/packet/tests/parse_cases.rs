@@ -360,6 +360,16 @@ fn arp_of_other_hardware_or_protocol_types_is_keyed_on_the_ethertype() {
         assert_eq!(k, key(&[(Field::EthType, 0x0806)]), "byte {at} = {v}");
         assert_eq!(m, meta(0, 14, 0, 0));
     }
+    // Such an ARP is as long as its sizes say, which may be shorter than Ethernet/IPv4's
+    // 28 bytes (tshark dissects this one cleanly; it came from randpkt): still valid.
+    let short = [0x25, 0x73, 0x00, 0x61, 0x00, 0x01, 0xdb, 0xa6, 0x43, 0x90];
+    let (k, _) = ok(&eth(&[], 0x0806, &short));
+    assert_eq!(k, key(&[(Field::EthType, 0x0806)]));
+    // Shorter than the fixed 8 bytes is truncated whatever it is.
+    assert_eq!(
+        run(&eth(&[], 0x0806, &short[..7]), &ParseOptions::default()).map(|_| ()),
+        Err(DropReason::ArpTruncated)
+    );
 }
 
 #[test]
