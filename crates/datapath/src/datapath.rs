@@ -741,17 +741,16 @@ impl Datapath {
             let parsed = if want_hash {
                 parse_into_hashed(pkt.data(), in_port, &self.cfg.parse, key, meta, seed)
             } else {
-                parse_into(pkt.data(), in_port, &self.cfg.parse, key, meta).map(|()| 0)
+                parse_into(pkt.data(), in_port, &self.cfg.parse, key, meta).map(|()| None)
             };
             match parsed {
-                Ok(mut h) => {
+                Ok(h) => {
                     // With tunnel ports, a decapsulated packet enters as its tunnel port
                     // (before any cache: megaflows are per tunnel port) or is dropped.
                     if let Some(t) = tunnels {
                         if key.bytes()[TUN_FLAGS_BYTE] & TUN_PRESENT != 0 {
                             if map_tunnel(t, key) {
                                 st.decapsulated += 1;
-                                h = key.hash(seed);
                             } else {
                                 st.drop(DatapathDrop::VxlanNoTunnel);
                                 continue;
@@ -760,6 +759,9 @@ impl Datapath {
                     }
                     valid |= 1 << i;
                     if want_hash {
+                        // The general parser's keys are hashed here, after the tunnel
+                        // mapping, once.
+                        let h = h.unwrap_or_else(|| key.hash(seed));
                         sc.hashes[i] = h;
                         if emc_lookup {
                             emc.prefetch(h);

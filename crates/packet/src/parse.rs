@@ -205,8 +205,10 @@ pub fn parse_into(
 }
 
 /// [`parse_into`] that also returns the key's [`FlowKey::hash`] with `seed` (the
-/// exact-match cache's index). A frame the fast paths take is hashed from the words just
-/// built, without reading the key back or testing its tunnel words.
+/// exact-match cache's index) when a fast path took the frame: it is hashed from the words
+/// just built, without reading the key back or testing its tunnel words. `None` for a frame
+/// the general parser keyed (a VXLAN packet, whose key the caller may still change before
+/// hashing it, among them).
 #[inline(always)]
 pub fn parse_into_hashed(
     data: &[u8],
@@ -215,14 +217,13 @@ pub fn parse_into_hashed(
     key: &mut FlowKey,
     meta: &mut PacketMeta,
     seed: u64,
-) -> Result<u32, DropReason> {
+) -> Result<Option<u32>, DropReason> {
     if ipv4_l4_fast(data, in_port, opts.vxlan_port, key, meta)
         || ipv6_l4_fast(data, in_port, opts.vxlan_port, key, meta)
     {
-        return Ok(key.hash_no_tunnel(seed));
+        return Ok(Some(key.hash_no_tunnel(seed)));
     }
-    parse_into_other(data, in_port, opts, key, meta)?;
-    Ok(key.hash(seed))
+    parse_into_other(data, in_port, opts, key, meta).map(|()| None)
 }
 
 /// [`parse_into`] for what the fast paths did not take.
