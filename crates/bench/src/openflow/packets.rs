@@ -292,6 +292,13 @@ pub struct Traffic {
     pub upcalls_during_storm: u64,
     /// Drops the worker counted over the whole run.
     pub worker_drops: u64,
+    /// Frames the worker received and sent over the whole run (the warm-up's included),
+    /// and its miss-budget drops.
+    pub worker_received: u64,
+    pub worker_sent: u64,
+    pub miss_budget_drops: u64,
+    /// Rules in the store after the storm's barrier.
+    pub rules_after: usize,
     pub offered_pps: f64,
 }
 
@@ -394,6 +401,7 @@ pub fn traffic(flows: u32, n: u32, gap: Duration) -> Result<Traffic, String> {
     let bytes = super::client::encode_flow_mods(n, unrelated_flow_mod);
     let b = blast(c, &bytes)?;
     let inj1 = injected.load(Ordering::Relaxed);
+    let rules_after = rig.fp.sw.store().snapshot().rules().count();
     // The snapshot is published every 5 ms.
     std::thread::sleep(Duration::from_millis(10));
     let after = rig.snapshot();
@@ -424,6 +432,10 @@ pub fn traffic(flows: u32, n: u32, gap: Duration) -> Result<Traffic, String> {
         misses_during_storm: after.misses - before.misses,
         upcalls_during_storm: after.upcalls - before.upcalls,
         worker_drops: fin.drops,
+        worker_received: fin.packets,
+        worker_sent: fin.tx_packets,
+        miss_budget_drops: fin.guard.miss_budget_drops,
+        rules_after,
         offered_pps: total as f64 / ran.as_secs_f64(),
     })
 }
