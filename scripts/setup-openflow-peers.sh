@@ -11,6 +11,7 @@
 #   FLOWPATH_OPENFLOW_REQUIRED=1 cargo test -p flowpath --test openflow_clients
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/wanted.sh
 VENV=${FLOWPATH_OPENFLOW_VENV:-/opt/flowpath-venv}
 
 say() { echo "setup-openflow-peers: $*"; }
@@ -36,20 +37,10 @@ wanted=(
     "/usr/lib/python3*/venv/__init__.py python3-venv"
     "/usr/lib/python3*/ensurepip/__init__.py python3-venv"
 )
-need=()
-for line in "${wanted[@]}"; do
-    read -r what pkg <<<"$line"
-    if [[ "$what" == /* ]]; then
-        compgen -G "$what" >/dev/null || need+=("$pkg")
-    elif ! command -v "$what" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$what" ] && [ ! -x "/sbin/$what" ]; then
-        need+=("$pkg")
-    fi
-done
+mapfile -t need < <(missing_packages "${wanted[@]}")
 if [ ${#need[@]} -gt 0 ]; then
-    mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
     say "apt-get install ${need[*]}"
-    apt-get update -qq
-    apt-get install -y -qq "${need[@]}" >/dev/null
+    apt_install "${need[@]}"
 fi
 
 # The distribution's python3 (not a pyenv shim that a machine may or may not have): the

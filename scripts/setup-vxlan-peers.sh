@@ -12,6 +12,7 @@
 #   FLOWPATH_VXLAN_REQUIRED=1 cargo test -p flowpath --test vxlan_interop
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/wanted.sh
 
 say() { echo "setup-vxlan-peers: $*"; }
 die() {
@@ -39,21 +40,13 @@ wanted=(
     "bridge iproute2"
     "ethtool ethtool"
 )
-need=()
-for line in "${wanted[@]}"; do
-    read -r what pkg <<<"$line"
-    if ! command -v "$what" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$what" ] && [ ! -x "/sbin/$what" ]; then
-        need+=("$pkg")
-    fi
-done
+mapfile -t need < <(missing_packages "${wanted[@]}")
 if [ ${#need[@]} -gt 0 ]; then
-    mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
     say "apt-get install ${need[*]}"
     t0=$(date +%s)
     # tshark asks whether non-root users may capture; the tests capture as root.
     echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
-    apt-get update -qq
-    apt-get install -y -qq "${need[@]}" >/dev/null
+    apt_install "${need[@]}"
     say "apt-get took $(($(date +%s) - t0)) s"
 fi
 
