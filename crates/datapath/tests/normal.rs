@@ -245,6 +245,30 @@ fn mac_move_and_aging_are_reflected_at_once() {
 }
 
 #[test]
+fn flushing_a_port_forgets_its_macs_and_cached_flows_follow_at_once() {
+    let cfg = DatapathConfig {
+        emc_insert_inv_prob: 1,
+        ..DatapathConfig::default()
+    };
+    let mut dp = l2_datapath(l2_store(None), cfg, MacLearningConfig::default());
+    let (a, b, c) = (host(0), host(1), host(2));
+    send(&mut dp, 1, &frame(a, b, 0));
+    send(&mut dp, 2, &frame(b, a, 0));
+    send(&mut dp, 3, &frame(c, a, 0));
+    for _ in 0..3 {
+        assert_eq!(ports_of(&send(&mut dp, 1, &frame(a, b, 0))), vec![2]);
+    }
+    // Port 2's link went down (the daemon's watcher calls this): B is forgotten, C is
+    // not, and the cached A -> B flow floods from the next packet on.
+    dp.mac_table().flush_port(2);
+    assert_eq!(dp.mac_table().lookup(0, b), None);
+    assert_eq!(dp.mac_table().lookup(0, c), Some(3));
+    assert_eq!(dp.mac_table().lookup(0, a), Some(1));
+    assert_eq!(ports_of(&send(&mut dp, 1, &frame(a, b, 0))), vec![2, 3, 4]);
+    assert_eq!(ports_of(&send(&mut dp, 1, &frame(a, c, 0))), vec![3]);
+}
+
+#[test]
 fn mac_table_is_bounded_and_evicts_the_oldest() {
     let t = MacLearningTable::with_manual_clock(MacLearningConfig {
         max_entries: 2,

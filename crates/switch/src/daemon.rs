@@ -9,7 +9,7 @@
 use crate::config::DaemonConfig;
 use crate::control::{ControlSocket, Op, Request};
 use crate::metrics::{collect, spawn_metrics, stats_response};
-use crate::openflow::{ChannelStats, DaemonPorts, OpenFlowChannel, WorkerPacketIo};
+use crate::openflow::{ChannelStats, DaemonPorts, OpenFlowChannel, PortDesc, WorkerPacketIo};
 use crate::pmd::{spawn_worker_with_tier, WorkerConfig, WorkerHandle, WorkerPort, WorkerSnapshot};
 use crate::switch::{spawn_control_with, Switch, SwitchConfig};
 use crate::tier::{TierPort, XdpTier};
@@ -31,6 +31,8 @@ pub struct Daemon {
     tier: Option<Arc<XdpTier>>,
     control: Option<(Arc<ControlSocket>, JoinHandle<()>)>,
     expiry: Option<JoinHandle<()>>,
+    /// Forgets the MACs learned on a port whose link goes down (see [`mac_port_watch`]).
+    mac_watch: Option<JoinHandle<()>>,
     metrics: Option<(SocketAddr, JoinHandle<()>)>,
     /// The OpenFlow channel, when `switch.openflow` names targets.
     pub openflow: Option<OpenFlowChannel>,
@@ -74,8 +76,17 @@ impl Daemon {
             None => None,
         };
 
-        let workers = spawn_workers(cfg, &sw, per_worker, &stop, tier.as_ref())?;
+        // One MAC learning table (NORMAL) for the whole switch.
+        let mac = Arc::new(flowpath_datapath::MacLearningTable::new(
+            cfg.datapath_config().mac_learning,
+        ));
+        let workers = spawn_workers(cfg, &sw, per_worker, &stop, tier.as_ref(), &mac)?;
         let snapshots: Vec<_> = workers.iter().map(|w| w.snapshot.clone()).collect();
+        let mac_watch = cfg.ports.iter().any(|p| p.interface.is_some()).then(|| {
+            let ports = DaemonPorts::new(cfg.ports.clone(), snapshots.clone());
+            let stop = stop.clone();
+            std::thread::spawn(move || mac_port_watch(&ports, &mac, &stop))
+        });
 
         let expiry = sw.spawn_expiry(stop.clone());
         let openflow = if cfg.switch.openflow.is_empty() {
@@ -121,6 +132,7 @@ impl Daemon {
             tier,
             control: Some((sock, control)),
             expiry: Some(expiry),
+            mac_watch,
             metrics,
             openflow,
             control_path,
@@ -151,6 +163,9 @@ impl Daemon {
             let _ = h.join();
         }
         if let Some(h) = self.expiry.take() {
+            let _ = h.join();
+        }
+        if let Some(h) = self.mac_watch.take() {
             let _ = h.join();
         }
         if let Some((addr, h)) = self.metrics.take() {
@@ -224,13 +239,10 @@ fn spawn_workers(
     per_worker: Vec<Vec<WorkerPort>>,
     stop: &Arc<AtomicBool>,
     tier: Option<&Arc<XdpTier>>,
+    mac: &Arc<flowpath_datapath::MacLearningTable>,
 ) -> Result<Vec<WorkerHandle>, String> {
     let mut workers = Vec::new();
     let tunnels = tunnels(cfg)?;
-    // One MAC learning table (NORMAL) for the whole switch.
-    let mac = Arc::new(flowpath_datapath::MacLearningTable::new(
-        cfg.datapath_config().mac_learning,
-    ));
     for (id, ports) in per_worker.into_iter().enumerate() {
         let wcfg = WorkerConfig {
             id,
@@ -249,6 +261,39 @@ fn spawn_workers(
         workers.push(h);
     }
     Ok(workers)
+}
+
+/// Every 250 ms until `stop`: a port whose link went down (or that its worker gave up on)
+/// has its learned MACs forgotten, so NORMAL floods to find where those hosts are now
+/// instead of sending into a dead link until the entries age out (OVS flushes a port's
+/// MACs when the port goes away or is reconfigured; flowpath also does on link loss).
+fn mac_port_watch(
+    ports: &DaemonPorts,
+    mac: &flowpath_datapath::MacLearningTable,
+    stop: &AtomicBool,
+) {
+    use crate::openflow::SwitchPorts;
+    let mut last = ports.describe();
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(250));
+        let now = ports.describe();
+        for number in ports_gone_down(&last, &now) {
+            mac.flush_port(number);
+        }
+        last = now;
+    }
+}
+
+/// The ports usable in `before` (link up, not given up on) that are not usable in `after`
+/// (link down, given up on, or gone).
+fn ports_gone_down(before: &[PortDesc], after: &[PortDesc]) -> Vec<u32> {
+    let usable = |p: &PortDesc| p.link_up && !p.down;
+    before
+        .iter()
+        .filter(|b| usable(b))
+        .filter(|b| !after.iter().any(|a| a.number == b.number && usable(a)))
+        .map(|b| b.number)
+        .collect()
 }
 
 /// The vxlan ports and their underlay, shared by every worker. Ports that give their hop
@@ -390,4 +435,44 @@ fn open_tier_port(
         port = Box::new(flowpath_ports::PcapTracer::new(port, &path).map_err(ctx)?);
     }
     Ok(port)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn port(number: u32, link_up: bool, down: bool) -> PortDesc {
+        PortDesc {
+            number,
+            name: format!("p{number}"),
+            hw_addr: [2, 0, 0, 0, 0, number as u8],
+            link_up,
+            down,
+            speed_kbps: 0,
+        }
+    }
+
+    #[test]
+    fn a_port_losing_its_link_or_its_worker_or_going_away_is_reported_once() {
+        let before = [
+            port(1, true, false),
+            port(2, true, false),
+            port(3, true, false),
+        ];
+        let after = [
+            port(1, false, false),
+            port(2, true, true),
+            port(4, true, false),
+        ];
+        assert_eq!(ports_gone_down(&before, &after), vec![1, 2, 3]);
+        // Already down: not reported again; coming up is not going down (port 4, new in
+        // `after`, is gone in `before`).
+        assert!(ports_gone_down(&after, &after).is_empty());
+        assert_eq!(ports_gone_down(&after, &before), vec![4]);
+        // A speed or MAC change alone is not a loss.
+        let mut changed = before.clone();
+        changed[0].speed_kbps = 10_000_000;
+        changed[1].hw_addr = [2, 9, 9, 9, 9, 9];
+        assert!(ports_gone_down(&before, &changed).is_empty());
+    }
 }
