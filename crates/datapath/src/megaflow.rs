@@ -399,7 +399,21 @@ impl MegaflowCache {
     /// subtable's mask and table stay hot while the whole batch is probed against it).
     /// Found slots go to `out`; returns the bits still unresolved.
     #[inline]
-    pub fn lookup_batch(&mut self, keys: &[FlowKey], mut pending: u32, out: &mut [u32]) -> u32 {
+    pub fn lookup_batch(&mut self, keys: &[FlowKey], pending: u32, out: &mut [u32]) -> u32 {
+        // Bits past the keys (or past 32) name no packet; checked once here so the loops
+        // below index without bounds checks.
+        let n = keys.len().min(32);
+        assert!(
+            out.len() >= n,
+            "lookup_batch: {} slots for {n} keys",
+            out.len()
+        );
+        let mut pending = if n == 32 {
+            pending
+        } else {
+            pending & ((1u32 << n) - 1)
+        };
+        let mut hashes = [0u32; 32];
         for &si in &self.order {
             if pending == 0 {
                 break;
@@ -408,19 +422,31 @@ impl MegaflowCache {
             if st.slots.is_empty() {
                 continue;
             }
+            // Two passes: every pending key's masked hash first (independent multiplies the
+            // CPU overlaps), then the probes.
             let mut m = pending;
             while m != 0 {
                 let i = m.trailing_zeros() as usize;
                 m &= m - 1;
-                let key = &keys[i];
-                let h = key.masked_hash(&st.mask, &st.words, self.seed);
+                // SAFETY: i < n <= keys.len() (pending was cut to n bits above).
+                let key = unsafe { keys.get_unchecked(i) };
+                hashes[i & 31] = key.masked_hash(&st.mask, &st.words, self.seed);
+            }
+            let mut m = pending;
+            while m != 0 {
+                let i = m.trailing_zeros() as usize;
+                m &= m - 1;
+                // SAFETY: as above; out.len() >= n was asserted.
+                let key = unsafe { keys.get_unchecked(i) };
+                let h = hashes[i & 31];
                 let entries = &self.entries;
                 if let Some(&slot) = st.slots.find(wide_hash(h), |&s| {
                     let e = &entries[s as usize];
                     e.hash == h && key.matches_words(&st.mask, &e.key, &st.words)
                 }) {
                     self.entries[slot as usize].batch = self.batch;
-                    out[i] = slot;
+                    // SAFETY: i < n <= out.len().
+                    unsafe { *out.get_unchecked_mut(i) = slot };
                     pending &= !(1 << i);
                     st.hits += 1;
                 }

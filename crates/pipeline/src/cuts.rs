@@ -128,12 +128,12 @@ impl Forest {
         }
         let dims = pick_dims(rules, &union);
         let words = WordSet::of_mask(&union);
-        let nw = words.len as usize;
+        let nw = words.len();
         let mut compact = Vec::with_capacity(rules.len() * 2 * nw);
         let mut ports = Vec::with_capacity(rules.len());
         for r in rules {
             let m = &r.spec.matches;
-            for &w in &words.idx[..nw] {
+            for &w in words.indices() {
                 compact.push(m.mask.words[w as usize]);
                 compact.push(m.value.words[w as usize]);
             }
@@ -249,7 +249,7 @@ impl Forest {
     #[inline]
     fn best(&self, key: &FlowKey, remap: Option<&[u32]>, mut bound: u64) -> Option<(u32, u64)> {
         let mut kw = [0u64; 13];
-        for (j, &w) in self.words.idx[..self.words.len as usize].iter().enumerate() {
+        for (j, &w) in self.words.indices().iter().enumerate() {
             kw[j] = key.words[w as usize];
         }
         let ports = key_ports(key);
@@ -409,7 +409,7 @@ impl TreeIndex {
         // One walk per tree: its leaf and the cuts on the way there (in a mask of its own,
         // since a tree whose rules all lose to the final winner adds nothing).
         let mut kw = [0u64; 13];
-        for (j, &w) in f.words.idx[..f.words.len as usize].iter().enumerate() {
+        for (j, &w) in f.words.indices().iter().enumerate() {
             kw[j] = key.words[w as usize];
         }
         let ports = key_ports(key);
