@@ -1,0 +1,105 @@
+//! Figures, not a test: what the XDP tier's program costs per packet under
+//! `BPF_PROG_TEST_RUN` (the kernel times a loop of runs; nothing is sent, so this is the
+//! program alone: parse, lookups, actions, counters), next to an empty program's cost.
+//! `cargo test --release -p flowpath-xdptier --test timing -- --ignored --nocapture`
+//! (root). Where the lab's XDP-tier row goes against redirect-only, this says which part
+//! of the program the difference is.
+
+mod common;
+
+use common::*;
+use flowpath_gen::{build, FrameSpec, L3, L4};
+use flowpath_packet::{Action, Field, FlowKey};
+use flowpath_xdptier::{actions_from, FlowTier};
+use std::time::Duration;
+
+const OUT: u32 = 5;
+const DEV: u32 = 3;
+const REPEAT: u32 = 2_000_000;
+
+fn dev_of(p: u32) -> Option<u32> {
+    (p == OUT).then_some(DEV)
+}
+
+/// The median of 7 timed loops, in ns per run.
+fn ns(t: &FlowTier, frame: &[u8]) -> f64 {
+    let mut v: Vec<Duration> = (0..7)
+        .map(|_| t.time_run(frame, LO, REPEAT).expect("BPF_PROG_TEST_RUN"))
+        .collect();
+    v.sort();
+    v[3].as_nanos() as f64
+}
+
+/// A mask over the 5-tuple and in_port plus `extra` (so masks differ).
+fn mask(extra: Field) -> FlowKey {
+    let mut m = FlowKey::ZERO;
+    for f in [
+        Field::InPort,
+        Field::EthType,
+        Field::NwProto,
+        Field::Ipv4Dst,
+        Field::TpDst,
+        extra,
+    ] {
+        m.set_all(f);
+    }
+    m
+}
+
+#[test]
+#[ignore]
+fn measure() {
+    let Some(mut t) = tier() else { return };
+    t.set_debug(false).unwrap();
+    t.set_output_dev(DEV, LO).unwrap();
+    let frame = build(&FrameSpec::new(
+        L3::V4 {
+            src: v4(1, 2),
+            dst: v4(3, 4),
+            ttl: 64,
+            tos: 0,
+        },
+        L4::Udp {
+            sport: 1234,
+            dport: 53,
+        },
+        64,
+    ));
+    let key = key_of(&frame);
+    let out = actions_from(&[Action::Output(OUT)], dev_of).unwrap();
+
+    // No mask at all: the program hands the packet over without parsing it.
+    t.set_masks(&[]).unwrap();
+    let nothing = ns(&t, &frame);
+
+    let extras = [Field::Ipv4Src, Field::TpSrc, Field::NwTos, Field::NwTtl];
+    let masks: Vec<(u32, FlowKey)> = extras
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (i as u32, mask(*f)))
+        .collect();
+    // One mask, the flow in it: parse, one lookup, output.
+    t.set_masks(&masks[..1]).unwrap();
+    t.insert(0, &masks[0].1, &key, out, 1).unwrap();
+    let hit1 = ns(&t, &frame);
+    // One mask, another flow in it: parse, one lookup, a miss (to the AF_XDP socket).
+    let mut other = frame.clone();
+    let at = l3_off(&other) + 19;
+    other[at] ^= 1; // destination address: not the cached flow
+    let miss1 = ns(&t, &other);
+    // Four masks; a second flow cached only under the last: three lookups miss first.
+    t.set_masks(&masks).unwrap();
+    let mut last = frame.clone();
+    let at = l3_off(&last) + 15;
+    last[at] ^= 1; // another source address: not under mask 0's entry
+    t.insert(3, &masks[3].1, &key_of(&last), out, 2).unwrap();
+    let hit_first_of4 = ns(&t, &frame);
+    let hit_last_of4 = ns(&t, &last);
+
+    eprintln!("XDP tier under BPF_PROG_TEST_RUN, {REPEAT} runs x 7, median ns per packet:");
+    eprintln!("  no mask (hand over unparsed)     {nothing:7.1}");
+    eprintln!("  1 mask, hit, output              {hit1:7.1}");
+    eprintln!("  1 mask, miss                     {miss1:7.1}");
+    eprintln!("  4 masks, hit in the first        {hit_first_of4:7.1}");
+    eprintln!("  4 masks, hit in the last         {hit_last_of4:7.1}");
+}
