@@ -262,38 +262,69 @@ static __always_inline int parse(struct xdp_md *ctx, struct fp_key *k, struct me
 	return 0;
 }
 
-/* The shape most traffic has: untagged Ethernet, IPv4 with a 20-byte header, not a
- * fragment, UDP (not to the VXLAN port) or TCP, every length consistent. Its lookup words
- * 0..7 are built in registers and stored whole: the general parser's narrow stores (bytes
- * and halves into the key) made the mask loop's 8-byte loads of the same words wait for
- * them (no store-to-load forwarding from several smaller stores), and it zeroed the key
- * first. Returns 1 with kw.w[0..8] and `m` set, or 0 having decided nothing (the general
- * parser then keys the frame or names its reason); what this accepts, parse() accepts
- * with the same key (tests/key_layout.rs compares both with user space). */
-static __always_inline int parse_fast_v4(struct xdp_md *ctx, union key_words *kw,
-					 struct meta *m, __u32 in_port, __u16 vxlan_port)
+/* The shape most traffic has: untagged Ethernet, IPv4 with a 20-byte header and not a
+ * fragment, or IPv6 without extension headers, carrying UDP (not to the VXLAN port) or
+ * TCP, every length consistent. Its lookup words 0..7 are built in registers and stored
+ * whole: the general parser's narrow stores (bytes and halves into the key) made the mask
+ * loop's 8-byte loads of the same words wait for them (no store-to-load forwarding from
+ * several smaller stores), and it zeroed the key first. Returns 1 with kw.w[0..8] and `m`
+ * set, or 0 having decided nothing (the general parser then keys the frame or names its
+ * reason); what this accepts, parse() accepts with the same key (tests/key_layout.rs
+ * compares both with user space's parser). */
+static __always_inline int parse_fast(struct xdp_md *ctx, union key_words *kw, struct meta *m,
+				      __u32 in_port, __u16 vxlan_port)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	__u8 *p = data;
 	if (data + 14 + 20 + 8 > data_end)
 		return 0;
-	if (*(__be16 *)(p + 12) != bpf_htons(ETH_P_IP))
+	__be16 etype = *(__be16 *)(p + 12);
+	__u8 *ip = p + 14, *t;
+	__u32 len = data_end - data, room, proto, l4;
+	__u64 tos, ttl, src0, src1, dst0, dst1;
+	if (etype == bpf_htons(ETH_P_IP)) {
+		if (ip[0] != 0x45)
+			return 0;
+		__u32 total = bpf_ntohs(*(__be16 *)(ip + 2));
+		if (total < 20 || total > len - 14)
+			return 0;
+		if (bpf_ntohs(*(__be16 *)(ip + 6)) & 0x3fff)
+			return 0;
+		proto = ip[9];
+		room = total - 20; /* transport bytes inside the IP payload */
+		t = ip + 20;
+		l4 = 14 + 20;
+		tos = ip[1];
+		ttl = ip[8];
+		src0 = *(__u32 *)(ip + 12);
+		dst0 = *(__u32 *)(ip + 16);
+		src1 = 0;
+		dst1 = 0;
+	} else if (etype == bpf_htons(ETH_P_IPV6)) {
+		if (data + 14 + 40 + 8 > data_end)
+			return 0;
+		if ((ip[0] >> 4) != 6)
+			return 0;
+		room = bpf_ntohs(*(__be16 *)(ip + 4));
+		if (room > len - 14 - 40)
+			return 0;
+		proto = ip[6];
+		t = ip + 40;
+		l4 = 14 + 40;
+		tos = (__u8)((ip[0] << 4) | (ip[1] >> 4));
+		ttl = ip[7];
+		src0 = *(__u64 *)(ip + 8);
+		src1 = *(__u64 *)(ip + 16);
+		dst0 = *(__u64 *)(ip + 24);
+		dst1 = *(__u64 *)(ip + 32);
+	} else {
 		return 0;
-	__u8 *ip = p + 14;
-	if (ip[0] != 0x45)
-		return 0;
-	__u32 len = data_end - data;
-	__u32 total = bpf_ntohs(*(__be16 *)(ip + 2));
-	if (total < 20 || total > len - 14)
-		return 0;
-	if (bpf_ntohs(*(__be16 *)(ip + 6)) & 0x3fff)
-		return 0;
-	__u32 proto = ip[9];
-	__u32 room = total - 20; /* transport bytes inside the IP payload */
-	__u8 *t = ip + 20;
+	}
 	__u64 flags = 0;
 	if (proto == 17) {
+		if ((void *)(t + 8) > data_end)
+			return 0;
 		__u32 ulen = bpf_ntohs(*(__be16 *)(t + 4));
 		if (room < 8 || ulen < 8 || ulen > room)
 			return 0;
@@ -310,17 +341,17 @@ static __always_inline int parse_fast_v4(struct xdp_md *ctx, union key_words *kw
 		return 0;
 	}
 	/* Little-endian words of struct fp_key (x86 and arm64 BPF are little-endian). */
-	kw->w[0] = (__u64)bpf_htonl(in_port) | ((__u64)bpf_htons(ETH_P_IP) << 32);
+	kw->w[0] = (__u64)bpf_htonl(in_port) | ((__u64)etype << 32);
 	kw->w[1] = (__u64)*(__u32 *)p | ((__u64)*(__u16 *)(p + 4) << 32);
 	kw->w[2] = (__u64)*(__u32 *)(p + 6) | ((__u64)*(__u16 *)(p + 10) << 32) | (flags << 48);
-	kw->w[3] = (__u64)ip[9] | ((__u64)ip[1] << 8) | ((__u64)ip[8] << 16) |
-		   ((__u64)*(__u16 *)t << 32) | ((__u64)*(__u16 *)(t + 2) << 48);
-	kw->w[4] = *(__u32 *)(ip + 12);
-	kw->w[5] = 0;
-	kw->w[6] = *(__u32 *)(ip + 16);
-	kw->w[7] = 0;
+	kw->w[3] = (__u64)proto | (tos << 8) | (ttl << 16) | ((__u64)*(__u16 *)t << 32) |
+		   ((__u64)*(__u16 *)(t + 2) << 48);
+	kw->w[4] = src0;
+	kw->w[5] = src1;
+	kw->w[6] = dst0;
+	kw->w[7] = dst1;
 	m->l3 = 14;
-	m->l4 = 34;
+	m->l4 = l4;
 	m->vlans = 0;
 	return 1;
 }
@@ -469,7 +500,7 @@ int flow_tier(struct xdp_md *ctx)
 		count_reason(FP_R_MISS);
 		return upcall(ctx, xsk_base);
 	}
-	if (!parse_fast_v4(ctx, &kw, &m, in_port, cfg->vxlan_port)) {
+	if (!parse_fast(ctx, &kw, &m, in_port, cfg->vxlan_port)) {
 #pragma unroll
 		for (int w = 0; w < FP_LOOKUP_WORDS; w++)
 			kw.w[w] = 0;

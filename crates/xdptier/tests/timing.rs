@@ -96,10 +96,33 @@ fn measure() {
     let hit_first_of4 = ns(&t, &frame);
     let hit_last_of4 = ns(&t, &last);
 
+    // IPv6: the same, one mask over in_port, the ethertype and the destination.
+    let frame6 = build(&FrameSpec::new(
+        L3::V6 {
+            src: v6(1),
+            dst: v6(2),
+            hop_limit: 64,
+            tclass: 0,
+        },
+        L4::Udp {
+            sport: 1234,
+            dport: 53,
+        },
+        78,
+    ));
+    let mut m6 = FlowKey::ZERO;
+    for f in [Field::InPort, Field::EthType, Field::Ipv6Dst] {
+        m6.set_all(f);
+    }
+    t.set_masks(&[(9, m6)]).unwrap();
+    t.insert(9, &m6, &key_of(&frame6), out, 3).unwrap();
+    let hit6 = ns(&t, &frame6);
+
     eprintln!("XDP tier under BPF_PROG_TEST_RUN, {REPEAT} runs x 7, median ns per packet:");
     eprintln!("  no mask (hand over unparsed)     {nothing:7.1}");
     eprintln!("  1 mask, hit, output              {hit1:7.1}");
     eprintln!("  1 mask, miss                     {miss1:7.1}");
     eprintln!("  4 masks, hit in the first        {hit_first_of4:7.1}");
     eprintln!("  4 masks, hit in the last         {hit_last_of4:7.1}");
+    eprintln!("  IPv6, 1 mask, hit, output        {hit6:7.1}");
 }
