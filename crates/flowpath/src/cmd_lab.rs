@@ -34,6 +34,15 @@ Systems, one after the other, each started fresh per case and stopped after it:
   testpmd-afxdp      dpdk-testpmd io forwarding between two net_af_xdp ports (forwarding
                      lcore on CPU 1; huge pages reserved and given back afterwards)
   flowpath-afxdp     `flowpath switch` with AF_XDP ports, one worker on CPU 1
+  flowpath-afxdp-2w  the same with two workers, on CPUs 0 and 1: both veth pairs on the
+                     switch's path get two queues (ethtool -L; queue q -> worker q) and a
+                     generator runs on each of the two CPUs with half the sources (a veth
+                     puts XDP frames on the rx queue of the sending CPU), so each worker
+                     gets one queue's traffic; its cycles are both CPUs' busy time, the
+                     generators' included. The row gives each worker's packets and its rate
+                     over flowpath-afxdp's in the same run (target >= 1.8x); with 2 workers
+                     and 2 generators on fewer than 4 CPUs it says GENERATOR-BOUND and the
+                     ratio is not judged. IPv4 only
   flowpath-afpacket  the same with AF_PACKET ports
   flowpath-xdp       AF_XDP ports with the XDP tier (`[datapath] xdp_tier = true`): cached
                      flows are forwarded by the flow_tier XDP program on swin, misses go
@@ -104,6 +113,7 @@ const EXAMPLES: &str = "Examples:
   flowpath lab                                     # everything, ~6 minutes
   flowpath lab --systems generator,ovs-afxdp --cases hit --runs 1 --duration 2
   flowpath lab --systems flowpath-afxdp,flowpath-xdp --class ipv4,vxlan_decap,vxlan_encap
+  flowpath lab --systems generator,flowpath-afxdp,flowpath-afxdp-2w   # 1 -> 2 workers
   flowpath lab --json > lab.jsonl                  # one JSON object per line (JSON Lines)
   flowpath lab --out lab-results                   # also results.json and chart.svg there
   flowpath lab --cleanup                           # remove leftovers of killed runs
@@ -113,8 +123,8 @@ const EXAMPLES: &str = "Examples:
 #[command(long_about = ABOUT, after_help = EXAMPLES)]
 pub struct LabArgs {
     /// Systems to run, comma-separated, in this order: generator, trafgen, linux,
-    /// ovs-afxdp, testpmd-afxdp, flowpath-afxdp, flowpath-afpacket, flowpath-xdp,
-    /// xdp-forward [default: all].
+    /// ovs-afxdp, testpmd-afxdp, flowpath-afxdp, flowpath-afxdp-2w, flowpath-afpacket,
+    /// flowpath-xdp, xdp-forward [default: all].
     #[arg(long, value_delimiter = ',')]
     systems: Vec<String>,
     /// Cases, comma-separated: hit, miss [default: hit,miss].

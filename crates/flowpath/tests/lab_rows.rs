@@ -1,7 +1,9 @@
 //! `flowpath lab` end to end, the real binary: every system and both cases, one short
 //! window each (`--runs 1 --duration 1 --warmup 0.5 --json`), and every row must have
 //! packets at the sink. The numbers do not matter here (the test shares the CPUs with
-//! whatever else runs), only that each system really forwarded. Then the VXLAN classes
+//! whatever else runs), only that each system really forwarded; the two-worker row
+//! (flowpath-afxdp-2w) must also have packets on both workers, by their own counters
+//! (each of its two generators feeds one of swin's two queues). Then the VXLAN classes
 //! (hit case): flowpath's rows must have packets, every frame at the sink must be VXLAN
 //! over IPv4 to UDP port 4789 for encap and none for decap (the generator sends only
 //! VXLAN there), as the sink's XDP program counts them; a system without tunnels must give
@@ -13,7 +15,7 @@
 //! where a missing peer fails it. About a minute here (2 cores); the lab is bounded by a
 //! 15-minute limit, after which it is stopped and the test fails.
 
-use flowpath_lab::systems::SYSTEMS;
+use flowpath_lab::systems::{SYSTEMS, TWO_WORKERS};
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -170,6 +172,17 @@ fn every_lab_row_has_packets() {
         "rows without packets:\n  {}",
         bad.join("\n  ")
     );
+    for r in rows.iter().filter(|r| r["system"] == TWO_WORKERS) {
+        let per: Vec<u64> = r["worker_packets"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|n| n.as_u64()).collect())
+            .unwrap_or_default();
+        assert!(
+            per.len() == 2 && per.iter().all(|&n| n > 0),
+            "{TWO_WORKERS} {}: packets per worker {per:?}: both workers must forward",
+            r["case"]
+        );
+    }
 
     vxlan_rows(Instant::now());
 }

@@ -32,6 +32,10 @@ pub struct GenJob<'a> {
     pub secs: u64,
     /// CPU to pin the generator to.
     pub cpu: usize,
+    /// (k, n): this is generator k of n sending at once (one per CPU, so that their XDP
+    /// frames land on n rx queues), with the k-th share of the source addresses. (0, 1):
+    /// the only one. Shares are for `flowpath gen` and IPv4.
+    pub part: (u32, u32),
     /// Where configs and logs go.
     pub dir: &'a Path,
 }
@@ -56,6 +60,15 @@ pub const MISS_SRC_LAST: u32 = 0x0aff_ffff;
 pub const IPV6_HIT_SRC_FIRST: &str = "2001:db8:1::1";
 pub const IPV6_MISS_SRC: &str = "2001:db8:1::8000:1-2001:db8:1::ffff:fffe";
 pub const IPV6_DST: &str = "2001:db8:2::2";
+
+/// The k-th of n shares of `count` addresses from `first`: (its first, its count); the
+/// last share takes the remainder.
+pub fn share(first: u32, count: u32, (k, n): (u32, u32)) -> (u32, u32) {
+    let n = n.max(1);
+    let per = count / n;
+    let cnt = if k + 1 == n { count - k * per } else { per };
+    (first + k * per, cnt)
+}
 
 fn dotted(a: u32) -> String {
     std::net::Ipv4Addr::from(a).to_string()
@@ -132,6 +145,13 @@ impl Generator {
                 if let Some(why) = self.cannot(job.class) {
                     return Err(why);
                 }
+                if job.part.1 > 1 {
+                    return Err(
+                        "one trafgen per CPU is not set up: the multi-worker rows need \
+                                `flowpath gen --tx`"
+                            .into(),
+                    );
+                }
                 let cfg = job.dir.join(format!("trafgen-{}.cfg", job.case.name()));
                 std::fs::write(&cfg, trafgen_config(job))
                     .map_err(|e| format!("{}: {e}", cfg.display()))?;
@@ -148,6 +168,12 @@ impl Generator {
             }
             GenKind::Flowpath { exe, flags } => {
                 let has = |f: &str| flags.iter().any(|x| x == f);
+                if job.part.1 > 1 && job.class != Class::Ipv4 {
+                    return Err(format!(
+                        "generators sharing the flows: ipv4 only, not {}",
+                        job.class.name()
+                    ));
+                }
                 v.extend([
                     exe.to_string_lossy().into_owned(),
                     "gen".into(),
@@ -169,26 +195,29 @@ impl Generator {
                 ]);
                 let v6 = job.class == Class::Ipv6;
                 match (job.case, v6) {
-                    (Case::Hit, false) => v.extend([
-                        "--flows".into(),
-                        job.flows.to_string(),
-                        "--src".into(),
-                        format!("{}+{}", dotted(HIT_SRC_FIRST), job.flows),
-                        "--miss-rate".into(),
-                        "0%".into(),
-                    ]),
-                    (Case::Miss, false) => v.extend([
-                        "--flows".into(),
-                        "1".into(),
-                        "--src".into(),
-                        format!(
-                            "{}-{}",
-                            dotted(MISS_SRC_FIRST + 1),
-                            dotted(MISS_SRC_LAST - 1)
-                        ),
-                        "--miss-rate".into(),
-                        "100%".into(),
-                    ]),
+                    (Case::Hit, false) => {
+                        let (first, n) = share(HIT_SRC_FIRST, job.flows.max(1), job.part);
+                        v.extend([
+                            "--flows".into(),
+                            n.to_string(),
+                            "--src".into(),
+                            format!("{}+{n}", dotted(first)),
+                            "--miss-rate".into(),
+                            "0%".into(),
+                        ])
+                    }
+                    (Case::Miss, false) => {
+                        let all = MISS_SRC_LAST - 1 - (MISS_SRC_FIRST + 1) + 1;
+                        let (first, n) = share(MISS_SRC_FIRST + 1, all, job.part);
+                        v.extend([
+                            "--flows".into(),
+                            "1".into(),
+                            "--src".into(),
+                            format!("{}-{}", dotted(first), dotted(first + n - 1)),
+                            "--miss-rate".into(),
+                            "100%".into(),
+                        ])
+                    }
                     (Case::Hit, true) => v.extend([
                         "--flows".into(),
                         job.flows.to_string(),
@@ -235,11 +264,16 @@ impl Generator {
     pub fn spawn(&self, job: &GenJob) -> Result<(Child, PathBuf), String> {
         let argv = self.argv(job)?;
         let log = job.dir.join(format!(
-            "{}-{}-{}-{}.log",
+            "{}-{}-{}-{}{}.log",
             self.name(),
             job.iface,
             job.class.name(),
-            job.case.name()
+            job.case.name(),
+            if job.part.1 > 1 {
+                format!("-{}", job.part.0)
+            } else {
+                String::new()
+            }
         ));
         let f = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
         let f2 = f.try_clone().map_err(|e| e.to_string())?;
@@ -288,6 +322,7 @@ mod tests {
             flows: 1000,
             secs: 20,
             cpu: 0,
+            part: (0, 1),
             dir,
         }
     }
@@ -375,6 +410,48 @@ mod tests {
         assert!(t
             .argv(&GenJob {
                 class: Class::VxlanDecap,
+                ..job(Case::Hit, &d)
+            })
+            .is_err());
+    }
+
+    #[test]
+    fn generators_side_by_side_share_the_addresses() {
+        assert_eq!(share(10, 1000, (0, 1)), (10, 1000));
+        assert_eq!(share(10, 1001, (0, 2)), (10, 500));
+        assert_eq!(share(10, 1001, (1, 2)), (510, 501));
+        let d = std::env::temp_dir();
+        let g = Generator {
+            kind: GenKind::Flowpath {
+                exe: "/bin/flowpath".into(),
+                flags: help_flags("  --tx <IFACE>"),
+            },
+        };
+        let argv = |case, part, class| {
+            g.argv(&GenJob {
+                part,
+                class,
+                ..job(case, &d)
+            })
+            .map(|v| v.join(" "))
+        };
+        let a = argv(Case::Hit, (0, 2), Class::Ipv4).unwrap();
+        let b = argv(Case::Hit, (1, 2), Class::Ipv4).unwrap();
+        assert!(a.contains("--flows 500 --src 10.1.0.1+500"), "{a}");
+        assert!(b.contains("--flows 500 --src 10.1.1.245+500"), "{b}");
+        let a = argv(Case::Miss, (0, 2), Class::Ipv4).unwrap();
+        let b = argv(Case::Miss, (1, 2), Class::Ipv4).unwrap();
+        assert!(a.contains("--src 10.0.0.1-10.127.255.255"), "{a}");
+        assert!(b.contains("--src 10.128.0.0-10.255.255.254"), "{b}");
+        assert!(argv(Case::Hit, (0, 2), Class::Ipv6).is_err());
+        let t = Generator {
+            kind: GenKind::Trafgen {
+                exe: "/usr/sbin/trafgen".into(),
+            },
+        };
+        assert!(t
+            .argv(&GenJob {
+                part: (0, 2),
                 ..job(Case::Hit, &d)
             })
             .is_err());

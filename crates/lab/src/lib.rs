@@ -15,8 +15,8 @@ pub mod topo;
 
 pub use config::*;
 use generator::Generator;
-pub use measure::annotate_generator_bound;
 use measure::Path3;
+pub use measure::{annotate_generator_bound, annotate_scaling};
 use report::Row;
 use std::path::PathBuf;
 use systems::Ctx;
@@ -157,6 +157,10 @@ impl Lab {
             }
         }
         annotate_generator_bound(&mut rows);
+        annotate_scaling(
+            &mut rows,
+            std::thread::available_parallelism().map_or(1, |n| n.get()),
+        );
         rows
     }
 
@@ -179,6 +183,8 @@ impl Lab {
             src_mac: topo::GDIR_MAC,
             sink_if: topo::SDIR_IF,
             cpu: self.cfg.gen_cpu,
+            cost_cpus: vec![self.cfg.gen_cpu],
+            gen_cpus: vec![self.cfg.gen_cpu],
         };
         let switched = Path3 {
             gen_if: topo::GEN_IF,
@@ -186,6 +192,8 @@ impl Lab {
             src_mac: topo::GEN_MAC,
             sink_if: topo::SINK_IF,
             cpu: self.cfg.switch_cpu,
+            cost_cpus: vec![self.cfg.switch_cpu],
+            gen_cpus: vec![self.cfg.gen_cpu],
         };
         let gen_name = self.generator.as_ref().map_or("none", |g| g.name());
         if let Some(why) = peers::blocked(&self.missing, sys) {
@@ -237,7 +245,15 @@ impl Lab {
                 let Some(s) = systems::make(sys) else {
                     return Row::failed(sys, case.name(), gen_name, "unknown system".into());
                 };
-                self.measure(sys, case, &g, &switched, Some(s))
+                let mut path = switched;
+                if s.workers() > 1 {
+                    // A generator on each worker's CPU: a veth puts XDP frames on the rx
+                    // queue of the sending CPU, so each feeds one of swin's queues.
+                    let cpus = self.ctx().worker_cpus(s.workers());
+                    path.cost_cpus = cpus.clone();
+                    path.gen_cpus = cpus;
+                }
+                self.measure(sys, case, &g, &path, Some(s))
             }
         }
     }
@@ -361,5 +377,46 @@ mod tests {
         assert!(rows[2].notes.is_empty());
         assert!(rows[0].notes.is_empty());
         assert!(rows[3].notes.is_empty(), "another class's generator row");
+    }
+
+    #[test]
+    fn two_worker_rows_get_their_ratio_and_say_when_it_cannot_be_judged() {
+        let mk = |s: &str, m: f64, offered: f64, workers: Vec<u64>| Row {
+            system: s.into(),
+            case: "hit".into(),
+            class: "ipv4".into(),
+            mpps: Some(m),
+            offered_mpps: Some(offered),
+            worker_packets: workers,
+            ..Row::default()
+        };
+        let rows = || {
+            vec![
+                mk("flowpath-afxdp", 0.5, 3.0, vec![]),
+                mk(systems::TWO_WORKERS, 0.95, 3.0, vec![100, 90]),
+            ]
+        };
+        let mut r = rows();
+        annotate_scaling(&mut r, 4);
+        assert!(r[0].notes.is_empty());
+        let n = r[1].notes.join("; ");
+        assert!(n.contains("packets per worker: 100 / 90"), "{n}");
+        assert!(n.contains("1->2 workers: 1.90x"), "{n}");
+        assert!(n.contains("target >= 1.8x met"), "{n}");
+        let mut r = rows();
+        annotate_scaling(&mut r, 2);
+        let n = r[1].notes.join("; ");
+        assert!(
+            n.contains("GENERATOR-BOUND: 2 workers and 2 generators"),
+            "{n}"
+        );
+        assert!(n.contains("not judged"), "{n}");
+        let mut r = rows();
+        r[1].offered_mpps = Some(1.0);
+        annotate_scaling(&mut r, 8);
+        assert!(r[1]
+            .notes
+            .join(";")
+            .contains("offered 1.000 Mpps ~ delivered"));
     }
 }

@@ -15,6 +15,18 @@ pub(crate) struct Path3<'a> {
     pub(crate) src_mac: &'a str,
     pub(crate) sink_if: &'a str,
     pub(crate) cpu: usize,
+    /// The CPUs whose busy time is the cost (`cpu` alone, or every worker's CPU).
+    pub(crate) cost_cpus: Vec<usize>,
+    /// One generator process pinned to each (with its share of the sources).
+    pub(crate) gen_cpus: Vec<usize>,
+}
+
+/// A taskset CPU list: "1", "0,1".
+pub(crate) fn cpu_list(cpus: &[usize]) -> String {
+    cpus.iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 impl Lab {
@@ -31,6 +43,11 @@ impl Lab {
             case: case.name().into(),
             generator: g.name().into(),
             cpu: path.cpu,
+            cpus: if path.cost_cpus.len() > 1 {
+                path.cost_cpus.clone()
+            } else {
+                Vec::new()
+            },
             tsc_hz: self.tsc_hz,
             ..Row::default()
         };
@@ -96,15 +113,12 @@ impl Lab {
             row.notes.push(self.let_swin_take_xdp_frames());
         }
         if self.cfg.napi_on_switch_cpu {
+            let cpus = cpu_list(&path.cost_cpus);
             row.notes.push(
-                match self
-                    .topo
-                    .napi_on_cpu(&self.topo.sw, topo::SWIN_IF, path.cpu)
-                {
-                    Ok(_) => format!(
-                        "swin's receive (threaded NAPI, XDP included) pinned to cpu{}",
-                        path.cpu
-                    ),
+                match self.topo.napi_on_cpu(&self.topo.sw, topo::SWIN_IF, &cpus) {
+                    Ok(_) => {
+                        format!("swin's receive (threaded NAPI, XDP included) pinned to cpu{cpus}")
+                    }
                     Err(e) => {
                         format!("NOT per-core: swin's receive stays on the sender's CPU ({e})")
                     }
@@ -135,31 +149,46 @@ impl Lab {
         row: &mut Row,
     ) -> Result<(), String> {
         let total = self.cfg.warmup + self.cfg.runs as f64 * (self.cfg.duration + 1.0) + 10.0;
-        let job = GenJob {
-            ns: &self.topo.gen,
-            iface: path.gen_if,
-            src_mac: path.src_mac,
-            dst_mac: path.dst_mac,
-            dst_ip: topo::SINK_IP,
-            case,
-            class: self.class,
-            flows: self.cfg.flows,
-            secs: total.ceil() as u64,
-            cpu: self.cfg.gen_cpu,
-            dir: &self.topo.dir,
-        };
-        let (mut child, log) = g.spawn(&job)?;
+        let n = path.gen_cpus.len() as u32;
+        let mut gens = Vec::new();
+        for (k, &cpu) in path.gen_cpus.iter().enumerate() {
+            let job = GenJob {
+                ns: &self.topo.gen,
+                iface: path.gen_if,
+                src_mac: path.src_mac,
+                dst_mac: path.dst_mac,
+                dst_ip: topo::SINK_IP,
+                case,
+                class: self.class,
+                flows: self.cfg.flows,
+                secs: total.ceil() as u64,
+                cpu,
+                part: (k as u32, n),
+                dir: &self.topo.dir,
+            };
+            match g.spawn(&job) {
+                Ok(c) => gens.push(c),
+                Err(e) => {
+                    for (child, _) in &mut gens {
+                        sh::stop(child, libc::SIGINT, Duration::from_secs(3));
+                    }
+                    return Err(e);
+                }
+            }
+        }
         let result = (|| {
             if !sh::sleep(Duration::from_secs_f64(self.cfg.warmup)) {
                 return Err("interrupted".to_string());
             }
             for run in 0..self.cfg.runs {
-                if let Ok(Some(st)) = child.try_wait() {
-                    return Err(format!(
-                        "{} exited ({st}): {}",
-                        g.name(),
-                        generator::tail(&log, 3)
-                    ));
+                for (child, log) in &mut gens {
+                    if let Ok(Some(st)) = child.try_wait() {
+                        return Err(format!(
+                            "{} exited ({st}): {}",
+                            g.name(),
+                            generator::tail(log, 3)
+                        ));
+                    }
                 }
                 if let Some(s) = switch.as_mut() {
                     s.check()?;
@@ -172,24 +201,32 @@ impl Lab {
                         sample.own_packets = Some(own.packets);
                         sample.upcalls = Some(own.upcalls);
                         sample.lost_upcalls = Some(own.lost_upcalls);
+                        sample.worker_packets =
+                            (!own.worker_packets.is_empty()).then_some(own.worker_packets);
                     }
                     s.check()?;
                 }
                 progress(&format!(
-                    "  run {}/{}: {:.3} Mpps at the sink (offered {:.3}), {} cycles/pkt, cpu{} {:.0}% busy",
+                    "  run {}/{}: {:.3} Mpps at the sink (offered {:.3}), {} cycles/pkt, cpu{} {:.0}% busy{}",
                     run + 1,
                     self.cfg.runs,
                     sample.mpps,
                     sample.offered_mpps,
                     sample.cycles_per_packet.map_or("-".into(), report::thousands),
-                    path.cpu,
-                    sample.cpu_busy_pct
+                    cpu_list(&path.cost_cpus),
+                    sample.cpu_busy_pct,
+                    sample.worker_packets.as_ref().map_or(String::new(), |w| format!(
+                        ", per worker {}",
+                        w.iter().map(|&n| report::thousands(n as f64)).collect::<Vec<_>>().join(" / ")
+                    ))
                 ));
                 row.samples.push(sample);
             }
             Ok(())
         })();
-        sh::stop(&mut child, libc::SIGINT, Duration::from_secs(3));
+        for (child, _) in &mut gens {
+            sh::stop(child, libc::SIGINT, Duration::from_secs(3));
+        }
         // Nothing but generators runs in the gen namespace: no straggler may load CPU 0
         // during the next system.
         let left = topo::kill_namespace_processes(&self.topo.gen);
@@ -208,12 +245,12 @@ impl Lab {
         let vx0 = crate::bpfmap::xdp_counter(&t.sink, path.sink_if).ok();
         let sink0 = t.link_stats(&t.sink, path.sink_if)?;
         let gen0 = t.link_stats(&t.gen, path.gen_if)?;
-        let c0 = procstat::read_cpu(path.cpu)?;
+        let c0 = procstat::read_cpus(&path.cost_cpus)?;
         let t0 = Instant::now();
         if !sh::sleep(Duration::from_secs_f64(self.cfg.duration)) {
             return Err("interrupted".into());
         }
-        let c1 = procstat::read_cpu(path.cpu)?;
+        let c1 = procstat::read_cpus(&path.cost_cpus)?;
         let secs = t0.elapsed().as_secs_f64();
         let sink1 = t.link_stats(&t.sink, path.sink_if)?;
         let vx1 = crate::bpfmap::xdp_counter(&t.sink, path.sink_if).ok();
@@ -266,6 +303,65 @@ pub(crate) fn upcall_note(row: &Row) -> Option<String> {
     } else {
         format!("upcalls {:.1}% of packets", pct(up))
     })
+}
+
+/// The multi-worker rows: each worker's packets, the rate over the one-worker row of the
+/// same system, case and class in this run (issue 18's target: >= 1.8x), and whether that
+/// ratio can be judged here: not when the workers and the generators (one per worker)
+/// need more CPUs than `cpus`, or when the generators offer no more than is delivered.
+pub fn annotate_scaling(rows: &mut [Row], cpus: usize) {
+    let one: Vec<((String, String, String), f64)> = rows
+        .iter()
+        .filter_map(|r| Some(((r.system.clone(), r.case.clone(), r.class.clone()), r.mpps?)))
+        .collect();
+    for r in rows.iter_mut() {
+        let workers = r.worker_packets.len();
+        if workers < 2 {
+            continue;
+        }
+        let per: Vec<String> = r
+            .worker_packets
+            .iter()
+            .map(|&n| report::thousands(n as f64))
+            .collect();
+        r.notes
+            .push(format!("packets per worker: {}", per.join(" / ")));
+        let (Some(m2), Some(base)) = (r.mpps, r.system.strip_suffix(&format!("-{workers}w")))
+        else {
+            continue;
+        };
+        let Some((_, m1)) = one
+            .iter()
+            .find(|((s, case, class), _)| s == base && *case == r.case && *class == r.class)
+        else {
+            continue;
+        };
+        let mut bound = Vec::new();
+        if 2 * workers > cpus {
+            bound.push(format!(
+                "{workers} workers and {workers} generators (and swin's receive) share {cpus} CPUs"
+            ));
+        }
+        if let Some(o) = r.offered_mpps.filter(|&o| o <= 1.1 * m2) {
+            bound.push(format!("offered {o:.3} Mpps ~ delivered"));
+        }
+        let ratio = m2 / m1;
+        let verdict = if bound.is_empty() {
+            if ratio >= 1.8 {
+                "target >= 1.8x met".to_string()
+            } else {
+                "target >= 1.8x NOT met".to_string()
+            }
+        } else {
+            format!(
+                "GENERATOR-BOUND: {}: the 1->{workers} ratio is not judged here",
+                bound.join("; ")
+            )
+        };
+        r.notes.push(format!(
+            "1->{workers} workers: {ratio:.2}x ({base} {m1:.3} -> {m2:.3} Mpps, this run); {verdict}"
+        ));
+    }
 }
 
 /// Mark rows whose rate is within 10 % of what the generator alone reaches for that case:

@@ -3,7 +3,7 @@
 //! once before anything is set up: `flowpath lab` names every missing one together, with
 //! the script that installs them, instead of one row's error at a time.
 
-use crate::{sh, GenChoice, LabConfig, XDP_PASS_OBJ, XDP_SINK_OBJ};
+use crate::{sh, systems, GenChoice, LabConfig, XDP_PASS_OBJ, XDP_SINK_OBJ};
 use std::path::Path;
 
 /// The script that installs every peer, reserves huge pages and rebuilds flowpath with its
@@ -83,6 +83,8 @@ pub fn needs(system: &str) -> Vec<Need> {
             DpdkDriver("mempool_ring", "librte-mempool-ring"),
         ],
         "flowpath-afxdp" | "xdp-forward" => vec![XdpPorts],
+        // `ethtool -L` gives the switch's veths a queue per worker.
+        systems::TWO_WORKERS => vec![XdpPorts, Program("ethtool", "ethtool")],
         "flowpath-afpacket" => vec![],
         "flowpath-xdp" => vec![XdpPorts, XdpTier],
         _ => vec![],
@@ -377,7 +379,12 @@ mod tests {
         assert_eq!(m[0].what, [XDP_WHAT]);
         assert_eq!(
             m[0].systems,
-            ["flowpath-afxdp", "flowpath-xdp", "xdp-forward"]
+            [
+                "flowpath-afxdp",
+                systems::TWO_WORKERS,
+                "flowpath-xdp",
+                "xdp-forward"
+            ]
         );
         assert!(m[0].also.as_deref().unwrap().contains("trafgen"));
         assert!(report(&m).contains("rebuilds flowpath with its XDP programs"));
@@ -403,7 +410,9 @@ mod tests {
         for s in SYSTEMS {
             let n = needs(s);
             match *s {
-                "ovs-afxdp" | "testpmd-afxdp" | "flowpath-xdp" => assert!(n.len() >= 2, "{s}"),
+                "ovs-afxdp" | "testpmd-afxdp" | "flowpath-xdp" | systems::TWO_WORKERS => {
+                    assert!(n.len() >= 2, "{s}")
+                }
                 "generator" | "flowpath-afpacket" => assert!(n.is_empty()),
                 _ => assert!(!n.is_empty(), "{s}"),
             }

@@ -73,6 +73,26 @@ pub fn read_cpu(cpu: usize) -> Result<CpuTimes, String> {
     parse_cpu(&s, cpu).ok_or_else(|| format!("/proc/stat has no cpu{cpu} line"))
 }
 
+/// Read the times of `cpus` now, summed field by field (one reading of `/proc/stat`).
+pub fn read_cpus(cpus: &[usize]) -> Result<CpuTimes, String> {
+    let s = std::fs::read_to_string("/proc/stat").map_err(|e| format!("/proc/stat: {e}"))?;
+    let mut t = CpuTimes::default();
+    for &cpu in cpus {
+        let c = parse_cpu(&s, cpu).ok_or_else(|| format!("/proc/stat has no cpu{cpu} line"))?;
+        t = CpuTimes {
+            user: t.user + c.user,
+            nice: t.nice + c.nice,
+            system: t.system + c.system,
+            idle: t.idle + c.idle,
+            iowait: t.iowait + c.iowait,
+            irq: t.irq + c.irq,
+            softirq: t.softirq + c.softirq,
+            steal: t.steal + c.steal,
+        };
+    }
+    Ok(t)
+}
+
 /// USER_HZ: the unit of `/proc/stat`.
 pub fn ticks_per_second() -> f64 {
     // SAFETY: sysconf has no preconditions.

@@ -34,6 +34,9 @@ pub struct Sample {
     pub upcalls: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lost_upcalls: Option<u64>,
+    /// Each worker's packets in the window (the multi-worker rows).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker_packets: Option<Vec<u64>>,
 }
 
 /// One system and case: medians over the windows, with min and max.
@@ -64,6 +67,12 @@ pub struct Row {
     pub cpu_busy_pct: Option<f64>,
     /// The CPU whose busy time the cycles are.
     pub cpu: usize,
+    /// When the cycles are several CPUs' busy time (the multi-worker rows): those CPUs.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cpus: Vec<usize>,
+    /// Each worker's packets over all windows (the multi-worker rows).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub worker_packets: Vec<u64>,
     /// The TSC rate the cycles are counted at.
     pub tsc_hz: f64,
     pub runs: usize,
@@ -124,6 +133,18 @@ impl Row {
         self.offered_mpps = median_min_max(&col(&|s| Some(s.offered_mpps))).map(|t| t.0);
         self.cpu_busy_pct = median_min_max(&col(&|s| Some(s.cpu_busy_pct))).map(|t| t.0);
         self.delivered = self.samples.iter().map(|s| s.delivered).sum();
+        self.worker_packets = Vec::new();
+        for w in self
+            .samples
+            .iter()
+            .filter_map(|s| s.worker_packets.as_ref())
+        {
+            self.worker_packets
+                .resize(self.worker_packets.len().max(w.len()), 0);
+            for (sum, n) in self.worker_packets.iter_mut().zip(w) {
+                *sum += n;
+            }
+        }
         self.vxlan_at_sink = self
             .samples
             .iter()
@@ -185,8 +206,14 @@ pub fn table(rows: &[Row]) -> String {
             cycles_cell(r),
             r.own_cycles_per_packet.map_or("-".into(), thousands),
             r.offered_mpps.map_or("-".into(), |m| format!("{m:.3}")),
-            r.cpu_busy_pct
-                .map_or("-".into(), |b| format!("{b:.0}% cpu{}", r.cpu)),
+            r.cpu_busy_pct.map_or("-".into(), |b| {
+                if r.cpus.is_empty() {
+                    format!("{b:.0}% cpu{}", r.cpu)
+                } else {
+                    let cpus: Vec<String> = r.cpus.iter().map(|c| c.to_string()).collect();
+                    format!("{b:.0}% cpu{}", cpus.join("+"))
+                }
+            }),
             r.runs.to_string(),
             notes,
         ]);

@@ -38,6 +38,10 @@ pub const SINK_IF: &str = "sink0";
 pub const GDIR_IF: &str = "gdir0";
 pub const SDIR_IF: &str = "sdir0";
 
+/// The most queues the switch's veth pairs can be given (one per worker of the
+/// multi-worker rows).
+pub const MAX_SWITCH_QUEUES: u32 = 2;
+
 #[derive(Default)]
 struct Registry {
     namespaces: Vec<String>,
@@ -299,16 +303,56 @@ impl Topology {
     }
 
     /// The veth pairs gen—switch, switch—sink, gen—sink (direct), with their addresses.
+    /// The two on the switch's path have room for [`MAX_SWITCH_QUEUES`] queues each way
+    /// but run with one (what every system but the multi-worker rows binds to) until
+    /// [`Topology::switch_queues`] raises it; where `ethtool -L` cannot lower a veth's
+    /// channels they are made with one queue.
     fn add_links(&self) -> Result<(), String> {
-        let pair = |ns: &str, a: &str, amac: &str, peer_ns: &str, b: &str, bmac: &str| {
+        let pair = |ns: &str, a: &str, amac: &str, peer_ns: &str, b: &str, bmac: &str, q: u32| {
+            let q = q.to_string();
             sh::ip(&[
-                "-n", ns, "link", "add", a, "address", amac, "type", "veth", "peer", "name", b,
-                "address", bmac, "netns", peer_ns,
+                "-n",
+                ns,
+                "link",
+                "add",
+                a,
+                "address",
+                amac,
+                "numrxqueues",
+                &q,
+                "numtxqueues",
+                &q,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                b,
+                "address",
+                bmac,
+                "numrxqueues",
+                &q,
+                "numtxqueues",
+                &q,
+                "netns",
+                peer_ns,
             ])
         };
-        pair(&self.gen, GEN_IF, GEN_MAC, &self.sw, SWIN_IF, SWIN_MAC)?;
-        pair(&self.sw, SWOUT_IF, SWOUT_MAC, &self.sink, SINK_IF, SINK_MAC)?;
-        pair(&self.gen, GDIR_IF, GDIR_MAC, &self.sink, SDIR_IF, SDIR_MAC)?;
+        let switch_pairs = |q: u32| -> Result<(), String> {
+            pair(&self.gen, GEN_IF, GEN_MAC, &self.sw, SWIN_IF, SWIN_MAC, q)?;
+            pair(
+                &self.sw, SWOUT_IF, SWOUT_MAC, &self.sink, SINK_IF, SINK_MAC, q,
+            )
+            .map(|_| ())
+        };
+        switch_pairs(MAX_SWITCH_QUEUES)?;
+        if self.switch_queues(1).is_err() {
+            let _ = sh::ip(&["-n", &self.gen, "link", "del", GEN_IF]);
+            let _ = sh::ip(&["-n", &self.sw, "link", "del", SWOUT_IF]);
+            switch_pairs(1)?;
+        }
+        pair(
+            &self.gen, GDIR_IF, GDIR_MAC, &self.sink, SDIR_IF, SDIR_MAC, 1,
+        )?;
         for (ns, ifname, addr) in [
             (&self.gen, GEN_IF, format!("{GEN_IP}/24")),
             (&self.sink, SINK_IF, format!("{SINK_IP}/24")),
@@ -388,6 +432,30 @@ impl Topology {
         Ok(())
     }
 
+    /// Give both veth pairs on the switch's path (gen0—swin, swout—sink0) `n` queues
+    /// each way (`ethtool -L`; at most [`MAX_SWITCH_QUEUES`]). A veth puts a frame
+    /// transmitted from XDP on the peer's rx queue of the sending CPU (CPU % queues), and
+    /// an AF_XDP socket's on the queue it is bound to. Receivers are raised first and
+    /// lowered last: a veth with an XDP program needs as many rx queues as its peer has
+    /// tx queues.
+    pub fn switch_queues(&self, n: u32) -> Result<(), String> {
+        let mut ends = [
+            (&self.sink, SINK_IF),
+            (&self.sw, SWIN_IF),
+            (&self.sw, SWOUT_IF),
+            (&self.gen, GEN_IF),
+        ];
+        if n == 1 {
+            ends.reverse();
+        }
+        let n = n.to_string();
+        for (ns, ifname) in ends {
+            sh::run(Some(ns), "ethtool", &["-L", ifname, "rx", &n, "tx", &n])
+                .map_err(|e| format!("{ifname}: {n} queue(s): {e}"))?;
+        }
+        Ok(())
+    }
+
     /// Does `ifname` in `ns` have an XDP program attached in driver (native) mode? Only
     /// that makes a veth accept frames its peer transmits from XDP.
     pub fn has_native_xdp(&self, ns: &str, ifname: &str) -> bool {
@@ -445,10 +513,10 @@ fn is_napi_thread_of(comm: &str, prefix: &str) -> bool {
 
 impl Topology {
     /// Run `ifname`'s receive (NAPI: for a veth, the XDP program and everything after it)
-    /// in a kernel thread pinned to `cpu`, instead of in the softirq of whichever CPU
-    /// sent the frame. Needs NAPI on the interface (an XDP program or GRO). Returns the
-    /// threads pinned.
-    pub fn napi_on_cpu(&self, ns: &str, ifname: &str, cpu: usize) -> Result<usize, String> {
+    /// in kernel threads (one per rx queue) pinned to `cpu` (a taskset list: "1", "0,1"),
+    /// instead of in the softirq of whichever CPU sent the frame. Needs NAPI on the
+    /// interface (an XDP program or GRO). Returns the threads pinned.
+    pub fn napi_on_cpu(&self, ns: &str, ifname: &str, cpu: &str) -> Result<usize, String> {
         let knob = format!("/sys/class/net/{ifname}/threaded");
         sh::run(Some(ns), "sh", &["-c", &format!("echo 1 > {knob}")])
             .map_err(|e| format!("threaded NAPI on {ifname}: {e}"))?;
@@ -458,11 +526,7 @@ impl Topology {
         })
         .ok_or_else(|| format!("no napi/{ifname}-* thread after setting {knob}"))?;
         for pid in &pids {
-            sh::run(
-                None,
-                "taskset",
-                &["-pc", &cpu.to_string(), &pid.to_string()],
-            )?;
+            sh::run(None, "taskset", &["-pc", cpu, &pid.to_string()])?;
         }
         Ok(pids.len())
     }

@@ -11,17 +11,17 @@ pub(super) struct FlowpathProcess {
 }
 
 impl FlowpathProcess {
-    /// Start `flowpath <args>` (pinned to `cpu` when given) and wait for its "ready".
+    /// Start `flowpath <args>` (pinned to `cpu`, a taskset list, when given) and wait for
+    /// its "ready".
     fn start(
         ctx: &Ctx,
-        cpu: Option<usize>,
+        cpu: Option<String>,
         args: &[&str],
         err_log: PathBuf,
         what: &'static str,
         timeout: Duration,
     ) -> Result<FlowpathProcess, String> {
         let exe = ctx.exe.to_string_lossy();
-        let cpu = cpu.map(|c| c.to_string());
         let mut argv: Vec<&str> = Vec::new();
         if let Some(c) = &cpu {
             argv.extend(["-c", c, &exe]);
@@ -79,15 +79,17 @@ impl FlowpathProcess {
     }
 }
 
-/// `flowpath switch --config <toml>` with two ports of one type, one worker on the switch CPU.
+/// `flowpath switch --config <toml>` with two ports of one type, one worker on the switch
+/// CPU (or two, see [`Ctx::worker_cpus`], each port with a queue per worker).
 pub struct Flowpath {
     port_type: &'static str,
+    workers: usize,
     /// `[datapath] xdp_tier = true`: cached flows are forwarded by the XDP program.
     xdp_tier: bool,
     process: Option<FlowpathProcess>,
     control: PathBuf,
     exe: PathBuf,
-    before: Option<FlowpathCounters>,
+    before: Option<(FlowpathCounters, Vec<u64>)>,
     /// The class of the current run.
     class: Class,
 }
@@ -101,6 +103,15 @@ pub struct FlowpathCounters {
     pub misses: u64,
     /// Packets the XDP tier forwarded in the kernel (credited by the workers' sweeps).
     pub xdp_hits: u64,
+}
+
+/// Each worker's packets in `flowpath stats --json`, in worker order.
+pub fn parse_worker_packets(json: &str) -> Option<Vec<u64>> {
+    let v: serde_json::Value = serde_json::from_str(json).ok()?;
+    v.as_array()?
+        .iter()
+        .map(|w| w.get("packets").and_then(|x| x.as_u64()))
+        .collect()
 }
 
 /// Sum the workers of `flowpath stats --json`.
@@ -119,7 +130,8 @@ pub fn parse_flowpath_stats(json: &str) -> Option<FlowpathCounters> {
 }
 
 impl Flowpath {
-    fn counters(&self) -> Option<FlowpathCounters> {
+    /// The summed counters and each worker's packets.
+    fn counters(&self) -> Option<(FlowpathCounters, Vec<u64>)> {
         let out = sh::run(
             None,
             &self.exe.to_string_lossy(),
@@ -131,7 +143,7 @@ impl Flowpath {
             ],
         )
         .ok()?;
-        parse_flowpath_stats(&out)
+        Some((parse_flowpath_stats(&out)?, parse_worker_packets(&out)?))
     }
 }
 
@@ -139,12 +151,21 @@ impl Flowpath {
     pub fn new(port_type: &'static str) -> Flowpath {
         Flowpath {
             port_type,
+            workers: 1,
             xdp_tier: false,
             process: None,
             control: PathBuf::new(),
             exe: PathBuf::new(),
             before: None,
             class: Class::Ipv4,
+        }
+    }
+
+    /// AF_XDP ports, `n` workers, each port with `n` queues.
+    pub fn with_workers(n: usize) -> Flowpath {
+        Flowpath {
+            workers: n.max(1),
+            ..Flowpath::new("afxdp")
         }
     }
 
@@ -157,7 +178,8 @@ impl Flowpath {
     }
 }
 
-/// The daemon's TOML config for two ports of `port_type` and one worker on `core`, with
+/// The daemon's TOML config for two ports of `port_type` and a worker on each of `cores`
+/// (with more than one, each port has a queue per worker: queue q goes to worker q), with
 /// the XDP tier when `xdp_tier`, and for the VXLAN classes a tunnel port
 /// ([`TUNNEL_PORT`]): for decap one that takes VXLAN from any remote VTEP to
 /// [`VXLAN_DECAP_LOCAL`] with the lab's VNI, for encap one to the sink's address over
@@ -165,7 +187,7 @@ impl Flowpath {
 pub fn flowpath_config(
     dir: &Path,
     port_type: &str,
-    core: usize,
+    cores: &[usize],
     xdp_tier: bool,
     class: Class,
 ) -> String {
@@ -193,11 +215,19 @@ pub fn flowpath_config(
              local_mac = \"{SWOUT_MAC}\"\n"
         ),
     };
+    let workers: String = cores
+        .iter()
+        .map(|c| format!("[[worker]]\ncore = {c}\n\n"))
+        .collect();
+    let queues = if cores.len() > 1 {
+        format!("queues = {}\n", cores.len())
+    } else {
+        String::new()
+    };
     format!(
-        "[switch]\nstate = \"{}\"\ncontrol = \"{}\"\nflows = \"{}\"\n\n{datapath}\
-         [[worker]]\ncore = {core}\n\n\
-         [[port]]\nname = \"swin\"\nnumber = 1\ntype = \"{port_type}\"\ninterface = \"swin\"\n\n\
-         [[port]]\nname = \"swout\"\nnumber = 2\ntype = \"{port_type}\"\ninterface = \"swout\"\n{tunnel}",
+        "[switch]\nstate = \"{}\"\ncontrol = \"{}\"\nflows = \"{}\"\n\n{datapath}{workers}\
+         [[port]]\nname = \"swin\"\nnumber = 1\ntype = \"{port_type}\"\ninterface = \"swin\"\n{queues}\n\
+         [[port]]\nname = \"swout\"\nnumber = 2\ntype = \"{port_type}\"\ninterface = \"swout\"\n{queues}{tunnel}",
         p("state"),
         p("control.sock"),
         p("flows.txt"),
@@ -205,8 +235,14 @@ pub fn flowpath_config(
 }
 
 impl Switch for Flowpath {
-    fn cannot(&self, _class: Class) -> Option<String> {
-        None
+    fn cannot(&self, class: Class) -> Option<String> {
+        (self.workers > 1 && class != Class::Ipv4).then(|| {
+            "the multi-worker row runs ipv4 only (its generators share the IPv4 sources)".into()
+        })
+    }
+
+    fn workers(&self) -> usize {
+        self.workers
     }
 
     fn start(&mut self, ctx: &Ctx, case: Case) -> Result<(), String> {
@@ -220,24 +256,23 @@ impl Switch for Flowpath {
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
         std::fs::write(dir.join("flows.txt"), flows(ctx.class)).map_err(|e| e.to_string())?;
         let cfg = dir.join("switch.toml");
+        let cores = ctx.worker_cpus(self.workers);
         std::fs::write(
             &cfg,
-            flowpath_config(
-                &dir,
-                self.port_type,
-                ctx.switch_cpu,
-                self.xdp_tier,
-                ctx.class,
-            ),
+            flowpath_config(&dir, self.port_type, &cores, self.xdp_tier, ctx.class),
         )
         .map_err(|e| e.to_string())?;
+        if self.workers > 1 {
+            ctx.topo.switch_queues(self.workers as u32)?;
+        }
+        let cpus: Vec<String> = cores.iter().map(|c| c.to_string()).collect();
         self.class = ctx.class;
         self.control = dir.join("control.sock");
         self.exe = ctx.exe.to_path_buf();
         let cfg = cfg.to_string_lossy();
         self.process = Some(FlowpathProcess::start(
             ctx,
-            Some(ctx.switch_cpu),
+            Some(cpus.join(",")),
             &["switch", "--config", &cfg],
             dir.join("switch.err"),
             "flowpath switch",
@@ -255,8 +290,16 @@ impl Switch for Flowpath {
     }
 
     fn after_window(&mut self, _ctx: &Ctx) -> Option<Own> {
-        let a = self.before.take()?;
-        let b = self.counters()?;
+        let (a, wa) = self.before.take()?;
+        let (b, wb) = self.counters()?;
+        let worker_packets = if self.workers > 1 {
+            wb.iter()
+                .enumerate()
+                .map(|(i, n)| n.saturating_sub(wa.get(i).copied().unwrap_or(0)))
+                .collect()
+        } else {
+            Vec::new()
+        };
         let packets = b.packets.saturating_sub(a.packets);
         let cycles = b.busy_cycles.saturating_sub(a.busy_cycles);
         let kernel = b.xdp_hits.saturating_sub(a.xdp_hits);
@@ -271,6 +314,7 @@ impl Switch for Flowpath {
             // Every flowpath miss is classified (misses - upcalls were answered by a
             // megaflow an earlier packet of the same batch installed): none are lost.
             lost_upcalls: 0,
+            worker_packets,
         })
     }
 
@@ -279,10 +323,23 @@ impl Switch for Flowpath {
             p.stop();
         }
         reset_switch_ports(ctx.topo);
+        if self.workers > 1 {
+            if let Err(e) = ctx.topo.switch_queues(1) {
+                crate::progress(&format!("  switch veths back to one queue: {e}"));
+            }
+        }
     }
 
     fn notes(&self) -> Vec<String> {
-        let mut v = if self.xdp_tier && self.class.is_vxlan() {
+        let mut v = if self.workers > 1 {
+            vec![format!(
+                "afxdp ports with {n} queues each (veth channels), {n} workers (queue q -> \
+                 worker q), a generator on each worker's CPU with 1/{n} of the sources (a veth \
+                 puts XDP frames on the rx queue of the sending CPU); cycles/pkt: all {n} \
+                 CPUs' busy time, the generators' and swin's receive included",
+                n = self.workers
+            )]
+        } else if self.xdp_tier && self.class.is_vxlan() {
             vec![
                 "afxdp ports, XDP tier on, but it leaves tunnel traffic to user space (no \
                  tunnel megaflows in the kernel): every packet goes to the worker"
@@ -313,11 +370,13 @@ impl Switch for Flowpath {
 }
 
 impl Flowpath {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> String {
         if self.xdp_tier {
-            "xdp"
+            "xdp".into()
+        } else if self.workers > 1 {
+            format!("{}-{}w", self.port_type, self.workers)
         } else {
-            self.port_type
+            self.port_type.into()
         }
     }
 }

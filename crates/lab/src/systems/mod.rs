@@ -7,7 +7,10 @@ mod linux;
 mod ovs;
 mod testpmd;
 
-pub use flowpath::{flowpath_config, parse_flowpath_stats, Flowpath, FlowpathCounters, XdpForward};
+pub use flowpath::{
+    flowpath_config, parse_flowpath_stats, parse_worker_packets, Flowpath, FlowpathCounters,
+    XdpForward,
+};
 pub use linux::{Linux, LINUX_BACKLOG};
 pub use ovs::Ovs;
 pub use testpmd::Testpmd;
@@ -84,6 +87,8 @@ pub struct Own {
     pub packets: u64,
     pub upcalls: u64,
     pub lost_upcalls: u64,
+    /// Packets per worker, when it has more than one.
+    pub worker_packets: Vec<u64>,
 }
 
 /// What the lab hands each system.
@@ -97,6 +102,25 @@ pub struct Ctx<'a> {
     pub ovs_xdp_mode: &'a str,
     /// The traffic class being run.
     pub class: Class,
+}
+
+impl Ctx<'_> {
+    /// The CPUs of `n` workers: the switch CPU for one; for two the generator's CPU and
+    /// the switch CPU in ascending order, so that worker q is on the CPU whose XDP frames
+    /// land on rx queue q (CPU % 2 for CPUs 0 and 1).
+    pub fn worker_cpus(&self, n: usize) -> Vec<usize> {
+        worker_cpus(self.switch_cpu, self.gen_cpu, n)
+    }
+}
+
+/// [`Ctx::worker_cpus`].
+pub fn worker_cpus(switch_cpu: usize, gen_cpu: usize, n: usize) -> Vec<usize> {
+    if n <= 1 {
+        return vec![switch_cpu];
+    }
+    let mut v = vec![gen_cpu, switch_cpu];
+    v.sort_unstable();
+    v
 }
 
 /// One switch under test.
@@ -123,7 +147,16 @@ pub trait Switch {
     fn notes(&self) -> Vec<String> {
         Vec::new()
     }
+    /// Worker threads (with one generator per worker CPU when more than one, see
+    /// [`Ctx::worker_cpus`]).
+    fn workers(&self) -> usize {
+        1
+    }
 }
+
+/// flowpath-afxdp with two workers: both veth pairs on the switch's path get two queues,
+/// one per worker, and a generator on each worker's CPU feeds one rx queue of swin.
+pub const TWO_WORKERS: &str = "flowpath-afxdp-2w";
 
 /// Names accepted by `--systems`, in the order they run.
 pub const SYSTEMS: &[&str] = &[
@@ -133,6 +166,7 @@ pub const SYSTEMS: &[&str] = &[
     "ovs-afxdp",
     "testpmd-afxdp",
     "flowpath-afxdp",
+    TWO_WORKERS,
     "flowpath-afpacket",
     "flowpath-xdp",
     "xdp-forward",
@@ -145,6 +179,7 @@ pub fn make(name: &str) -> Option<Box<dyn Switch>> {
         "ovs-afxdp" => Box::<Ovs>::default(),
         "testpmd-afxdp" => Box::<Testpmd>::default(),
         "flowpath-afxdp" => Box::new(Flowpath::new("afxdp")),
+        TWO_WORKERS => Box::new(Flowpath::with_workers(2)),
         "flowpath-afpacket" => Box::new(Flowpath::new("afpacket")),
         "flowpath-xdp" => Box::new(Flowpath::with_xdp_tier()),
         "xdp-forward" => Box::<XdpForward>::default(),
@@ -254,6 +289,9 @@ mod tests {
             assert!(!can(other, Class::VxlanDecap) && !can(other, Class::VxlanEncap));
         }
         assert!(can("testpmd-afxdp", Class::Ipv6) && can("ovs-afxdp", Class::Ipv6));
+        assert!(can(TWO_WORKERS, Class::Ipv4) && !can(TWO_WORKERS, Class::VxlanDecap));
+        assert_eq!(make(TWO_WORKERS).unwrap().workers(), 2);
+        assert_eq!(make("flowpath-afxdp").unwrap().workers(), 1);
     }
 
     #[test]
@@ -271,15 +309,16 @@ mod tests {
             })
         );
         assert_eq!(parse_flowpath_stats("{}"), None);
+        assert_eq!(parse_worker_packets(j), Some(vec![10, 5]));
     }
 
     #[test]
     fn flowpath_config_is_the_daemons_toml() {
-        let c = flowpath_config(Path::new("/tmp/x"), "afxdp", 1, false, Class::Ipv4);
+        let c = flowpath_config(Path::new("/tmp/x"), "afxdp", &[1], false, Class::Ipv4);
         assert!(!c.contains("xdp_tier"));
         assert!(!c.contains("vxlan"));
         assert!(
-            flowpath_config(Path::new("/tmp/x"), "afxdp", 1, true, Class::Ipv4)
+            flowpath_config(Path::new("/tmp/x"), "afxdp", &[1], true, Class::Ipv4)
                 .contains("[datapath]\nxdp_tier = true")
         );
         assert!(c.contains("state = \"/tmp/x/state\""));
@@ -288,6 +327,19 @@ mod tests {
         assert_eq!(c.matches("[[port]]").count(), 2);
         assert_eq!(c.matches("type = \"afxdp\"").count(), 2);
         assert!(c.contains("number = 2"));
+        assert!(!c.contains("queues"));
+        let two = flowpath_config(Path::new("/tmp/x"), "afxdp", &[0, 1], false, Class::Ipv4);
+        assert!(
+            two.contains("[[worker]]\ncore = 0\n\n[[worker]]\ncore = 1"),
+            "{two}"
+        );
+        assert_eq!(two.matches("queues = 2").count(), 2, "{two}");
+        let cfg = flowpath_switch::config::DaemonConfig::parse(&two)
+            .unwrap_or_else(|e| panic!("{e}:\n{two}"));
+        assert_eq!(cfg.workers.len(), 2);
+        assert!(cfg.ports.iter().all(|p| p.queues == 2));
+        assert_eq!(worker_cpus(1, 0, 2), vec![0, 1]);
+        assert_eq!(worker_cpus(1, 0, 1), vec![1]);
     }
 
     /// The daemon parses the lab's configs, tunnel ports included, to what they mean.
@@ -296,7 +348,7 @@ mod tests {
         use flowpath_datapath::{TunnelKey, TunnelRemote, UnderlayHop};
         use flowpath_switch::config::DaemonConfig;
         let parse = |class| {
-            let toml = flowpath_config(Path::new("/tmp/x"), "afxdp", 1, false, class);
+            let toml = flowpath_config(Path::new("/tmp/x"), "afxdp", &[1], false, class);
             DaemonConfig::parse(&toml).unwrap_or_else(|e| panic!("{e}:\n{toml}"))
         };
         assert!(parse(Class::Ipv4).tunnel_ports().is_empty());

@@ -240,6 +240,7 @@ impl Switch for Ovs {
             packets: p.rx_packets(),
             upcalls: p.upcalls(),
             lost_upcalls: p.pmds.iter().map(|t| t.lost_upcalls).sum(),
+            ..Own::default()
         })
     }
 
