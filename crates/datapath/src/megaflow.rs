@@ -455,10 +455,26 @@ impl MegaflowCache {
         pending
     }
 
-    /// Look up one key.
+    /// Look up one key (the slow path's check before an upcall): what
+    /// [`MegaflowCache::lookup_batch`] does for one packet, without its per-batch arrays.
     pub fn lookup(&mut self, key: &FlowKey) -> Option<u32> {
-        let mut out = [0u32; 1];
-        (self.lookup_batch(std::slice::from_ref(key), 1, &mut out) == 0).then_some(out[0])
+        for &si in &self.order {
+            let st = &mut self.subtables[si as usize];
+            if st.slots.is_empty() {
+                continue;
+            }
+            let h = key.masked_hash(&st.mask, &st.words, self.seed);
+            let entries = &self.entries;
+            if let Some(&slot) = st.slots.find(wide_hash(h), |&s| {
+                let e = &entries[s as usize];
+                e.hash == h && key.matches_words(&st.mask, &e.key, &st.words)
+            }) {
+                self.entries[slot as usize].batch = self.batch;
+                st.hits += 1;
+                return Some(slot);
+            }
+        }
+        None
     }
 
     /// Install the megaflow `tr` built from `key`; evicts (crediting the evicted entry's
