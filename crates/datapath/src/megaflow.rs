@@ -98,6 +98,28 @@ struct Subtable {
     hits: u64,
 }
 
+impl Subtable {
+    /// The slot of the entry `key` falls in, `h` being its masked hash here; a hit is
+    /// pinned for `batch` and counted for the subtable ranking.
+    #[inline(always)]
+    fn probe(
+        &mut self,
+        entries: &mut [MegaflowEntry],
+        batch: u64,
+        key: &FlowKey,
+        h: u32,
+    ) -> Option<u32> {
+        let (mask, words) = (&self.mask, &self.words);
+        let &slot = self.slots.find(wide_hash(h), |&s| {
+            let e = &entries[s as usize];
+            e.hash == h && key.matches_words(mask, &e.key, words)
+        })?;
+        entries[slot as usize].batch = batch;
+        self.hits += 1;
+        Some(slot)
+    }
+}
+
 /// Counters of the cache's own housekeeping.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MegaflowCounters {
@@ -438,17 +460,10 @@ impl MegaflowCache {
                 m &= m - 1;
                 // SAFETY: as above; out.len() >= n was asserted.
                 let key = unsafe { keys.get_unchecked(i) };
-                let h = hashes[i & 31];
-                let entries = &self.entries;
-                if let Some(&slot) = st.slots.find(wide_hash(h), |&s| {
-                    let e = &entries[s as usize];
-                    e.hash == h && key.matches_words(&st.mask, &e.key, &st.words)
-                }) {
-                    self.entries[slot as usize].batch = self.batch;
+                if let Some(slot) = st.probe(&mut self.entries, self.batch, key, hashes[i & 31]) {
                     // SAFETY: i < n <= out.len().
                     unsafe { *out.get_unchecked_mut(i) = slot };
                     pending &= !(1 << i);
-                    st.hits += 1;
                 }
             }
         }
@@ -464,13 +479,7 @@ impl MegaflowCache {
                 continue;
             }
             let h = key.masked_hash(&st.mask, &st.words, self.seed);
-            let entries = &self.entries;
-            if let Some(&slot) = st.slots.find(wide_hash(h), |&s| {
-                let e = &entries[s as usize];
-                e.hash == h && key.matches_words(&st.mask, &e.key, &st.words)
-            }) {
-                self.entries[slot as usize].batch = self.batch;
-                st.hits += 1;
+            if let Some(slot) = st.probe(&mut self.entries, self.batch, key, h) {
                 return Some(slot);
             }
         }
