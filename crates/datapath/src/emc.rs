@@ -9,15 +9,17 @@
 use crate::megaflow::MegaflowCache;
 use flowpath_packet::FlowKey;
 
-/// One entry is two cache lines, aligned, so a lookup touches at most two lines.
+/// One entry is two cache lines, aligned, so a lookup touches at most two lines. The
+/// hash, slot and generation come first: a lookup checks them on the first line, which
+/// holds the key's first six words too.
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
 struct Entry {
-    key: FlowKey,
     hash: u32,
     /// Megaflow slot + 1 (0 = empty).
     slot: u32,
     gen: u32,
+    key: FlowKey,
 }
 
 pub struct ExactMatchCache {
@@ -35,10 +37,10 @@ impl ExactMatchCache {
         ExactMatchCache {
             entries: vec![
                 Entry {
-                    key: FlowKey::ZERO,
                     hash: 0,
                     slot: 0,
-                    gen: 0
+                    gen: 0,
+                    key: FlowKey::ZERO,
                 };
                 n
             ]
@@ -61,16 +63,23 @@ impl ExactMatchCache {
         ]
     }
 
-    /// Start loading the candidate entries of `hash` into the cache (a batch computes all
-    /// hashes and prefetches before the first lookup, hiding the memory latency).
+    /// Start loading the first candidate entry of `hash`, both its lines, into the cache
+    /// (a batch computes all hashes and prefetches before the first lookup, hiding the
+    /// memory latency). The second candidate is not prefetched: a key is found in its
+    /// first candidate unless two live flows collided there, and a prefetch that is
+    /// hardly ever used costs a line fill per packet.
     #[inline(always)]
     pub fn prefetch(&self, hash: u32) {
         #[cfg(target_arch = "x86_64")]
-        for p in self.positions(hash) {
-            // SAFETY: prefetching is a hint; the address is that of a live element.
+        {
+            let p = self.positions(hash)[0];
+            // SAFETY: prefetching is a hint; the addresses are inside a live element
+            // (an entry is two lines, aligned).
             unsafe {
                 use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-                _mm_prefetch::<_MM_HINT_T0>((&self.entries[p] as *const Entry).cast());
+                let e = (&self.entries[p] as *const Entry).cast::<i8>();
+                _mm_prefetch::<_MM_HINT_T0>(e);
+                _mm_prefetch::<_MM_HINT_T0>(e.add(64));
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -109,10 +118,10 @@ impl ExactMatchCache {
             b
         };
         self.entries[p] = Entry {
-            key: *key,
             hash,
             slot: slot + 1,
             gen,
+            key: *key,
         };
     }
 
