@@ -16,7 +16,7 @@ pub mod topo;
 pub use config::*;
 use generator::Generator;
 use measure::Path3;
-pub use measure::{annotate_generator_bound, annotate_scaling};
+pub use measure::{annotate_generator_bound, annotate_scaling, annotate_xdp_tier_ratio};
 use report::Row;
 use std::path::PathBuf;
 use systems::Ctx;
@@ -157,6 +157,7 @@ impl Lab {
             }
         }
         annotate_generator_bound(&mut rows);
+        annotate_xdp_tier_ratio(&mut rows);
         annotate_scaling(
             &mut rows,
             std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -377,6 +378,51 @@ mod tests {
         assert!(rows[2].notes.is_empty());
         assert!(rows[0].notes.is_empty());
         assert!(rows[3].notes.is_empty(), "another class's generator row");
+    }
+
+    #[test]
+    fn the_xdp_tier_row_is_judged_against_redirect_only_by_the_figure_that_applies() {
+        let mk = |s: &str, class: &str, m: f64, cycles: f64, busy: f64| Row {
+            system: s.into(),
+            case: "hit".into(),
+            class: class.into(),
+            mpps: Some(m),
+            cycles_per_packet: Some(cycles),
+            cpu_busy_pct: Some(busy),
+            ..Row::default()
+        };
+        // Both saturated: Mpps decides (2.0 / 4.0 = 0.50x, although cycles say 0.90x).
+        let mut rows = vec![
+            mk("flowpath-xdp", "ipv4", 2.0, 500.0, 99.0),
+            mk("xdp-forward", "ipv4", 4.0, 450.0, 98.0),
+        ];
+        annotate_xdp_tier_ratio(&mut rows);
+        let n = rows[0].notes.join("; ");
+        assert!(n.contains("0.50x by Mpps, 0.90x by cycles/pkt"), "{n}");
+        assert!(n.contains("judged by Mpps"), "{n}");
+        assert!(n.contains("NOT met"), "{n}");
+        assert!(rows[1].notes.is_empty());
+        // The generator set the rate (86 % busy): the cycles decide.
+        let mut rows = vec![
+            mk("flowpath-xdp", "ipv4", 2.0, 500.0, 99.0),
+            mk("xdp-forward", "ipv4", 4.0, 450.0, 86.0),
+        ];
+        annotate_xdp_tier_ratio(&mut rows);
+        let n = rows[0].notes.join("; ");
+        assert!(n.contains("judged by cycles/pkt"), "{n}");
+        assert!(n.contains("(99% and 86% busy)"), "{n}");
+        assert!(n.contains("target >= 0.8x met"), "{n}");
+        // No redirect-only row of that class, or a miss row: no note.
+        let mut rows = vec![
+            mk("flowpath-xdp", "ipv6", 2.0, 500.0, 99.0),
+            mk("xdp-forward", "ipv4", 4.0, 450.0, 98.0),
+            Row {
+                case: "miss".into(),
+                ..mk("flowpath-xdp", "ipv4", 1.0, 900.0, 99.0)
+            },
+        ];
+        annotate_xdp_tier_ratio(&mut rows);
+        assert!(rows.iter().all(|r| r.notes.is_empty()));
     }
 
     #[test]

@@ -364,6 +364,64 @@ pub fn annotate_scaling(rows: &mut [Row], cpus: usize) {
     }
 }
 
+/// A CPU this busy or more is saturated: the row's Mpps is what the switch can do.
+const SATURATED_BUSY_PCT: f64 = 95.0;
+
+/// The XDP tier against redirect-only XDP (issue 18's target: cached flows at >= 0.8x):
+/// each `flowpath-xdp` hit row next to the `xdp-forward` row of the same class in this
+/// run, by Mpps at the sink and by the switch CPU's busy cycles per packet (redirect-only's
+/// cycles over the tier's). The verdict uses Mpps when both rows saturated the switch CPU,
+/// else the cycles (the generator then set the rate, not the switch), and says which.
+pub fn annotate_xdp_tier_ratio(rows: &mut [Row]) {
+    let fwd: Vec<(String, f64, f64, Option<f64>)> = rows
+        .iter()
+        .filter(|r| r.system == "xdp-forward" && r.case == "hit")
+        .filter_map(|r| {
+            Some((
+                r.class.clone(),
+                r.mpps?,
+                r.cycles_per_packet?,
+                r.cpu_busy_pct,
+            ))
+        })
+        .collect();
+    for r in rows.iter_mut() {
+        if r.system != "flowpath-xdp" || r.case != "hit" {
+            continue;
+        }
+        let (Some(m), Some(c)) = (r.mpps, r.cycles_per_packet) else {
+            continue;
+        };
+        let Some((_, fm, fc, fbusy)) = fwd.iter().find(|(class, ..)| *class == r.class) else {
+            continue;
+        };
+        let by_mpps = m / fm;
+        let by_cycles = fc / c;
+        let saturated = |b: Option<f64>| b.is_some_and(|b| b >= SATURATED_BUSY_PCT);
+        let (ratio, figure) = if saturated(r.cpu_busy_pct) && saturated(*fbusy) {
+            (
+                by_mpps,
+                "Mpps: both rows saturated the switch CPU".to_string(),
+            )
+        } else {
+            let busy = |b: Option<f64>| b.map_or("?".into(), |b| format!("{b:.0}%"));
+            (
+                by_cycles,
+                format!(
+                    "cycles/pkt: the switch CPU was not saturated in both rows ({} and {} busy)",
+                    busy(r.cpu_busy_pct),
+                    busy(*fbusy)
+                ),
+            )
+        };
+        let verdict = if ratio >= 0.8 { "met" } else { "NOT met" };
+        r.notes.push(format!(
+            "vs redirect-only (xdp-forward, this run): {by_mpps:.2}x by Mpps, {by_cycles:.2}x by \
+             cycles/pkt; judged by {figure}; target >= 0.8x {verdict}"
+        ));
+    }
+}
+
 /// Mark rows whose rate is within 10 % of what the generator alone reaches for that case:
 /// there the generator, not the switch, may be the limit.
 pub fn annotate_generator_bound(rows: &mut [Row]) {
