@@ -22,6 +22,12 @@ struct Entry {
     key: FlowKey,
 }
 
+// Two lines exactly, the checked fields and the key's first six words on the first.
+const _: () = assert!(
+    std::mem::size_of::<Entry>() == 128 && std::mem::offset_of!(Entry, key) == 16,
+    "EMC entry layout"
+);
+
 pub struct ExactMatchCache {
     entries: Box<[Entry]>,
     mask: u32,
