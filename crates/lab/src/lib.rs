@@ -391,24 +391,23 @@ mod tests {
             cpu_busy_pct: Some(busy),
             ..Row::default()
         };
+        // The tier's note when redirect-only's CPU was `fwd_busy` % busy.
+        let note = |fwd_busy: f64| {
+            let mut rows = vec![
+                mk("flowpath-xdp", "ipv4", 2.0, 500.0, 99.0),
+                mk("xdp-forward", "ipv4", 4.0, 450.0, fwd_busy),
+            ];
+            annotate_xdp_tier_ratio(&mut rows);
+            assert!(rows[1].notes.is_empty());
+            rows[0].notes.join("; ")
+        };
         // Both saturated: Mpps decides (2.0 / 4.0 = 0.50x, although cycles say 0.90x).
-        let mut rows = vec![
-            mk("flowpath-xdp", "ipv4", 2.0, 500.0, 99.0),
-            mk("xdp-forward", "ipv4", 4.0, 450.0, 98.0),
-        ];
-        annotate_xdp_tier_ratio(&mut rows);
-        let n = rows[0].notes.join("; ");
+        let n = note(98.0);
         assert!(n.contains("0.50x by Mpps, 0.90x by cycles/pkt"), "{n}");
         assert!(n.contains("judged by Mpps"), "{n}");
         assert!(n.contains("NOT met"), "{n}");
-        assert!(rows[1].notes.is_empty());
         // The generator set the rate (86 % busy): the cycles decide.
-        let mut rows = vec![
-            mk("flowpath-xdp", "ipv4", 2.0, 500.0, 99.0),
-            mk("xdp-forward", "ipv4", 4.0, 450.0, 86.0),
-        ];
-        annotate_xdp_tier_ratio(&mut rows);
-        let n = rows[0].notes.join("; ");
+        let n = note(86.0);
         assert!(n.contains("judged by cycles/pkt"), "{n}");
         assert!(n.contains("(99% and 86% busy)"), "{n}");
         assert!(n.contains("target >= 0.8x met"), "{n}");
