@@ -409,7 +409,7 @@ mod tests {
         // The generator set the rate (86 % busy): the cycles decide.
         let n = note(86.0);
         assert!(n.contains("judged by cycles/pkt"), "{n}");
-        assert!(n.contains("(99% and 86% busy)"), "{n}");
+        assert!(n.contains("(tier 99%, redirect-only 86%)"), "{n}");
         assert!(n.contains("target >= 0.8x met"), "{n}");
         // No redirect-only row of that class, or a miss row: no note.
         let mut rows = vec![

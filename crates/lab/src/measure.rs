@@ -408,7 +408,8 @@ pub fn annotate_xdp_tier_ratio(rows: &mut [Row]) {
             (
                 by_cycles,
                 format!(
-                    "cycles/pkt: the switch CPU was not saturated in both rows ({} and {} busy)",
+                    "cycles/pkt: the switch CPU was under {SATURATED_BUSY_PCT}% busy in a row \
+                     (tier {}, redirect-only {})",
                     busy(r.cpu_busy_pct),
                     busy(*fbusy)
                 ),
