@@ -146,6 +146,13 @@ pub struct LabArgs {
     /// Established flows in the hit case.
     #[arg(long, default_value_t = 1000)]
     flows: u32,
+    /// Pace the generator to this many packets per second in all (e.g. 500k, 2.2M; with
+    /// several generators each sends its share) instead of as fast as it goes. Near a
+    /// switch's capacity this takes out what an overloading generator costs the switch CPU
+    /// (frames it cannot deliver go back to the page pool the switch CPU returns to).
+    /// `flowpath gen` only.
+    #[arg(long, value_name = "PPS", value_parser = crate::parse_rate)]
+    gen_rate: Option<f64>,
     /// The generator driving the switches: auto (flowpath gen --tx when this build has
     /// it, else trafgen), flowpath or trafgen.
     #[arg(long, default_value = "auto")]
@@ -300,6 +307,7 @@ fn config(args: &LabArgs) -> Result<LabConfig, String> {
         runs: args.runs,
         warmup: args.warmup,
         flows: args.flows.max(1),
+        gen_rate: args.gen_rate,
         switch_cpu: args.switch_cpu,
         gen_cpu: args.gen_cpu,
         ovs_xdp_mode: args.ovs_xdp_mode.clone(),

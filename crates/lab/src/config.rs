@@ -113,6 +113,11 @@ pub struct LabConfig {
     pub exe: PathBuf,
     pub ovs_xdp_mode: String,
     pub generator: GenChoice,
+    /// Pace the generator(s) to this many packets per second in all (`flowpath gen
+    /// --rate`, shared evenly when there are several); None: as fast as they go. Paced
+    /// near a switch's capacity, the switch CPU's cycles per packet are its own work, not
+    /// also the contention an overloading generator causes (see the README's XDP tier).
+    pub gen_rate: Option<f64>,
     /// Run `swin`'s receive (NAPI: XDP programs, the copy into AF_XDP sockets, the
     /// kernel stack) in a thread pinned to the switch CPU, so that every system's
     /// figure is one core's work. False: it runs in the generator CPU's softirq, as a
@@ -138,6 +143,7 @@ impl Default for LabConfig {
             exe: std::env::current_exe().unwrap_or_else(|_| "flowpath".into()),
             ovs_xdp_mode: "native".into(),
             generator: GenChoice::Auto,
+            gen_rate: None,
             napi_on_switch_cpu: true,
             xdp_build: XdpBuild::assumed(),
         }

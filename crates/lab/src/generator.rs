@@ -36,6 +36,8 @@ pub struct GenJob<'a> {
     /// frames land on n rx queues), with the k-th share of the source addresses. (0, 1):
     /// the only one. Shares are for `flowpath gen` and IPv4.
     pub part: (u32, u32),
+    /// Packets per second for this generator (`flowpath gen --rate`), or as fast as it goes.
+    pub rate: Option<f64>,
     /// Where configs and logs go.
     pub dir: &'a Path,
 }
@@ -152,6 +154,9 @@ impl Generator {
                             .into(),
                     );
                 }
+                if job.rate.is_some() {
+                    return Err("--gen-rate paces `flowpath gen --tx` only, not trafgen".into());
+                }
                 let cfg = job.dir.join(format!("trafgen-{}.cfg", job.case.name()));
                 std::fs::write(&cfg, trafgen_config(job))
                     .map_err(|e| format!("{}: {e}", cfg.display()))?;
@@ -193,6 +198,12 @@ impl Generator {
                     "--sport".into(),
                     "65535".into(),
                 ]);
+                if let Some(r) = job.rate {
+                    if !has("--rate") {
+                        return Err("this flowpath gen has no --rate to pace with".into());
+                    }
+                    v.extend(["--rate".into(), format!("{:.0}", r.max(1.0))]);
+                }
                 let v6 = job.class == Class::Ipv6;
                 match (job.case, v6) {
                     (Case::Hit, false) => {
@@ -323,6 +334,7 @@ mod tests {
             secs: 20,
             cpu: 0,
             part: (0, 1),
+            rate: None,
             dir,
         }
     }
@@ -455,6 +467,39 @@ mod tests {
                 ..job(Case::Hit, &d)
             })
             .is_err());
+    }
+
+    #[test]
+    fn a_paced_generator_gets_its_rate() {
+        let d = std::env::temp_dir();
+        let gen = |help: &str| Generator {
+            kind: GenKind::Flowpath {
+                exe: "/bin/flowpath".into(),
+                flags: help_flags(help),
+            },
+        };
+        let paced = |g: &Generator| {
+            g.argv(&GenJob {
+                rate: Some(1.1e6),
+                ..job(Case::Hit, &d)
+            })
+            .map(|v| v.join(" "))
+        };
+        let g = gen("  --tx <IFACE>\n  --rate <PPS>");
+        let v = paced(&g).unwrap();
+        assert!(v.contains(" --rate 1100000 "), "{v}");
+        let unpaced = g.argv(&job(Case::Hit, &d)).unwrap().join(" ");
+        assert!(!unpaced.contains("--rate"), "{unpaced}");
+        assert!(
+            paced(&gen("  --tx <IFACE>")).is_err(),
+            "no --rate to pace with"
+        );
+        let t = Generator {
+            kind: GenKind::Trafgen {
+                exe: "/usr/sbin/trafgen".into(),
+            },
+        };
+        assert!(paced(&t).is_err(), "trafgen is not paced");
     }
 
     #[test]

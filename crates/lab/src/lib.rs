@@ -261,7 +261,13 @@ impl Lab {
 
     /// One paragraph on how the table was made: TSC rate, generator, CPUs, windows.
     pub fn summary(&self) -> String {
-        format!(
+        let paced = self.cfg.gen_rate.map_or(String::new(), |r| {
+            format!(
+                " The generator was paced to {:.3} Mpps in all (--gen-rate).",
+                r / 1e6
+            )
+        });
+        let s = format!(
             "Cycles are TSC cycles at {:.3} GHz (flowpath_base::clock::tsc_hz) of the measured CPU's \
              busy time (/proc/stat); switch on CPU {}, generator ({}) on CPU {}; {} windows of {} s \
              after {} s of warm-up per system and case; 64-byte frames (ipv6: 66, vxlan_decap: 96-byte \
@@ -274,7 +280,8 @@ impl Lab {
             self.cfg.duration,
             self.cfg.warmup,
             self.cfg.flows,
-        )
+        );
+        s + &paced
     }
 
     /// A veth drops frames its peer transmits from XDP (the generator's) unless it runs

@@ -164,6 +164,7 @@ impl Lab {
                 secs: total.ceil() as u64,
                 cpu,
                 part: (k as u32, n),
+                rate: self.cfg.gen_rate.map(|r| r / f64::from(n.max(1))),
                 dir: &self.topo.dir,
             };
             match g.spawn(&job) {
