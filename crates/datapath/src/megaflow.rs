@@ -18,7 +18,7 @@
 
 use crate::tier::{MegaflowEvent, MegaflowId, MegaflowView};
 use flowpath_packet::key::wide_hash;
-use flowpath_packet::{Action, FlowKey, WordSet};
+use flowpath_packet::{Action, FlowKey, MaskLanes, WordSet};
 use flowpath_pipeline::{Ending, Pipeline, RuleRef, Translation};
 use hashbrown::HashTable;
 use smallvec::SmallVec;
@@ -94,11 +94,43 @@ impl MegaflowEntry {
 struct Subtable {
     mask: FlowKey,
     words: WordSet,
+    /// The mask in four-lane form when it has one to four words (most megaflows): the
+    /// subtable then hashes and compares through it.
+    lanes: Option<MaskLanes>,
     slots: HashTable<u32>,
     hits: u64,
 }
 
 impl Subtable {
+    fn new(mask: FlowKey) -> Subtable {
+        let words = WordSet::of_mask(&mask);
+        Subtable {
+            lanes: MaskLanes::of(&mask, &words),
+            mask,
+            words,
+            slots: HashTable::new(),
+            hits: 0,
+        }
+    }
+
+    /// The hash this subtable files `key` under.
+    #[inline(always)]
+    fn hash(&self, key: &FlowKey, seed: u64) -> u32 {
+        match &self.lanes {
+            Some(l) => l.hash(key, seed),
+            None => key.masked_hash(&self.mask, &self.words, seed),
+        }
+    }
+
+    /// Whether `key` falls inside the masked key `value`.
+    #[inline(always)]
+    fn matches(&self, key: &FlowKey, value: &FlowKey) -> bool {
+        match &self.lanes {
+            Some(l) => l.matches(key, value),
+            None => key.matches_words(&self.mask, value, &self.words),
+        }
+    }
+
     /// The slot of the entry `key` falls in, `h` being its masked hash here; a hit is
     /// pinned for `batch` and counted for the subtable ranking.
     #[inline(always)]
@@ -109,10 +141,9 @@ impl Subtable {
         key: &FlowKey,
         h: u32,
     ) -> Option<u32> {
-        let (mask, words) = (&self.mask, &self.words);
         let &slot = self.slots.find(wide_hash(h), |&s| {
             let e = &entries[s as usize];
-            e.hash == h && key.matches_words(mask, &e.key, words)
+            e.hash == h && self.matches(key, &e.key)
         })?;
         entries[slot as usize].batch = batch;
         self.hits += 1;
@@ -398,8 +429,8 @@ impl MegaflowCache {
         if !e.live {
             return None;
         }
-        let st = &self.subtables[e.subtable as usize];
-        key.matches_words(&st.mask, &e.key, &st.words)
+        self.subtables[e.subtable as usize]
+            .matches(key, &e.key)
             .then_some(e.gen)
     }
 
@@ -452,7 +483,7 @@ impl MegaflowCache {
                 m &= m - 1;
                 // SAFETY: i < n <= keys.len() (pending was cut to n bits above).
                 let key = unsafe { keys.get_unchecked(i) };
-                hashes[i & 31] = key.masked_hash(&st.mask, &st.words, self.seed);
+                hashes[i & 31] = st.hash(key, self.seed);
             }
             let mut m = pending;
             while m != 0 {
@@ -478,7 +509,7 @@ impl MegaflowCache {
             if st.slots.is_empty() {
                 continue;
             }
-            let h = key.masked_hash(&st.mask, &st.words, self.seed);
+            let h = st.hash(key, self.seed);
             if let Some(slot) = st.probe(&mut self.entries, self.batch, key, h) {
                 return Some(slot);
             }
@@ -517,12 +548,7 @@ impl MegaflowCache {
         let si = match hint {
             Some(si) => si,
             None => {
-                let fresh = Subtable {
-                    mask: tr.mask,
-                    words: WordSet::of_mask(&tr.mask),
-                    slots: HashTable::new(),
-                    hits: 0,
-                };
+                let fresh = Subtable::new(tr.mask);
                 let si = match self.free_subtables.pop() {
                     Some(si) => {
                         let old = std::mem::replace(&mut self.subtables[si as usize], fresh);
@@ -548,7 +574,7 @@ impl MegaflowCache {
         };
         let st = &self.subtables[si as usize];
         let masked = key.and(&st.mask);
-        let hash = masked.masked_hash(&st.mask, &st.words, self.seed);
+        let hash = st.hash(&masked, self.seed);
         let fresh = MegaflowEntry {
             key: masked,
             hash,
