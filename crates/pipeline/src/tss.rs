@@ -7,7 +7,7 @@
 
 use crate::rule::{range_prefixes, Match, Rule};
 use flowpath_packet::key::wide_hash;
-use flowpath_packet::{Field, FlowKey, WordSet};
+use flowpath_packet::{Field, FlowKey, MaskLanes, WordSet};
 use hashbrown::HashTable;
 use smallvec::SmallVec;
 
@@ -21,9 +21,32 @@ pub(crate) struct TupleSpace {
 struct Subtable {
     mask: FlowKey,
     words: WordSet,
+    /// The mask in four-lane form when it has one to four words (a ClassBench 5-tuple
+    /// mask has three): hashing and comparing then take one branch-free path.
+    lanes: Option<MaskLanes>,
     /// The best (lowest) classifier order key of any rule in the subtable.
     best_key: u64,
     buckets: HashTable<Bucket>,
+}
+
+impl Subtable {
+    /// The hash this subtable files `key` under.
+    #[inline(always)]
+    fn hash(&self, key: &FlowKey, seed: u64) -> u32 {
+        match &self.lanes {
+            Some(l) => l.hash(key, seed),
+            None => key.masked_hash(&self.mask, &self.words, seed),
+        }
+    }
+
+    /// Whether `key` falls inside the masked value `value`.
+    #[inline(always)]
+    fn matches(&self, key: &FlowKey, value: &FlowKey) -> bool {
+        match &self.lanes {
+            Some(l) => l.matches(key, value),
+            None => key.matches_words(&self.mask, value, &self.words),
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -116,9 +139,11 @@ impl TupleSpace {
                     Some((m, si)) if m == mask => si,
                     _ => {
                         let si = *by_mask.entry(mask).or_insert_with(|| {
+                            let words = WordSet::of_mask(&mask);
                             subtables.push(Subtable {
                                 mask,
-                                words: WordSet::of_mask(&mask),
+                                words,
+                                lanes: MaskLanes::of(&mask, &words),
                                 best_key: u64::MAX,
                                 buckets: HashTable::with_capacity(if from == 0 {
                                     // A fresh build: most tables have one big subtable.
@@ -135,7 +160,7 @@ impl TupleSpace {
                 };
                 let st = &mut subtables[si];
                 st.best_key = st.best_key.min(order[i]);
-                let h = value.masked_hash(&mask, &st.words, seed);
+                let h = st.hash(&value, seed);
                 match st
                     .buckets
                     .find_mut(wide_hash(h), |b| b.hash == h && b.value == value)
@@ -227,10 +252,10 @@ impl TupleSpace {
             if let Some(wc) = wc.as_deref_mut() {
                 wc.or_assign(&st.mask);
             }
-            let h = key.masked_hash(&st.mask, &st.words, seed);
-            let found = st.buckets.find(wide_hash(h), |b| {
-                b.hash == h && key.matches_words(&st.mask, &b.value, &st.words)
-            });
+            let h = st.hash(key, seed);
+            let found = st
+                .buckets
+                .find(wide_hash(h), |b| b.hash == h && st.matches(key, &b.value));
             if let Some(bucket) = found {
                 let cand = bucket.rules[0];
                 if order[cand as usize] < best_key {
