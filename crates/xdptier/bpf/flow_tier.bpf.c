@@ -397,9 +397,10 @@ static __always_inline void l4_update(__u16 *ck, const __u16 *old, const __u16 *
 #define barrier() asm volatile("" ::: "memory")
 #define READ_ONCE_U32(x) (*(volatile __u32 *)&(x))
 
-/* Find `lk` in fp_flows and copy its value to `out` (1), or 0: not there, or being
- * written by user space right now (seq odd or changed while we read). */
-static __always_inline int table_lookup(const struct fp_flow_key *lk, struct fp_flow_value *out)
+/* Find `lk` in fp_flows: the entry holding it, with the (even) seq read before its key was
+ * compared in *seq, or NULL: not there, or being written by user space right now (seq
+ * odd). The caller reads what it needs of the value and then checks the seq again. */
+static __always_inline struct fp_entry *table_find(const struct fp_flow_key *lk, __u32 *seq)
 {
 	__u32 base = (fp_hash(lk) & (FP_TABLE_BUCKETS - 1)) * FP_TABLE_WAYS;
 	const __u64 *kw = (const __u64 *)lk;
@@ -408,7 +409,7 @@ static __always_inline int table_lookup(const struct fp_flow_key *lk, struct fp_
 		__u32 i = base + way;
 		struct fp_entry *e = bpf_map_lookup_elem(&fp_flows, &i);
 		if (!e)
-			return 0;
+			return NULL;
 		__u32 s1 = READ_ONCE_U32(e->seq);
 		barrier();
 		if ((s1 & 1) || !e->used)
@@ -420,11 +421,10 @@ static __always_inline int table_lookup(const struct fp_flow_key *lk, struct fp_
 			diff |= ew[w] ^ kw[w];
 		if (diff)
 			continue;
-		__builtin_memcpy(out, &e->val, sizeof(*out));
-		barrier();
-		return READ_ONCE_U32(e->seq) == s1;
+		*seq = s1;
+		return e;
 	}
-	return 0;
+	return NULL;
 }
 
 /* To the AF_XDP socket of this interface's rx queue: xsks_map[xsk_base + queue]. */
@@ -514,10 +514,8 @@ int flow_tier(struct xdp_md *ctx)
 
 	/* Lookup: masks in order, first hit wins. */
 	struct fp_flow_key lk;
-	struct fp_flow_value *v = NULL;
-	struct fp_flow_value *val = bpf_map_lookup_elem(&fp_scratch, &zero);
-	if (!val)
-		return XDP_ABORTED;
+	struct fp_entry *e = NULL;
+	__u32 seq = 0;
 	__u32 n = cfg->n_masks;
 	for (__u32 i = 0; i < FP_MAX_MASKS; i++) {
 		if (i >= n)
@@ -532,28 +530,69 @@ int flow_tier(struct xdp_md *ctx)
 #pragma unroll
 		for (int w = 0; w < FP_LOOKUP_WORDS; w++)
 			lk.w[w] = kw.w[w] & mw->w[w];
-		if (table_lookup(&lk, val)) {
-			v = val;
+		e = table_find(&lk, &seq);
+		if (e)
 			break;
-		}
 	}
-	if (!v) {
+	if (!e) {
 		record(cfg, &kw, FP_R_MISS, ~0u);
 		return upcall(ctx, xsk_base);
 	}
-	if (v->act.version != cfg->version) {
+	/* What every hit needs, read from the entry itself; the whole value is copied only
+	 * for actions beyond a plain output or drop (most cached flows have none). Then the seq again:
+	 * an entry user space rewrote meanwhile is a miss, so a torn value never acts. */
+	__u32 version = e->val.act.version, fl = e->val.act.flags;
+	__u32 out_port = e->val.act.out_port, out_dev = e->val.act.out_dev, slot = e->val.slot;
+	/* Plain: an output or a drop that changes nothing (VLAN pops are a count, not a flag). */
+	int plain = !(fl & ~FP_ACT_OUTPUT) && !e->val.act.pop_vlans;
+	struct fp_flow_value *val = NULL;
+	if (!plain) {
+		val = bpf_map_lookup_elem(&fp_scratch, &zero);
+		if (!val)
+			return XDP_ABORTED;
+		__builtin_memcpy(val, &e->val, sizeof(*val));
+	}
+	barrier();
+	if (READ_ONCE_U32(e->seq) != seq) {
+		record(cfg, &kw, FP_R_MISS, ~0u);
+		return upcall(ctx, xsk_base);
+	}
+	if (version != cfg->version) {
 		record(cfg, &kw, FP_R_STALE, ~0u);
 		return upcall(ctx, xsk_base);
 	}
-	struct fp_actions *a = &v->act;
-	__u32 fl = a->flags, slot = v->slot;
+	if (plain) {
+		/* A plain output or drop. The redirect itself says whether the port is in
+		 * fp_ports (XDP_PASS, the fallback asked for, when not) before anything is
+		 * counted; the packet is unmodified either way. */
+		int r = XDP_DROP;
+		__u32 reason = FP_R_HIT_DROP;
+		if (fl & FP_ACT_OUTPUT) {
+			if (out_port == in_port) /* flowpath skips output to the ingress port */
+				goto up_action;
+			r = bpf_redirect_map(&fp_ports, out_dev, XDP_PASS);
+			if (r != XDP_REDIRECT)
+				goto up_action;
+			reason = FP_R_HIT_OUTPUT;
+		}
+		struct fp_stat *st = bpf_map_lookup_elem(&fp_stats, &slot);
+		if (st) {
+			st->packets += 1;
+			st->bytes += frame_len;
+		}
+		record(cfg, &kw, reason, slot);
+		return r;
+	}
+	if (!val)
+		return XDP_ABORTED; /* cannot happen: a value that is not plain was copied */
+	struct fp_actions *a = &val->act;
 
 	/* Everything that can send the packet to user space is decided before the first
 	 * byte changes: it must arrive there as received. */
 	if (fl & FP_ACT_OUTPUT) {
-		if (a->out_port == in_port) /* flowpath skips output to the ingress port */
+		if (out_port == in_port) /* flowpath skips output to the ingress port */
 			goto up_action;
-		__u32 dev = a->out_dev;
+		__u32 dev = out_dev;
 		if (!bpf_map_lookup_elem(&fp_ports, &dev))
 			goto up_action;
 	}
@@ -728,7 +767,7 @@ int flow_tier(struct xdp_md *ctx)
 	}
 	if (fl & FP_ACT_OUTPUT) {
 		record(cfg, &kw, FP_R_HIT_OUTPUT, slot);
-		return bpf_redirect_map(&fp_ports, a->out_dev, 0);
+		return bpf_redirect_map(&fp_ports, out_dev, 0);
 	}
 	record(cfg, &kw, FP_R_HIT_DROP, slot);
 	return XDP_DROP;

@@ -192,12 +192,21 @@ fn output_to_in_port_or_empty_devmap_slot_is_an_upcall() {
         assert_eq!(r.data, f);
         assert_eq!(t.last_debug().unwrap().reason, Reason::UpAction as u32);
     }
-    // Same via an empty devmap slot with a port other than in_port.
+    // Same via an empty devmap slot with a port other than in_port (a plain output: the
+    // program learns it from the redirect's fallback), and the hit is not counted.
     let mut a = actions_from(&[Action::Output(OUT)], dev_of).unwrap();
     a.out_dev = 200;
     t.insert(0, &FlowKey::ONES, &key, a, 1).unwrap();
-    assert_eq!(t.test_run(&f, LO).unwrap().action, xdp_action::PASS);
+    let before = t.stats(1).unwrap().packets;
+    let r = t.test_run(&f, LO).unwrap();
+    assert_eq!((r.action, r.data), (xdp_action::PASS, f.clone()));
     assert_eq!(t.last_debug().unwrap().reason, Reason::UpAction as u32);
+    assert_eq!(t.stats(1).unwrap().packets, before, "an upcall counted as a hit");
+    // With the slot filled, the same entry forwards and counts.
+    let a = actions_from(&[Action::Output(OUT)], dev_of).unwrap();
+    t.insert(0, &FlowKey::ONES, &key, a, 1).unwrap();
+    assert_eq!(t.test_run(&f, LO).unwrap().action, xdp_action::REDIRECT);
+    assert_eq!(t.stats(1).unwrap().packets, before + 1);
 }
 
 #[test]
