@@ -116,19 +116,13 @@ impl Subtable {
     /// The hash this subtable files `key` under.
     #[inline(always)]
     fn hash(&self, key: &FlowKey, seed: u64) -> u32 {
-        match &self.lanes {
-            Some(l) => l.hash(key, seed),
-            None => key.masked_hash(&self.mask, &self.words, seed),
-        }
+        MaskLanes::hash_or_words(self.lanes.as_ref(), key, &self.mask, &self.words, seed)
     }
 
     /// Whether `key` falls inside the masked key `value`.
     #[inline(always)]
     fn matches(&self, key: &FlowKey, value: &FlowKey) -> bool {
-        match &self.lanes {
-            Some(l) => l.matches(key, value),
-            None => key.matches_words(&self.mask, value, &self.words),
-        }
+        MaskLanes::matches_or_words(self.lanes.as_ref(), key, value, &self.mask, &self.words)
     }
 
     /// The slot of the entry `key` falls in, `h` being its masked hash here; a hit is

@@ -514,6 +514,37 @@ impl MaskLanes {
         )
     }
 
+    /// Hash of `key & mask` the way a table with these (optional) lanes files it: through
+    /// the lanes when there are some, else [`FlowKey::masked_hash`] over `words`.
+    #[inline(always)]
+    pub fn hash_or_words(
+        lanes: Option<&MaskLanes>,
+        key: &FlowKey,
+        mask: &FlowKey,
+        words: &WordSet,
+        seed: u64,
+    ) -> u32 {
+        match lanes {
+            Some(l) => l.hash(key, seed),
+            None => key.masked_hash(mask, words, seed),
+        }
+    }
+
+    /// [`MaskLanes::matches`] when there are lanes, else [`FlowKey::matches_words`].
+    #[inline(always)]
+    pub fn matches_or_words(
+        lanes: Option<&MaskLanes>,
+        key: &FlowKey,
+        value: &FlowKey,
+        mask: &FlowKey,
+        words: &WordSet,
+    ) -> bool {
+        match lanes {
+            Some(l) => l.matches(key, value),
+            None => key.matches_words(mask, value, words),
+        }
+    }
+
     /// `(key & mask) == value`, for a `value` that is zero outside the mask.
     #[inline(always)]
     pub fn matches(&self, key: &FlowKey, value: &FlowKey) -> bool {

@@ -29,26 +29,6 @@ struct Subtable {
     buckets: HashTable<Bucket>,
 }
 
-impl Subtable {
-    /// The hash this subtable files `key` under.
-    #[inline(always)]
-    fn hash(&self, key: &FlowKey, seed: u64) -> u32 {
-        match &self.lanes {
-            Some(l) => l.hash(key, seed),
-            None => key.masked_hash(&self.mask, &self.words, seed),
-        }
-    }
-
-    /// Whether `key` falls inside the masked value `value`.
-    #[inline(always)]
-    fn matches(&self, key: &FlowKey, value: &FlowKey) -> bool {
-        match &self.lanes {
-            Some(l) => l.matches(key, value),
-            None => key.matches_words(&self.mask, value, &self.words),
-        }
-    }
-}
-
 #[derive(Clone, Debug)]
 struct Bucket {
     hash: u32,
@@ -160,7 +140,7 @@ impl TupleSpace {
                 };
                 let st = &mut subtables[si];
                 st.best_key = st.best_key.min(order[i]);
-                let h = st.hash(&value, seed);
+                let h = MaskLanes::hash_or_words(st.lanes.as_ref(), &value, &mask, &st.words, seed);
                 match st
                     .buckets
                     .find_mut(wide_hash(h), |b| b.hash == h && b.value == value)
@@ -252,10 +232,17 @@ impl TupleSpace {
             if let Some(wc) = wc.as_deref_mut() {
                 wc.or_assign(&st.mask);
             }
-            let h = st.hash(key, seed);
-            let found = st
-                .buckets
-                .find(wide_hash(h), |b| b.hash == h && st.matches(key, &b.value));
+            let h = MaskLanes::hash_or_words(st.lanes.as_ref(), key, &st.mask, &st.words, seed);
+            let found = st.buckets.find(wide_hash(h), |b| {
+                b.hash == h
+                    && MaskLanes::matches_or_words(
+                        st.lanes.as_ref(),
+                        key,
+                        &b.value,
+                        &st.mask,
+                        &st.words,
+                    )
+            });
             if let Some(bucket) = found {
                 let cand = bucket.rules[0];
                 if order[cand as usize] < best_key {

@@ -201,7 +201,11 @@ fn output_to_in_port_or_empty_devmap_slot_is_an_upcall() {
     let r = t.test_run(&f, LO).unwrap();
     assert_eq!((r.action, r.data), (xdp_action::PASS, f.clone()));
     assert_eq!(t.last_debug().unwrap().reason, Reason::UpAction as u32);
-    assert_eq!(t.stats(1).unwrap().packets, before, "an upcall counted as a hit");
+    assert_eq!(
+        t.stats(1).unwrap().packets,
+        before,
+        "an upcall counted as a hit"
+    );
     // With the slot filled, the same entry forwards and counts.
     let a = actions_from(&[Action::Output(OUT)], dev_of).unwrap();
     t.insert(0, &FlowKey::ONES, &key, a, 1).unwrap();
