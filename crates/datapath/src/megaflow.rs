@@ -18,7 +18,7 @@
 
 use crate::tier::{MegaflowEvent, MegaflowId, MegaflowView};
 use flowpath_packet::key::wide_hash;
-use flowpath_packet::{Action, FlowKey, MaskLanes, WordSet};
+use flowpath_packet::{Action, FlowKey, SubtableMask};
 use flowpath_pipeline::{Ending, Pipeline, RuleRef, Translation};
 use hashbrown::HashTable;
 use smallvec::SmallVec;
@@ -92,37 +92,18 @@ impl MegaflowEntry {
 }
 
 struct Subtable {
-    mask: FlowKey,
-    words: WordSet,
-    /// The mask in four-lane form when it has one to four words (most megaflows): the
-    /// subtable then hashes and compares through it.
-    lanes: Option<MaskLanes>,
+    search: SubtableMask,
     slots: HashTable<u32>,
     hits: u64,
 }
 
 impl Subtable {
     fn new(mask: FlowKey) -> Subtable {
-        let words = WordSet::of_mask(&mask);
         Subtable {
-            lanes: MaskLanes::of(&mask, &words),
-            mask,
-            words,
+            search: SubtableMask::new(mask),
             slots: HashTable::new(),
             hits: 0,
         }
-    }
-
-    /// The hash this subtable files `key` under.
-    #[inline(always)]
-    fn hash(&self, key: &FlowKey, seed: u64) -> u32 {
-        MaskLanes::hash_or_words(self.lanes.as_ref(), key, &self.mask, &self.words, seed)
-    }
-
-    /// Whether `key` falls inside the masked key `value`.
-    #[inline(always)]
-    fn matches(&self, key: &FlowKey, value: &FlowKey) -> bool {
-        MaskLanes::matches_or_words(self.lanes.as_ref(), key, value, &self.mask, &self.words)
     }
 
     /// The slot of the entry `key` falls in, `h` being its masked hash here; a hit is
@@ -137,7 +118,7 @@ impl Subtable {
     ) -> Option<u32> {
         let &slot = self.slots.find(wide_hash(h), |&s| {
             let e = &entries[s as usize];
-            e.hash == h && self.matches(key, &e.key)
+            e.hash == h && self.search.matches(key, &e.key)
         })?;
         entries[slot as usize].batch = batch;
         self.hits += 1;
@@ -259,7 +240,7 @@ impl MegaflowCache {
         let subtables = &self.subtables;
         self.by_mask
             .find(wide_hash(mask.hash(self.seed)), |&si| {
-                subtables[si as usize].mask == *mask
+                *subtables[si as usize].search.mask() == *mask
             })
             .copied()
     }
@@ -324,7 +305,7 @@ impl MegaflowCache {
         let e = self.entries.get(id.slot as usize)?;
         (e.live && e.gen == id.gen).then(|| MegaflowView {
             entry: e,
-            mask: &self.subtables[e.subtable as usize].mask,
+            mask: self.subtables[e.subtable as usize].search.mask(),
         })
     }
 
@@ -424,6 +405,7 @@ impl MegaflowCache {
             return None;
         }
         self.subtables[e.subtable as usize]
+            .search
             .matches(key, &e.key)
             .then_some(e.gen)
     }
@@ -439,7 +421,9 @@ impl MegaflowCache {
 
     /// The mask of a live entry.
     pub fn mask_of(&self, slot: u32) -> &FlowKey {
-        &self.subtables[self.entries[slot as usize].subtable as usize].mask
+        self.subtables[self.entries[slot as usize].subtable as usize]
+            .search
+            .mask()
     }
 
     /// Look up every packet whose bit is set in `pending`, subtable by subtable (each
@@ -477,7 +461,7 @@ impl MegaflowCache {
                 m &= m - 1;
                 // SAFETY: i < n <= keys.len() (pending was cut to n bits above).
                 let key = unsafe { keys.get_unchecked(i) };
-                hashes[i & 31] = st.hash(key, self.seed);
+                hashes[i & 31] = st.search.hash(key, self.seed);
             }
             let mut m = pending;
             while m != 0 {
@@ -503,7 +487,7 @@ impl MegaflowCache {
             if st.slots.is_empty() {
                 continue;
             }
-            let h = st.hash(key, self.seed);
+            let h = st.search.hash(key, self.seed);
             if let Some(slot) = st.probe(&mut self.entries, self.batch, key, h) {
                 return Some(slot);
             }
@@ -561,14 +545,14 @@ impl MegaflowCache {
                 let subtables = &self.subtables;
                 self.by_mask
                     .insert_unique(wide_hash(tr.mask.hash(self.seed)), si, |&s| {
-                        wide_hash(subtables[s as usize].mask.hash(self.seed))
+                        wide_hash(subtables[s as usize].search.mask().hash(self.seed))
                     });
                 si
             }
         };
         let st = &self.subtables[si as usize];
-        let masked = key.and(&st.mask);
-        let hash = st.hash(&masked, self.seed);
+        let masked = key.and(st.search.mask());
+        let hash = st.search.hash(&masked, self.seed);
         let fresh = MegaflowEntry {
             key: masked,
             hash,
@@ -628,7 +612,7 @@ impl MegaflowCache {
         }
         if st.slots.is_empty() {
             // The subtable leaves the search at once; its index is reused.
-            let h = wide_hash(st.mask.hash(self.seed));
+            let h = wide_hash(st.search.mask().hash(self.seed));
             if let Ok(e) = self.by_mask.find_entry(h, |&s| s == si) {
                 e.remove();
             }
@@ -805,7 +789,7 @@ impl MegaflowCache {
     /// ending); if so its rule path is updated.
     fn keep_if_same(&mut self, slot: u32, tr: Translation) -> bool {
         let e = &self.entries[slot as usize];
-        let same = tr.mask == self.subtables[e.subtable as usize].mask
+        let same = tr.mask == *self.subtables[e.subtable as usize].search.mask()
             && *tr.actions == *e.actions
             && tr.ending == e.ending;
         if same {

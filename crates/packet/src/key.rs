@@ -514,37 +514,6 @@ impl MaskLanes {
         )
     }
 
-    /// Hash of `key & mask` the way a table with these (optional) lanes files it: through
-    /// the lanes when there are some, else [`FlowKey::masked_hash`] over `words`.
-    #[inline(always)]
-    pub fn hash_or_words(
-        lanes: Option<&MaskLanes>,
-        key: &FlowKey,
-        mask: &FlowKey,
-        words: &WordSet,
-        seed: u64,
-    ) -> u32 {
-        match lanes {
-            Some(l) => l.hash(key, seed),
-            None => key.masked_hash(mask, words, seed),
-        }
-    }
-
-    /// [`MaskLanes::matches`] when there are lanes, else [`FlowKey::matches_words`].
-    #[inline(always)]
-    pub fn matches_or_words(
-        lanes: Option<&MaskLanes>,
-        key: &FlowKey,
-        value: &FlowKey,
-        mask: &FlowKey,
-        words: &WordSet,
-    ) -> bool {
-        match lanes {
-            Some(l) => l.matches(key, value),
-            None => key.matches_words(mask, value, words),
-        }
-    }
-
     /// `(key & mask) == value`, for a `value` that is zero outside the mask.
     #[inline(always)]
     pub fn matches(&self, key: &FlowKey, value: &FlowKey) -> bool {
@@ -554,6 +523,51 @@ impl MaskLanes {
             diff |= self.lane(key, j) ^ unsafe { value.words.get_unchecked(self.idx[j] as usize) };
         }
         diff == 0
+    }
+}
+
+/// A tuple-space subtable's mask in the forms its search uses: the mask, the words it
+/// uses, and the four-lane form when it has one to four words (then hashing and comparing
+/// go through [`MaskLanes`], else through [`FlowKey::masked_hash`] and
+/// [`FlowKey::matches_words`]). One value per subtable: its entries are all filed by
+/// [`SubtableMask::hash`].
+#[derive(Clone, Copy, Debug)]
+pub struct SubtableMask {
+    mask: FlowKey,
+    words: WordSet,
+    lanes: Option<MaskLanes>,
+}
+
+impl SubtableMask {
+    pub fn new(mask: FlowKey) -> SubtableMask {
+        let words = WordSet::of_mask(&mask);
+        SubtableMask {
+            lanes: MaskLanes::of(&mask, &words),
+            mask,
+            words,
+        }
+    }
+
+    pub fn mask(&self) -> &FlowKey {
+        &self.mask
+    }
+
+    /// The hash `key` is filed under.
+    #[inline(always)]
+    pub fn hash(&self, key: &FlowKey, seed: u64) -> u32 {
+        match &self.lanes {
+            Some(l) => l.hash(key, seed),
+            None => key.masked_hash(&self.mask, &self.words, seed),
+        }
+    }
+
+    /// Whether `key` falls inside the masked key `value`.
+    #[inline(always)]
+    pub fn matches(&self, key: &FlowKey, value: &FlowKey) -> bool {
+        match &self.lanes {
+            Some(l) => l.matches(key, value),
+            None => key.matches_words(&self.mask, value, &self.words),
+        }
     }
 }
 

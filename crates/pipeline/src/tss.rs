@@ -7,7 +7,7 @@
 
 use crate::rule::{range_prefixes, Match, Rule};
 use flowpath_packet::key::wide_hash;
-use flowpath_packet::{Field, FlowKey, MaskLanes, WordSet};
+use flowpath_packet::{Field, FlowKey, SubtableMask};
 use hashbrown::HashTable;
 use smallvec::SmallVec;
 
@@ -19,11 +19,8 @@ pub(crate) struct TupleSpace {
 
 #[derive(Clone, Debug)]
 struct Subtable {
-    mask: FlowKey,
-    words: WordSet,
-    /// The mask in four-lane form when it has one to four words (a ClassBench 5-tuple
-    /// mask has three): hashing and comparing then take one branch-free path.
-    lanes: Option<MaskLanes>,
+    /// The mask, and how the subtable hashes and compares under it.
+    search: SubtableMask,
     /// The best (lowest) classifier order key of any rule in the subtable.
     best_key: u64,
     buckets: HashTable<Bucket>,
@@ -107,7 +104,7 @@ impl TupleSpace {
             .subtables
             .iter()
             .enumerate()
-            .map(|(i, st)| (st.mask, i))
+            .map(|(i, st)| (*st.search.mask(), i))
             .collect();
         let mut last: Option<(FlowKey, usize)> = None;
         let mut touched: Vec<(usize, u32, FlowKey)> = Vec::new();
@@ -119,11 +116,8 @@ impl TupleSpace {
                     Some((m, si)) if m == mask => si,
                     _ => {
                         let si = *by_mask.entry(mask).or_insert_with(|| {
-                            let words = WordSet::of_mask(&mask);
                             subtables.push(Subtable {
-                                mask,
-                                words,
-                                lanes: MaskLanes::of(&mask, &words),
+                                search: SubtableMask::new(mask),
                                 best_key: u64::MAX,
                                 buckets: HashTable::with_capacity(if from == 0 {
                                     // A fresh build: most tables have one big subtable.
@@ -140,7 +134,7 @@ impl TupleSpace {
                 };
                 let st = &mut subtables[si];
                 st.best_key = st.best_key.min(order[i]);
-                let h = MaskLanes::hash_or_words(st.lanes.as_ref(), &value, &mask, &st.words, seed);
+                let h = st.search.hash(&value, seed);
                 match st
                     .buckets
                     .find_mut(wide_hash(h), |b| b.hash == h && b.value == value)
@@ -189,7 +183,7 @@ impl TupleSpace {
         subtables.sort_by(|a, b| {
             a.best_key
                 .cmp(&b.best_key)
-                .then_with(|| a.mask.words.cmp(&b.mask.words))
+                .then_with(|| a.search.mask().words.cmp(&b.search.mask().words))
         });
     }
 
@@ -230,18 +224,11 @@ impl TupleSpace {
             }
             // The probe's outcome depends on every bit of this mask.
             if let Some(wc) = wc.as_deref_mut() {
-                wc.or_assign(&st.mask);
+                wc.or_assign(st.search.mask());
             }
-            let h = MaskLanes::hash_or_words(st.lanes.as_ref(), key, &st.mask, &st.words, seed);
+            let h = st.search.hash(key, seed);
             let found = st.buckets.find(wide_hash(h), |b| {
-                b.hash == h
-                    && MaskLanes::matches_or_words(
-                        st.lanes.as_ref(),
-                        key,
-                        &b.value,
-                        &st.mask,
-                        &st.words,
-                    )
+                b.hash == h && st.search.matches(key, &b.value)
             });
             if let Some(bucket) = found {
                 let cand = bucket.rules[0];
