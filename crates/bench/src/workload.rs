@@ -156,9 +156,12 @@ pub fn many_flows(
 /// - table 0 (100 rules): IPv4 destination /16 prefixes 10.k.0.0 → goto 1, and a
 ///   lowest-priority drop;
 /// - table 1 (800 rules): source /32, /24, /16 and /12 prefixes (longer = higher priority)
-///   together with a destination port, → goto 2; the /32 rules are for addresses the
-///   traffic never uses, but their subtable is always probed first, so every megaflow
-///   carries the exact source address — each new source is a miss;
+///   together with a destination port, → goto 2; the "/32" rules are for addresses the
+///   traffic never uses, but their subtable is always probed first, and their source
+///   mask leaves out the top bit (`/127.255.255.255`, not a prefix), so the prefix tries
+///   cannot rule it out either: every megaflow carries 31 source bits — each new source
+///   is a miss, which is what this pipeline is for (with a plain /32 the tries would let
+///   256 new sources share a megaflow);
 /// - table 2 (100 rules): source-port ranges (masked) → output to one of four ports.
 ///
 /// Traffic: `flows` established UDP flows to 10.k.0.1:5001; the source stamps a fresh
@@ -439,19 +442,16 @@ fn ipv4_rules(variant: Ipv4Variant) -> Vec<RuleSpec> {
     }
     rules.push(RuleSpec::new(0, 0, Match::any()));
     let mut add1 = |prio: u16, src: u32, len: u32, dport: u16| {
-        rules.push(
-            RuleSpec::new(
-                1,
-                prio,
-                Match::any()
-                    .prefix(Field::Ipv4Src, src as u128, len)
-                    .exact(Field::TpDst, dport as u128),
-            )
-            .goto(2),
-        );
+        // "32" is the never-sent rules' non-prefix mask (see class_pipeline).
+        let m = if len == 32 {
+            Match::any().with(Field::Ipv4Src, src as u128, 0x7fff_ffff)
+        } else {
+            Match::any().prefix(Field::Ipv4Src, src as u128, len)
+        };
+        rules.push(RuleSpec::new(1, prio, m.exact(Field::TpDst, dport as u128)).goto(2));
     };
     for i in 0..200u32 {
-        add1(40, 0x64c8_0000 | i, 32, 5001); // 100.200.0.i/32: never sent
+        add1(40, 0x64c8_0000 | i, 32, 5001); // 100.200.0.i/127.255.255.255: never sent
         add1(30, 0x6440_0000 | (i << 8), 24, 5000 + (i % 4) as u16);
         add1(20, 0x0b00_0000 | (i << 16), 16, 5001);
         add1(
@@ -489,20 +489,18 @@ fn ipv6_rules() -> Vec<RuleSpec> {
     }
     rules.push(RuleSpec::new(0, 0, Match::any()));
     let mut add1 = |prio: u16, src: u128, len: u32, dport: u16| {
-        rules.push(
-            RuleSpec::new(
-                1,
-                prio,
-                Match::any()
-                    .prefix(Field::Ipv6Src, src, len)
-                    .exact(Field::TpDst, dport as u128),
-            )
-            .goto(2),
-        );
+        // "128" is the never-sent rules' non-prefix mask: all but the top bit.
+        let m = if len == 128 {
+            Match::any().with(Field::Ipv6Src, src, u128::MAX >> 1)
+        } else {
+            Match::any().prefix(Field::Ipv6Src, src, len)
+        };
+        rules.push(RuleSpec::new(1, prio, m.exact(Field::TpDst, dport as u128)).goto(2));
     };
     for i in 0..200u128 {
-        // 2001:db8:ffff::i/128: never sent, but probed first, so every megaflow carries
-        // the whole source address.
+        // 2001:db8:ffff::i with all but the top bit masked: never sent, but probed first
+        // and not a prefix the tries can rule out, so every megaflow carries 127 source
+        // bits.
         add1(40, v6((V6_DB8 << 32) | (0xffff << 16), i), 128, 5001);
         add1(
             30,

@@ -26,11 +26,14 @@ impl OutputSink for PerPort {
 impl flowpath_datapath::worker::Outputs for PerPort {}
 
 /// Port 1's flows (10.1.0.0/16 sources) → port 2; everything else → port 3, with the
-/// source pinned exactly by a /32 rule's subtable, so every new source is a miss.
+/// source pinned by a rule's subtable, so every new source is a miss. Its mask leaves out
+/// the top bit (not a prefix): a plain /32 would let the prefix tries give a whole block
+/// of new sources one megaflow, and the flood would not miss.
 fn rules() -> Vec<RuleSpec> {
     let ip = || Match::any().exact(Field::EthType, 0x0800);
     vec![
-        RuleSpec::new(0, 30, ip().exact(Field::Ipv4Src, 0xc000_0201)).actions([Action::Output(9)]),
+        RuleSpec::new(0, 30, ip().with(Field::Ipv4Src, 0xc000_0201, 0x7fff_ffff))
+            .actions([Action::Output(9)]),
         RuleSpec::new(0, 20, ip().prefix(Field::Ipv4Src, 0x0a01_0000, 16))
             .actions([Action::Output(2)]),
         RuleSpec::new(0, 10, ip()).actions([Action::Output(3)]),

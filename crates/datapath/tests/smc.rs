@@ -17,8 +17,9 @@ fn store() -> Arc<RuleStore> {
     store_with(false)
 }
 
-/// With `exact_src`, a never-hit rule on one source address puts the exact source into
-/// every megaflow: each flow is its own megaflow, and its first packet a miss.
+/// With `exact_src`, a never-hit rule on one source address puts the source into every
+/// megaflow: each flow is its own megaflow, and its first packet a miss. (Its mask leaves
+/// out the top bit, not a prefix, so the prefix tries cannot shorten it.)
 fn store_with(exact_src: bool) -> Arc<RuleStore> {
     let s = Arc::new(RuleStore::new(Backend::TupleSpace));
     let mut rules: Vec<RuleSpec> = (0..8u32)
@@ -42,7 +43,7 @@ fn store_with(exact_src: bool) -> Arc<RuleStore> {
             200,
             Match::any()
                 .exact(Field::EthType, 0x0800)
-                .exact(Field::Ipv4Src, 0x0102_0304),
+                .with(Field::Ipv4Src, 0x0102_0304, 0x7fff_ffff),
         ));
     }
     s.add(rules).unwrap();

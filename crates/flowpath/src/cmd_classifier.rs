@@ -35,7 +35,8 @@ pub struct ClassifierArgs {
     /// Rules: a ClassBench filter file (lines start with '@') or a flows file.
     #[arg(long, value_name = "FILE")]
     rules: PathBuf,
-    /// Backend: tss, tree, linear or all.
+    /// Backend: tss, tss-whole-masks, tree, linear or all (tss, tree and linear:
+    /// tss-whole-masks classifies exactly as tss does, only its megaflows differ).
     #[arg(long, default_value = "all")]
     backend: String,
     /// A ClassBench trace file instead of a generated trace.
@@ -73,7 +74,7 @@ pub fn run(args: ClassifierArgs) -> ExitCode {
 
 fn run_inner(args: ClassifierArgs) -> Result<(), String> {
     let backends = if args.backend == "all" {
-        Backend::ALL.to_vec()
+        Backend::CLASSIFIERS.to_vec()
     } else {
         vec![args
             .backend

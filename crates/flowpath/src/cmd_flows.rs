@@ -182,8 +182,9 @@ pub struct RunArgs {
     /// Keep flows in memory only (nothing survives a restart).
     #[arg(long, conflicts_with = "state")]
     no_state: bool,
-    /// Slow-path classifier: tss (tuple-space search), tree (decision tree, for ACLs with
-    /// port ranges) or linear.
+    /// Slow-path classifier: tss (tuple-space search with prefix tries on addresses and
+    /// ports), tss-whole-masks (the same without the tries: every probed mask goes into
+    /// the megaflow), tree (decision tree, for ACLs with port ranges) or linear.
     #[arg(long, default_value = "tss")]
     classifier: Backend,
     /// Feed port 1 with generated 64-byte UDP/IPv4 traffic over this many flows (0 = none).

@@ -146,7 +146,8 @@ struct BenchArgs {
     /// Frame size in bytes including FCS (RFC 2544 convention: 64 → 60 bytes in memory).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(64..=9018))]
     frame_size: u16,
-    /// Slow-path classifier: tss (tuple-space search), tree (decision tree) or linear
+    /// Slow-path classifier: tss (tuple-space search, prefix tries), tss-whole-masks (no
+    /// tries), tree (decision tree) or linear
     /// [default: tss; tree for the tse case, whose ACL megaflows come from rule geometry].
     #[arg(long)]
     classifier: Option<Backend>,

@@ -10,6 +10,7 @@ pub mod rule;
 pub mod store;
 pub mod table;
 mod translate;
+mod trie;
 mod tss;
 mod wildcards;
 

@@ -15,9 +15,15 @@ use flowpath_packet::FlowKey;
 /// Which classifier a table uses.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Backend {
-    /// Tuple-space search: a hash table per mask, the best-ranked first, early exit.
+    /// Tuple-space search: a hash table per mask, the best-ranked first, early exit; prefix
+    /// tries on addresses and ports rule subtables out on a few bits (OVS's prefix
+    /// tracking), so a rule on one address does not make every megaflow exact on it.
     #[default]
     TupleSpace,
+    /// Tuple-space search without the prefix tries: every probed subtable's whole mask
+    /// goes into the megaflow (OVS with `prefixes=none`). For measurements that want each
+    /// new address to be a new megaflow; the classification is the same.
+    TupleSpaceWholeMasks,
     /// A decision tree (cuts on field prefixes) with short leaves: for ACLs with ranges.
     Tree,
     /// Every rule in classifier order until the first match.
@@ -26,12 +32,21 @@ pub enum Backend {
 
 impl Backend {
     /// Every backend, in the order reports list them.
-    pub const ALL: [Backend; 3] = [Backend::TupleSpace, Backend::Tree, Backend::Linear];
+    pub const ALL: [Backend; 4] = [
+        Backend::TupleSpace,
+        Backend::TupleSpaceWholeMasks,
+        Backend::Tree,
+        Backend::Linear,
+    ];
+    /// The distinct classifiers (`TupleSpaceWholeMasks` classifies as `TupleSpace` does):
+    /// what `flowpath bench classifier` compares by default.
+    pub const CLASSIFIERS: [Backend; 3] = [Backend::TupleSpace, Backend::Tree, Backend::Linear];
 
     /// The name the command line uses.
     pub fn name(self) -> &'static str {
         match self {
             Backend::TupleSpace => "tss",
+            Backend::TupleSpaceWholeMasks => "tss-whole-masks",
             Backend::Tree => "tree",
             Backend::Linear => "linear",
         }
@@ -49,10 +64,11 @@ impl std::str::FromStr for Backend {
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "tss" | "tuple-space" => Ok(Backend::TupleSpace),
+            "tss-whole-masks" => Ok(Backend::TupleSpaceWholeMasks),
             "tree" | "cuts" => Ok(Backend::Tree),
             "linear" => Ok(Backend::Linear),
             _ => Err(format!(
-                "unknown classifier '{s}' (expected 'tss', 'tree' or 'linear')"
+                "unknown classifier '{s}' (expected 'tss', 'tss-whole-masks', 'tree' or 'linear')"
             )),
         }
     }
@@ -94,7 +110,7 @@ impl Table {
     ) -> Table {
         // Only rules added since `prev` (an append: the store keeps rules sorted by id and
         // new ids are larger)? Then the tuple-space index is extended, not rebuilt.
-        if let (Backend::TupleSpace, Some(p)) = (backend, prev) {
+        if let (Backend::TupleSpace | Backend::TupleSpaceWholeMasks, Some(p)) = (backend, prev) {
             if let Index::TupleSpace(ts) = &p.index {
                 let n = p.rules.len();
                 if rules.len() > n
@@ -120,7 +136,10 @@ impl Table {
                 by_order.sort_by_key(|&i| order[i as usize]);
                 Index::Linear(by_order)
             }
-            Backend::TupleSpace => Index::TupleSpace(TupleSpace::build(&rules, &order, seed)),
+            Backend::TupleSpace => Index::TupleSpace(TupleSpace::build(&rules, &order, seed, true)),
+            Backend::TupleSpaceWholeMasks => {
+                Index::TupleSpace(TupleSpace::build(&rules, &order, seed, false))
+            }
             Backend::Tree => {
                 let derived = match prev.map(|p| (&p.index, &p.rules)) {
                     Some((Index::Tree(t), old)) => t.derive(old, &rules, &order),
@@ -143,7 +162,8 @@ impl Table {
 
     pub fn backend(&self) -> Backend {
         match self.index {
-            Index::TupleSpace(_) => Backend::TupleSpace,
+            Index::TupleSpace(ref s) if s.has_tries() => Backend::TupleSpace,
+            Index::TupleSpace(_) => Backend::TupleSpaceWholeMasks,
             Index::Tree(_) => Backend::Tree,
             Index::Linear(_) => Backend::Linear,
         }

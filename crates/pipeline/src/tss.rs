@@ -6,8 +6,10 @@
 //! over hundreds of subtables here — the decision tree (`cuts.rs`) is built for those.
 
 use crate::rule::{range_prefixes, Match, Rule};
+use crate::trie::{PrefixTrie, TrieWalk, TRIE_FIELDS};
+use crate::wildcards::{or_into, prefix_mask};
 use flowpath_packet::key::wide_hash;
-use flowpath_packet::{Field, FlowKey, SubtableMask};
+use flowpath_packet::{Field, FlowKey, SubtableMask, KEY_WORDS};
 use hashbrown::HashTable;
 use smallvec::SmallVec;
 
@@ -15,6 +17,10 @@ use smallvec::SmallVec;
 pub(crate) struct TupleSpace {
     subtables: Vec<Subtable>,
     entries: usize,
+    /// One per [`TRIE_FIELDS`] field: the prefixes entries put on it, which let a lookup
+    /// that records its wildcards skip a subtable on a few bits instead of its whole mask.
+    /// `None`: whole masks only (`Backend::TupleSpaceWholeMasks`).
+    tries: Option<Box<[PrefixTrie; TRIE_FIELDS.len()]>>,
 }
 
 #[derive(Clone, Debug)]
@@ -23,6 +29,9 @@ struct Subtable {
     search: SubtableMask,
     /// The best (lowest) classifier order key of any rule in the subtable.
     best_key: u64,
+    /// The prefix length the mask puts on each [`TRIE_FIELDS`] field, 0 when it is no
+    /// prefix (or none): the fields on which the tries can rule the subtable out.
+    plens: [u8; TRIE_FIELDS.len()],
     buckets: HashTable<Bucket>,
 }
 
@@ -70,10 +79,11 @@ pub(crate) fn expand(m: &Match) -> SmallVec<[(FlowKey, FlowKey); 1]> {
 
 impl TupleSpace {
     /// Build over `rules`; `order[i]` is rule `i`'s position in classifier order.
-    pub(crate) fn build(rules: &[Rule], order: &[u64], seed: u64) -> TupleSpace {
+    pub(crate) fn build(rules: &[Rule], order: &[u64], seed: u64, tries: bool) -> TupleSpace {
         let mut ts = TupleSpace {
             subtables: Vec::new(),
             entries: 0,
+            tries: tries.then(|| Box::new(TRIE_FIELDS.map(PrefixTrie::new))),
         };
         ts.insert(rules, order, 0, seed);
         ts
@@ -115,10 +125,17 @@ impl TupleSpace {
                 let si = match last {
                     Some((m, si)) if m == mask => si,
                     _ => {
+                        let tries = &self.tries;
                         let si = *by_mask.entry(mask).or_insert_with(|| {
                             subtables.push(Subtable {
                                 search: SubtableMask::new(mask),
                                 best_key: u64::MAX,
+                                plens: match tries {
+                                    Some(tries) => tries
+                                        .each_ref()
+                                        .map(|t| t.prefix_len(&mask).map_or(0, |l| l as u8)),
+                                    None => [0; TRIE_FIELDS.len()],
+                                },
                                 buckets: HashTable::with_capacity(if from == 0 {
                                     // A fresh build: most tables have one big subtable.
                                     rules.len().min(1 << 16)
@@ -134,6 +151,16 @@ impl TupleSpace {
                 };
                 let st = &mut subtables[si];
                 st.best_key = st.best_key.min(order[i]);
+                for (t, &plen) in self
+                    .tries
+                    .iter_mut()
+                    .flat_map(|t| t.iter_mut())
+                    .zip(&st.plens)
+                {
+                    if plen > 0 {
+                        t.insert(&value, plen as u32);
+                    }
+                }
                 let h = st.search.hash(&value, seed);
                 match st
                     .buckets
@@ -187,6 +214,10 @@ impl TupleSpace {
         });
     }
 
+    pub(crate) fn has_tries(&self) -> bool {
+        self.tries.is_some()
+    }
+
     pub(crate) fn subtables(&self) -> usize {
         self.subtables.len()
     }
@@ -197,16 +228,24 @@ impl TupleSpace {
     }
 
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.subtables
+        self.tries
             .iter()
-            .map(|st| {
-                std::mem::size_of::<Subtable>()
-                    + st.buckets.capacity() * (std::mem::size_of::<Bucket>() + 1)
-            })
-            .sum()
+            .flat_map(|t| t.iter())
+            .map(PrefixTrie::memory_bytes)
+            .sum::<usize>()
+            + self
+                .subtables
+                .iter()
+                .map(|st| {
+                    std::mem::size_of::<Subtable>()
+                        + st.buckets.capacity() * (std::mem::size_of::<Bucket>() + 1)
+                })
+                .sum::<usize>()
     }
 
-    /// The best rule for `key`; with `wc`, OR-ing into it every probed subtable's mask.
+    /// The best rule for `key`; with `wc`, OR-ing into it the bits the answer depended
+    /// on: for a subtable the prefix tries rule out, the few bits that do it; for one
+    /// probed, its whole mask.
     #[inline]
     pub(crate) fn lookup(
         &self,
@@ -217,24 +256,95 @@ impl TupleSpace {
     ) -> Option<u32> {
         let mut best: Option<u32> = None;
         let mut best_key = u64::MAX;
+        // Each field's trie walk, made when a subtable first asks for it.
+        let mut walks: [Option<TrieWalk>; TRIE_FIELDS.len()] = [None; TRIE_FIELDS.len()];
+        // The longest ruling-out prefix per trie field, put into `wc` once at the end (the
+        // prefixes of one field nest, so their union is the longest).
+        let mut pinned = [0u32; TRIE_FIELDS.len()];
         for st in &self.subtables {
             // Subtables are sorted by their best rank: nothing below can win.
             if st.best_key >= best_key {
                 break;
             }
-            // The probe's outcome depends on every bit of this mask.
-            if let Some(wc) = wc.as_deref_mut() {
-                wc.or_assign(st.search.mask());
-            }
             let h = st.search.hash(key, seed);
             let found = st.buckets.find(wide_hash(h), |b| {
                 b.hash == h && st.search.matches(key, &b.value)
             });
+            if let Some(wc) = wc.as_deref_mut() {
+                // A miss that the tries can pin on fewer bits than the mask holds (and
+                // than the megaflow already has): no entry here can match any key that
+                // agrees with this one on `bits` leading bits of `f`. The probe goes
+                // first because it is cheaper than a walk, and a hit needs the mask.
+                let narrower = match found {
+                    None if !st.search.mask().is_subset_of(wc) => {
+                        self.ruled_out(st, key, wc, &mut walks)
+                    }
+                    _ => None,
+                };
+                match narrower {
+                    Some((i, bits)) => pinned[i] = pinned[i].max(bits),
+                    // The probe's outcome depends on every bit of this mask.
+                    None => wc.or_assign(st.search.mask()),
+                }
+            }
             if let Some(bucket) = found {
                 let cand = bucket.rules[0];
                 if order[cand as usize] < best_key {
                     best = Some(cand);
                     best_key = order[cand as usize];
+                }
+            }
+        }
+        if let (Some(wc), Some(tries)) = (wc, &self.tries) {
+            for (t, &bits) in tries.iter().zip(&pinned) {
+                if bits > 0 {
+                    or_into(wc, t.field(), prefix_mask(t.field().bits(), bits));
+                }
+            }
+        }
+        best
+    }
+
+    /// Whether a trie rules `st` out for `key`: the trie field (its index) and how many of
+    /// its leading bits do it, the fewest of any field that can. (Those bits are always a subset of what
+    /// the mask would add: the subtable's own prefix on the field is in its mask.) Each
+    /// field's trie is walked at most once per lookup, and only when it could help: not
+    /// when the mask adds nothing beyond that field's shortest ruling-out. After that a
+    /// subtable costs a bit test per field, as OVS's prefix tracking does.
+    #[inline]
+    fn ruled_out(
+        &self,
+        st: &Subtable,
+        key: &FlowKey,
+        wc: &FlowKey,
+        walks: &mut [Option<TrieWalk>; TRIE_FIELDS.len()],
+    ) -> Option<(usize, u32)> {
+        let tries = self.tries.as_ref()?;
+        let mut best: Option<(usize, u32)> = None;
+        for (i, &plen) in st.plens.iter().enumerate() {
+            if plen == 0 {
+                continue;
+            }
+            let trie = &tries[i];
+            let walk = match walks[i] {
+                Some(w) => w,
+                None => {
+                    let (mask, outside) = (st.search.mask(), trie.outside_shortest());
+                    let beyond = (0..KEY_WORDS).fold(0, |acc, w| {
+                        acc | (mask.words[w] & !wc.words[w] & outside.words[w])
+                    });
+                    if beyond == 0 {
+                        continue;
+                    }
+                    *walks[i].insert(trie.walk(key))
+                }
+            };
+            if let Some(bits) = walk.rules_out(plen as u32) {
+                // Rounded up as the other backends round (fewer distinct megaflow masks),
+                // never past the subtable's own length (its mask is what a probe costs).
+                let bits = trie.round_up(bits).min(plen as u32);
+                if best.is_none_or(|(_, b)| bits < b) {
+                    best = Some((i, bits));
                 }
             }
         }

@@ -104,7 +104,7 @@ pub(crate) fn prefix_mask(w: u32, len: u32) -> u128 {
 
 /// How many of the top bits of `m` (a `w`-bit field mask) are ones.
 #[inline]
-fn leading_ones(m: u128, w: u32) -> u32 {
+pub(crate) fn leading_ones(m: u128, w: u32) -> u32 {
     (m << (128 - w)).leading_ones().min(w)
 }
 
@@ -197,8 +197,8 @@ pub(crate) fn exclude(m: &Match, key: &FlowKey, wc: &mut FlowKey) {
 /// these. Measured on acl2_10k (200,000 keys): exact lengths need 8,528 masks for 92,278
 /// megaflows; steps of 8 need 223 masks for 162,040; 16/16 60 for 175,594. Every mask is a
 /// subtable a megaflow hit may probe, so 8/8 is the default.
-const ADDR_STEP: u32 = 8;
-const PORT_STEP: u32 = 8;
+pub(crate) const ADDR_STEP: u32 = 8;
+pub(crate) const PORT_STEP: u32 = 8;
 
 /// Round the prefix `wc` holds on each address and port field up to the step: fewer
 /// distinct megaflow masks (each is a subtable the megaflow cache probes), at the price of

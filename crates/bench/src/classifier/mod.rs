@@ -36,7 +36,7 @@ pub struct ClassifierConfig {
 impl Default for ClassifierConfig {
     fn default() -> Self {
         ClassifierConfig {
-            backends: Backend::ALL.to_vec(),
+            backends: Backend::CLASSIFIERS.to_vec(),
             runs: 5,
             check: 20_000,
             megaflows: true,
