@@ -59,7 +59,8 @@ Every switch runs the same rules (ovs-ofctl syntax, ports 1 and 2):
   priority=100,in_port=1,actions=output:2
   priority=0,actions=drop
 The never-hit rule puts the source address into every megaflow (OVS runs with its prefix
-tries off), so in the miss case every packet misses the caches, as a new 5-tuple would.
+tries off, prefixes=none, and flowpath likewise, classifier = \"tss-whole-masks\"), so in
+the miss case every packet misses the caches, as a new 5-tuple would.
 
 Classes (--class, default ipv4; each system runs every class and case):
   ipv4         UDP/IPv4 frames, the rules above

@@ -49,6 +49,10 @@ pub struct SwitchSection {
     /// Packet-ins per second per ingress port (default 1000); the rest are dropped and
     /// counted, so a miss storm cannot flood the controller.
     pub packet_in_rate: Option<u32>,
+    /// The slow path's classifier: `tss` (default: tuple-space search with prefix tries,
+    /// as OVS's prefix tracking), `tss-whole-masks` (without them: each probed mask goes
+    /// whole into the megaflow, as OVS with `prefixes=none`), `tree` or `linear`.
+    pub classifier: Option<String>,
 }
 
 fn default_true() -> bool {
@@ -199,6 +203,10 @@ impl DaemonConfig {
         }
         if self.datapath.emc_insert_inv_prob == 0 {
             return Err("datapath.emc_insert_inv_prob: must be at least 1".into());
+        }
+        if let Some(name) = &self.switch.classifier {
+            name.parse::<flowpath_pipeline::Backend>()
+                .map_err(|e| format!("switch.classifier: {e}"))?;
         }
         let d = &self.datapath;
         if !(d.slow_path_share > 0.0 && d.slow_path_share <= 1.0) {

@@ -193,8 +193,15 @@ fn restore_flows(
 ) -> Result<(Arc<Switch>, usize), String> {
     let state = cfg.switch.state.clone().unwrap_or(default_state);
     let first_start = !state.exists();
+    let backend = match &cfg.switch.classifier {
+        Some(name) => name
+            .parse()
+            .map_err(|e| format!("switch.classifier: {e}"))?,
+        None => SwitchConfig::default().backend,
+    };
     let sw = Switch::open(SwitchConfig {
         state: Some(state.clone()),
+        backend,
         ..SwitchConfig::default()
     })?;
     if let (true, Some(flows)) = (first_start, &cfg.switch.flows) {

@@ -247,6 +247,10 @@ const ENXIO: i32 = 6;
 fn config_errors_name_the_field() {
     let base = "[[port]]\nname = \"a\"\nnumber = 1\ntype = \"generator\"\n";
     assert!(DaemonConfig::parse(base).is_ok());
+    for name in ["tss", "tss-whole-masks", "tree", "linear"] {
+        let text = format!("{base}[switch]\nclassifier = \"{name}\"\n");
+        assert!(DaemonConfig::parse(&text).is_ok(), "{name}");
+    }
     let cases: &[(&str, &str)] = &[
         ("", "no [[port]]"),
         (
@@ -284,6 +288,10 @@ fn config_errors_name_the_field() {
         (
             &format!("{base}[switch]\nmetrics = \"localhost\"\n"),
             "switch.metrics",
+        ),
+        (
+            &format!("{base}[switch]\nclassifier = \"hash\"\n"),
+            "switch.classifier: unknown classifier 'hash'",
         ),
         (&format!("{base}fault = {{ drop = 1.5 }}\n"), "fault.drop"),
         (

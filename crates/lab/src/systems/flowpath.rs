@@ -224,8 +224,10 @@ pub fn flowpath_config(
     } else {
         String::new()
     };
+    // Whole masks into megaflows, as OVS's rows run with prefixes=none: see FLOWS.
     format!(
-        "[switch]\nstate = \"{}\"\ncontrol = \"{}\"\nflows = \"{}\"\n\n{datapath}{workers}\
+        "[switch]\nstate = \"{}\"\ncontrol = \"{}\"\nflows = \"{}\"\n\
+         classifier = \"tss-whole-masks\"\n\n{datapath}{workers}\
          [[port]]\nname = \"swin\"\nnumber = 1\ntype = \"{port_type}\"\ninterface = \"swin\"\n{queues}\n\
          [[port]]\nname = \"swout\"\nnumber = 2\ntype = \"{port_type}\"\ninterface = \"swout\"\n{queues}{tunnel}",
         p("state"),

@@ -32,6 +32,9 @@ use std::time::Duration;
 /// swout). The never-hit priority-200 rule on `nw_src` makes a cache that un-wildcards
 /// what it looked at keep the source address in each megaflow, so in the `miss` case
 /// (a new source per packet) every packet is a new megaflow, as it is a new 5-tuple.
+/// Prefix tracking would un-wildcard only the bits that tell a source from 10.10.1.254
+/// (one megaflow for all of 10.1.0.0/16), so OVS runs with `prefixes=none` and flowpath
+/// with `classifier = "tss-whole-masks"`.
 pub const FLOWS: &str = "\
 priority=200,ip,in_port=1,nw_src=10.10.1.254,actions=drop
 priority=100,in_port=1,actions=output:2
