@@ -41,9 +41,11 @@ fn store_with(exact_src: bool) -> Arc<RuleStore> {
         rules.push(RuleSpec::new(
             0,
             200,
-            Match::any()
-                .exact(Field::EthType, 0x0800)
-                .with(Field::Ipv4Src, 0x0102_0304, 0x7fff_ffff),
+            Match::any().exact(Field::EthType, 0x0800).with(
+                Field::Ipv4Src,
+                0x0102_0304,
+                0x7fff_ffff,
+            ),
         ));
     }
     s.add(rules).unwrap();
