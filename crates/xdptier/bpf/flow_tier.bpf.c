@@ -415,9 +415,10 @@ static __always_inline struct fp_entry *table_find(const struct fp_flow_key *lk,
 		if ((s1 & 1) || !e->used)
 			continue;
 		const __u64 *ew = (const __u64 *)&e->key;
-		__u64 diff = 0;
+		/* The stored key's pad holds the stats slot: compare mask_id only there. */
+		__u64 diff = (__u32)(ew[0] ^ kw[0]);
 #pragma unroll
-		for (int w = 0; w < 1 + FP_LOOKUP_WORDS; w++)
+		for (int w = 1; w < 1 + FP_LOOKUP_WORDS; w++)
 			diff |= ew[w] ^ kw[w];
 		if (diff)
 			continue;
@@ -541,10 +542,12 @@ int flow_tier(struct xdp_md *ctx)
 	/* What every hit needs, read from the entry itself; the whole value is copied only
 	 * for actions beyond a plain output or drop (most cached flows have none). Then the seq again:
 	 * an entry user space rewrote meanwhile is a miss, so a torn value never acts. */
+	/* All within the entry's first 96 bytes (two cache lines at any 32-byte offset): the
+	 * stats slot rides in the stored key's pad, VLAN pops have a flag. */
 	__u32 version = e->val.act.version, fl = e->val.act.flags;
-	__u32 out_port = e->val.act.out_port, out_dev = e->val.act.out_dev, slot = e->val.slot;
-	/* Plain: an output or a drop that changes nothing (VLAN pops are a count, not a flag). */
-	int plain = !(fl & ~FP_ACT_OUTPUT) && !e->val.act.pop_vlans;
+	__u32 out_port = e->val.act.out_port, out_dev = e->val.act.out_dev, slot = e->key.pad;
+	/* Plain: an output or a drop that changes nothing. */
+	int plain = !(fl & ~FP_ACT_OUTPUT);
 	struct fp_flow_value *val = NULL;
 	if (!plain) {
 		val = bpf_map_lookup_elem(&fp_scratch, &zero);

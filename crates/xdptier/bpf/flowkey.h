@@ -77,7 +77,8 @@ _Static_assert(__builtin_offsetof(struct fp_key, tun_dst) == 88, "tun_dst");
  * with that mask. */
 struct fp_flow_key {
 	__u32 mask_id;
-	__u32 pad;               /* zero */
+	__u32 pad;               /* zero in a lookup key; an fp_flows entry keeps its fp_stats
+	                          * slot here (the program compares only mask_id of word 0) */
 	__u64 w[FP_LOOKUP_WORDS]; /* fp_key bytes 0..64, masked */
 };
 _Static_assert(sizeof(struct fp_flow_key) == 72, "fp_flow_key size");
@@ -107,7 +108,8 @@ _Static_assert(sizeof(struct fp_mask) == 112, "fp_mask size");
 #define FP_ACT_PUSH_VLAN    (1u << 11) /* tpid push_tpid, TCI copied from the outer tag or 0 */
 #define FP_ACT_SET_VLAN_TCI (1u << 12) /* outer TCI = (TCI & vlan_keep) | vlan_set; pushes
                                         * an 802.1Q tag (TCI 0) first when untagged */
-#define FP_ACT_ALL          ((1u << 13) - 1)
+#define FP_ACT_POP_VLANS    (1u << 13) /* pop_vlans > 0 (a plain entry has no flag but OUTPUT) */
+#define FP_ACT_ALL          ((1u << 14) - 1)
 
 struct fp_actions {
 	__u32 version;           /*  0 must equal fp_config.version, else the entry is a miss */

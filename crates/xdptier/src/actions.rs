@@ -141,7 +141,10 @@ fn vlan_push_pop(a: &mut FpActions, act: &Action, vlan_phase: &mut u8) -> Option
     }
     match *act {
         // A packet has at most two tags: further pops are no-ops.
-        Action::PopVlan => a.pop_vlans = (a.pop_vlans + 1).min(2),
+        Action::PopVlan => {
+            a.pop_vlans = (a.pop_vlans + 1).min(2);
+            a.flags |= act::POP_VLANS;
+        }
         Action::PushVlan { tpid } => {
             *vlan_phase = 1;
             a.flags |= act::PUSH_VLAN;

@@ -42,6 +42,8 @@ pub mod act {
     pub const DEC_TTL: u32 = 1 << 10;
     pub const PUSH_VLAN: u32 = 1 << 11;
     pub const SET_VLAN_TCI: u32 = 1 << 12;
+    /// `pop_vlans > 0`: lets the program tell a plain output or drop from `flags` alone.
+    pub const POP_VLANS: u32 = 1 << 13;
 }
 
 /// A `fp_config.version` no entry is stamped with: while it is set, every lookup is a miss.
