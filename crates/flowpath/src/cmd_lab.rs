@@ -115,6 +115,7 @@ const EXAMPLES: &str = "Examples:
   flowpath lab --systems generator,ovs-afxdp --cases hit --runs 1 --duration 2
   flowpath lab --systems flowpath-afxdp,flowpath-xdp --class ipv4,vxlan_decap,vxlan_encap
   flowpath lab --systems generator,flowpath-afxdp,flowpath-afxdp-2w   # 1 -> 2 workers
+  flowpath lab --systems flowpath-xdp,xdp-forward --cases hit --interleave   # a fair ratio
   flowpath lab --json > lab.jsonl                  # one JSON object per line (JSON Lines)
   flowpath lab --out lab-results                   # also results.json and chart.svg there
   flowpath lab --cleanup                           # remove leftovers of killed runs
@@ -141,6 +142,12 @@ pub struct LabArgs {
     /// Windows per system and case (the median is reported, with min-max).
     #[arg(long, default_value_t = 3)]
     runs: usize,
+    /// Take the windows in rounds: each system (class, case) runs one window per round,
+    /// started and warmed up anew, so a slow spell of a shared machine falls on every row
+    /// alike instead of on one system's block of windows. Use it for ratios between rows
+    /// (the XDP tier against redirect-only); it costs a start and a warm-up per window.
+    #[arg(long)]
+    interleave: bool,
     /// Seconds of traffic before the first window (caches fill, flows establish).
     #[arg(long, default_value_t = 2.0)]
     warmup: f64,
@@ -306,6 +313,7 @@ fn config(args: &LabArgs) -> Result<LabConfig, String> {
         classes,
         duration: args.duration,
         runs: args.runs,
+        interleave: args.interleave,
         warmup: args.warmup,
         flows: args.flows.max(1),
         gen_rate: args.gen_rate,

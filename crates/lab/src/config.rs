@@ -103,6 +103,10 @@ pub struct LabConfig {
     pub duration: f64,
     /// Windows per system and case.
     pub runs: usize,
+    /// Take the windows in rounds: every system, class and case runs one window per
+    /// round (its own start and warm-up each time), so a slow spell of a shared machine
+    /// falls on every row alike instead of on one system's block of windows.
+    pub interleave: bool,
     /// Seconds of traffic before the first window.
     pub warmup: f64,
     /// Established flows in the hit case.
@@ -136,6 +140,7 @@ impl Default for LabConfig {
             classes: vec![Class::Ipv4],
             duration: 5.0,
             runs: 3,
+            interleave: false,
             warmup: 2.0,
             flows: 1000,
             switch_cpu: 1,

@@ -111,8 +111,48 @@ impl Lab {
         })
     }
 
-    /// Run every configured system, class and case; `on_row` sees each row as it is done.
+    /// Run every configured system, class and case; `on_row` sees each row as it is done
+    /// (with `interleave`, when the last round is).
     pub fn run(&mut self, mut on_row: impl FnMut(&Row)) -> Vec<Row> {
+        let mut rows = if self.cfg.interleave && self.cfg.runs > 1 {
+            let runs = self.cfg.runs;
+            self.cfg.runs = 1;
+            let mut rows: Vec<Row> = Vec::new();
+            for round in 1..=runs {
+                progress(&format!(
+                    "round {round}/{runs} (--interleave: one window each)"
+                ));
+                let got = self.run_round(|_| {});
+                measure::merge_round(&mut rows, got);
+                if topo::interrupted() {
+                    break;
+                }
+            }
+            self.cfg.runs = runs;
+            for row in &mut rows {
+                row.summarise();
+                if row.runs > 0 {
+                    row.notes.push(format!(
+                        "windows taken in {runs} interleaved rounds (--interleave), one per round"
+                    ));
+                }
+                on_row(row);
+            }
+            rows
+        } else {
+            self.run_round(on_row)
+        };
+        annotate_generator_bound(&mut rows);
+        annotate_xdp_tier_ratio(&mut rows);
+        annotate_scaling(
+            &mut rows,
+            std::thread::available_parallelism().map_or(1, |n| n.get()),
+        );
+        rows
+    }
+
+    /// Every system, class and case once, with `cfg.runs` windows each.
+    fn run_round(&mut self, mut on_row: impl FnMut(&Row)) -> Vec<Row> {
         let mut rows = Vec::new();
         let systems = self.cfg.systems.clone();
         let cases = self.cfg.cases.clone();
@@ -156,12 +196,6 @@ impl Lab {
                 }
             }
         }
-        annotate_generator_bound(&mut rows);
-        annotate_xdp_tier_ratio(&mut rows);
-        annotate_scaling(
-            &mut rows,
-            std::thread::available_parallelism().map_or(1, |n| n.get()),
-        );
         rows
     }
 

@@ -306,6 +306,40 @@ pub(crate) fn upcall_note(row: &Row) -> Option<String> {
     })
 }
 
+/// `--interleave`: fold one round's rows (one window each) into the rows so far, matched
+/// by system, class and case. Windows add up; a note is kept once; a round that failed
+/// where others measured becomes a note ("one round failed: ..."), and the row is an
+/// error only if no round measured. The upcall share is recounted over all windows.
+pub(crate) fn merge_round(rows: &mut Vec<Row>, round: Vec<Row>) {
+    for got in round {
+        let Some(r) = rows
+            .iter_mut()
+            .find(|r| (&r.system, &r.class, &r.case) == (&got.system, &got.class, &got.case))
+        else {
+            rows.push(got);
+            continue;
+        };
+        r.samples.extend(got.samples);
+        r.notes.retain(|n| !n.starts_with("upcalls "));
+        for n in got.notes {
+            if !n.starts_with("upcalls ") && !r.notes.contains(&n) {
+                r.notes.push(n);
+            }
+        }
+        for e in [r.error.take(), got.error].into_iter().flatten() {
+            if r.samples.is_empty() {
+                r.error.get_or_insert(e);
+            } else if !r.notes.iter().any(|n| n.ends_with(&e)) {
+                r.notes.push(format!("one round failed: {e}"));
+            }
+        }
+        if let Some(n) = upcall_note(r) {
+            r.notes.push(n);
+        }
+        r.summarise();
+    }
+}
+
 /// The multi-worker rows: each worker's packets, the rate over the one-worker row of the
 /// same system, case and class in this run (issue 18's target: >= 1.8x), and whether that
 /// ratio can be judged here: not when the workers and the generators (one per worker)
@@ -447,5 +481,82 @@ pub fn annotate_generator_bound(rows: &mut [Row]) {
                 ));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(system: &str, mpps: f64, upcalls: u64, error: Option<&str>) -> Row {
+        let mut r = Row {
+            system: system.into(),
+            class: "ipv4".into(),
+            case: "hit".into(),
+            samples: if error.is_some() {
+                Vec::new()
+            } else {
+                vec![Sample {
+                    secs: 1.0,
+                    mpps,
+                    offered_mpps: mpps,
+                    cycles_per_packet: Some(1000.0 / mpps),
+                    own_packets: Some(1000),
+                    upcalls: Some(upcalls),
+                    ..Sample::default()
+                }]
+            },
+            notes: vec!["swin pinned".into()],
+            error: error.map(String::from),
+            ..Row::default()
+        };
+        if let Some(n) = upcall_note(&r) {
+            r.notes.push(n);
+        }
+        r.summarise();
+        r
+    }
+
+    #[test]
+    fn interleaved_rounds_fold_into_one_row_per_system() {
+        let mut rows = Vec::new();
+        merge_round(
+            &mut rows,
+            vec![row("a", 1.0, 0, None), row("b", 2.0, 10, None)],
+        );
+        merge_round(
+            &mut rows,
+            vec![row("a", 3.0, 0, None), row("b", 4.0, 30, None)],
+        );
+        merge_round(
+            &mut rows,
+            vec![row("a", 2.0, 0, None), row("b", 0.0, 0, Some("boom"))],
+        );
+        assert_eq!(rows.len(), 2);
+        let (a, b) = (&rows[0], &rows[1]);
+        assert_eq!(
+            (a.runs, a.mpps, a.mpps_min, a.mpps_max),
+            (3, Some(2.0), Some(1.0), Some(3.0))
+        );
+        assert_eq!(a.error, None);
+        assert_eq!(a.notes, vec!["swin pinned", "upcalls 0.0% of packets"]);
+        // b measured twice and failed once: a row with a note, its upcalls over both windows.
+        assert_eq!((b.runs, b.mpps), (2, Some(3.0)));
+        assert_eq!(b.error, None);
+        assert!(b.notes.contains(&"one round failed: boom".to_string()));
+        assert!(b.notes.contains(&"upcalls 2.0% of packets".to_string()));
+        assert_eq!(
+            b.notes.iter().filter(|n| n.starts_with("upcalls")).count(),
+            1
+        );
+    }
+
+    #[test]
+    fn a_row_that_never_measured_keeps_its_error() {
+        let mut rows = Vec::new();
+        merge_round(&mut rows, vec![row("a", 0.0, 0, Some("no driver"))]);
+        merge_round(&mut rows, vec![row("a", 0.0, 0, Some("no driver"))]);
+        assert_eq!(rows[0].error.as_deref(), Some("no driver"));
+        assert_eq!(rows[0].runs, 0);
     }
 }
