@@ -86,9 +86,9 @@ pub trait Tier: Send {
     /// Counters for `flowpath stats`: (hits served, entries held, megaflows not taken).
     fn counters(&self) -> (u64, u64, u64);
     /// A tier that takes only megaflows that proved themselves: (waiting now, dropped
-    /// without proving themselves).
-    fn waiting(&self) -> (u64, u64) {
-        (0, 0)
+    /// without proving themselves, of those taken later after all).
+    fn waiting(&self) -> (u64, u64, u64) {
+        (0, 0, 0)
     }
     /// Whether the tier holds `id` itself (for dumps: which tier answers a megaflow).
     fn holds(&self, _id: MegaflowId) -> bool {

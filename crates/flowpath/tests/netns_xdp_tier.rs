@@ -6,7 +6,9 @@
 //!   counts every packet, kernel hits included;
 //! - while a flow's output changes under a paced stream of numbered packets, none is
 //!   lost and none sent after the change was acknowledged arrives at the old port;
-//! - SIGTERM, and SIGKILL, leave no XDP program on the switch's interfaces.
+//! - SIGTERM, and SIGKILL, leave no XDP program on the switch's interfaces;
+//! - a megaflow dropped unproven (no second packet within its reviews) reaches the kernel
+//!   once its second packet comes, however late.
 //!
 //! Native redirect into a veth only delivers when the veth's PEER has an XDP program, so
 //! the capture ends b0 and c0 get `xdp_pass` (see docs/xdp-tier.md).
@@ -492,4 +494,78 @@ fn no_xdp_program_remains_after_sigterm_or_sigkill() {
             );
         }
     }
+}
+
+/// A number in the switch's "xdp tier waiting:" stats line: the one just before `what`.
+fn waiting_stat(r: &Response, what: &str) -> u64 {
+    let line = r
+        .lines
+        .iter()
+        .find(|l| l.contains("xdp tier waiting:"))
+        .unwrap_or_else(|| panic!("no xdp tier waiting line in stats: {:?}", r.lines));
+    let head = &line[..line
+        .find(what)
+        .unwrap_or_else(|| panic!("no '{what}' in {line}"))];
+    head.trim_end()
+        .rsplit(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// UDP from 10.0.0.1 to 192.168.0.1, its source port `1024 + i`: a megaflow of its own
+/// under the rules of the test below.
+fn by_source_port(i: u32) -> Vec<u8> {
+    build(&FrameSpec::udp4(
+        Ipv4Addr::new(10, 0, 0, 1),
+        Ipv4Addr::new(192, 168, 0, 1),
+        1024 + i as u16,
+        5001,
+        64,
+    ))
+}
+
+#[test]
+fn a_megaflow_whose_second_packet_comes_late_still_reaches_the_kernel() {
+    need_root_netns_bpf!();
+    const N: u32 = 300;
+    let lab = Lab::new("fpx-late");
+    // The never-hit tp_src rule puts the source port into every megaflow: one per flow.
+    let _sw = lab.start_switch(
+        "priority=20,in_port=1,udp,tp_src=1 actions=drop\npriority=5,in_port=1,ip actions=output:2\n",
+        "afxdp",
+        &tier_config(true),
+    );
+    let late: Vec<Vec<u8>> = (0..N).map(by_source_port).collect();
+    let send = |fr: Vec<Vec<u8>>, pps: u64| {
+        let n = fr.len();
+        let (b, _) = send_and_capture(&lab, fr, pps, n, Arc::new(AtomicU64::new(0)));
+        assert_eq!(b.len(), n, "every frame forwarded to b0");
+    };
+    // One packet each, then other new flows, two a millisecond (each its own batch), for
+    // the N megaflows' reviews to pass without a second packet.
+    send(late.clone(), 20_000);
+    send((10_000..11_000).map(by_source_port).collect(), 2_000);
+    let st = lab.ask(Op::Stats, "");
+    let dropped = waiting_stat(&st, "dropped unproven");
+    assert!(
+        dropped >= u64::from(N),
+        "the first megaflows were dropped unproven: {dropped}"
+    );
+    // Their second packets (answered in user space), a few counter sweeps (100 ms each),
+    // then a third round: the kernel answers it.
+    send(late.clone(), 20_000);
+    std::thread::sleep(Duration::from_millis(600));
+    let before = lab.ask(Op::Stats, "");
+    send(late, 20_000);
+    let after = lab.ask(Op::Stats, "");
+    let offered = waiting_stat(&after, "of them offered later");
+    let hits = tier_stat(&after, "hit_output") - tier_stat(&before, "hit_output");
+    eprintln!("dropped unproven {dropped}, offered later {offered}, kernel hits {hits} of {N}");
+    assert!(offered >= u64::from(N), "offered later: {offered}");
+    assert!(
+        hits >= u64::from(N) * 9 / 10,
+        "the kernel answered the third round: {hits} of {N}"
+    );
 }

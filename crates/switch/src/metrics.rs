@@ -107,8 +107,8 @@ fn worker_lines(o: &mut String, w: &WorkerSnapshot) {
         );
         let _ = writeln!(
             o,
-            "  xdp tier waiting:  {:>14}  (megaflows not yet hit twice; {} dropped unproven)",
-            w.xdp_candidates, w.xdp_not_proven
+            "  xdp tier waiting:  {:>14}  (megaflows not yet hit twice; {} dropped unproven, {} of them offered later)",
+            w.xdp_candidates, w.xdp_not_proven, w.xdp_offered_late
         );
     }
     guard_lines(o, w);

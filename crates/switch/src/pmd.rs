@@ -126,6 +126,8 @@ pub struct WorkerSnapshot {
     /// dropped from that list without a second packet (a flood's one-packet flows).
     pub xdp_candidates: u64,
     pub xdp_not_proven: u64,
+    /// Of those, taken later after all (hit again after their reviews).
+    pub xdp_offered_late: u64,
     pub guard: GuardSnapshot,
     pub tsc_hz: f64,
     pub ports: Vec<PortQueueSnapshot>,
@@ -472,7 +474,11 @@ fn publish(
         snap.xdp_hits = hits;
         snap.xdp_entries = entries;
         snap.xdp_not_offered = not_offered;
-        (snap.xdp_candidates, snap.xdp_not_proven) = t.waiting();
+        (
+            snap.xdp_candidates,
+            snap.xdp_not_proven,
+            snap.xdp_offered_late,
+        ) = t.waiting();
     }
     for (s, p) in snap.ports.iter_mut().zip(w.ports()) {
         s.stats = p.port.stats();

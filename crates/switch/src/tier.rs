@@ -13,7 +13,12 @@
 //!   *candidate*; every [`REVIEW_EVERY`] batches the candidates are reviewed together, and
 //!   those hit again since their install (a second packet: a flow, not a one-packet probe)
 //!   are offered in one go; those that are not after [`MAX_REVIEWS`] reviews are dropped
-//!   from the list (counted `not_proven`; they stay in the user-space caches). A new-flow
+//!   from the list (counted `not_proven`; they stay in the user-space caches) and wait,
+//!   *dormant*, for a second packet: the counter sweep below looks at up to
+//!   [`DORMANT_SWEEP`] of them each time and offers those hit again since (counted
+//!   `offered_late`), so a flow whose packets come further apart than the reviews (a few
+//!   ms: thousands of flows sharing a core, or a burst of new flows that overflows
+//!   [`MAX_CANDIDATES`]) still gets into the kernel. A new-flow
 //!   flood therefore costs the tier nothing: no map write, no syscall, nothing to evict in
 //!   the kernel. An offered megaflow goes to `fp_flows` if its actions [`actions_from`]
 //!   accepts and its mask has one of the 8 mask slots (masks are registered on first use
@@ -48,7 +53,7 @@ use flowpath_xdptier::{
     actions_from, Attached, FlowTier, FpActions, FpStat, Reason, XdpMode, INVALID_VERSION,
     MAX_DEVS, MAX_FLOWS, MAX_MASKS, MAX_XSKS,
 };
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -90,6 +95,12 @@ pub const REVIEW_EVERY: u32 = 32;
 pub const MAX_REVIEWS: u8 = 4;
 /// Most candidates a worker keeps; past it a review runs at once.
 pub const MAX_CANDIDATES: usize = 4096;
+/// Most dormant megaflows a worker remembers (the megaflow cache's default size); past
+/// it the oldest is forgotten (it stays in the user-space caches).
+pub const MAX_DORMANT: usize = 65536;
+/// Dormant megaflows looked at per counter sweep (every 100 ms): a lookup in the
+/// megaflow cache each, no syscall.
+pub const DORMANT_SWEEP: usize = 4096;
 
 /// Masks and free kernel slots: shared, but taken rarely (a mask the worker has not seen;
 /// a chunk of slots every [`SLOT_CHUNK`] installs).
@@ -346,6 +357,10 @@ pub struct TierAgent {
     batches_since_review: u32,
     /// Candidates dropped without a second packet (a flood's one-packet flows).
     pub not_proven: u64,
+    /// Those, with their megaflow, while it lasts: offered if hit again later.
+    dormant: VecDeque<MegaflowId>,
+    /// Dormant megaflows offered after all (hit again after their reviews).
+    pub offered_late: u64,
     /// Packets and bytes the kernel forwarded (or dropped) for this worker's entries.
     pub hits: u64,
     pub bytes: u64,
@@ -370,6 +385,8 @@ impl TierAgent {
             candidates: Vec::with_capacity(256),
             batches_since_review: 0,
             not_proven: 0,
+            dormant: VecDeque::new(),
+            offered_late: 0,
             hits: 0,
             bytes: 0,
             refused: 0,
@@ -405,6 +422,10 @@ impl TierAgent {
             *reviews += 1;
             if *reviews >= MAX_REVIEWS {
                 dropped += 1;
+                if self.dormant.len() == MAX_DORMANT {
+                    self.dormant.pop_front();
+                }
+                self.dormant.push_back(*id);
                 return false;
             }
             true
@@ -471,6 +492,27 @@ impl TierAgent {
             };
             self.tracked.insert(id, tracked);
         }
+    }
+
+    /// Look at up to `max` dormant megaflows: offer those hit again since they were
+    /// dropped (a second packet), forget those the cache removed, keep the others.
+    fn wake_dormant(&mut self, dp: &Datapath, max: usize) {
+        let mut woken = std::mem::take(&mut self.installed);
+        woken.clear();
+        for _ in 0..max.min(self.dormant.len()) {
+            let Some(id) = self.dormant.pop_front() else {
+                break;
+            };
+            match dp.megaflow(id) {
+                None => {}
+                Some(mf) if mf.counts().0 >= 2 => woken.push(id),
+                Some(_) => self.dormant.push_back(id),
+            }
+        }
+        self.offered_late += woken.len() as u64;
+        self.offer(dp, &woken);
+        woken.clear();
+        self.installed = woken;
     }
 
     /// The id of `mask`: from this worker's cache, else registered with the tier.
@@ -595,6 +637,7 @@ impl Tier for TierAgent {
                 MegaflowEvent::Flushed => {
                     installed.clear();
                     self.candidates.clear();
+                    self.dormant.clear();
                     removed.extend(self.tracked.keys().copied());
                 }
                 MegaflowEvent::Revalidated => {
@@ -622,6 +665,7 @@ impl Tier for TierAgent {
         }
         let seen = self.collect_range(dp, self.cursor, budget);
         self.cursor = if seen < budget { 0 } else { self.cursor + seen };
+        self.wake_dormant(dp, DORMANT_SWEEP);
     }
 
     /// Delete every kernel entry of this worker (it is stopping).
@@ -633,8 +677,12 @@ impl Tier for TierAgent {
         tier.return_slots(&mut self.free);
     }
 
-    fn waiting(&self) -> (u64, u64) {
-        (self.candidates.len() as u64, self.not_proven)
+    fn waiting(&self) -> (u64, u64, u64) {
+        (
+            self.candidates.len() as u64,
+            self.not_proven,
+            self.offered_late,
+        )
     }
 
     fn counters(&self) -> (u64, u64, u64) {
