@@ -818,17 +818,24 @@ fn tool(ns: &str) -> Command {
     c
 }
 
-/// `vxtool.py listen` on host A's eth0 for `secs`; started (it printed "ready").
+/// `vxtool.py listen` on host A's eth0 for at most `secs`, ending early once `until`
+/// (marker, count) has been seen; started (it printed "ready").
 struct Listener {
     proc: Proc,
     log: PathBuf,
 }
 
 impl Listener {
-    fn start(ns: &str, dir: &Path, secs: u32) -> Listener {
+    fn start(ns: &str, dir: &Path, secs: u32, until: (&str, u32)) -> Listener {
         let log = dir.join("listen.out");
         let mut c = tool(ns);
-        c.args(["listen", "eth0", &secs.to_string()]);
+        c.args([
+            "listen",
+            "eth0",
+            &secs.to_string(),
+            until.0,
+            &until.1.to_string(),
+        ]);
         let proc = Proc::spawn(c, "vxtool listen", &log);
         let l = Listener { proc, log };
         wait_for(
@@ -1132,7 +1139,10 @@ fn bad_input(tag: &str, ul: Underlay) {
         }
     };
     let c0 = counters(&t);
-    let l = Listener::start(&t.a.0, &t.dir, 6);
+    // Until the control's packets are in (each `inject` starts Python and scapy: ~2 s on a
+    // slow machine, so a fixed 6 s window once closed before they came). The bad ones are
+    // sent first, on the same path: any forwarded would be in by then.
+    let l = Listener::start(&t.a.0, &t.dir, 45, ("fpvx-good", BAD_N));
     inject(ul.remote(), VNI + 1, "fpvx-bad-vni");
     std::thread::sleep(Duration::from_millis(300));
     let c1 = counters(&t);

@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """Traffic for crates/flowpath/tests/vxlan_interop.rs (run inside a test namespace).
 
-  vxtool.py listen IFACE SECONDS        count frames carrying our markers (b"fpvx-...")
+  vxtool.py listen IFACE SECONDS [UNTIL COUNT]
+                                        count frames carrying our markers (b"fpvx-...")
                                         received on IFACE; prints "ready", then one
-                                        "MARKER COUNT" line per marker seen
+                                        "MARKER COUNT" line per marker seen; ends after
+                                        SECONDS, or 0.3 s after marker UNTIL was seen
+                                        COUNT times
   vxtool.py burst IFACE N PPS SRCMAC DSTMAC SRC4 DST4 SRC6 DST6
                                         N inner frames (half UDP/IPv4, half UDP/IPv6, 1,000
                                         flows, to UDP port 9), paced at about PPS
@@ -19,7 +22,7 @@ import time
 ETH_P_ALL = 0x0003
 
 
-def listen(iface, seconds):
+def listen(iface, seconds, until=None, count=0):
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
     s.bind((iface, 0))
     s.settimeout(0.1)
@@ -27,6 +30,9 @@ def listen(iface, seconds):
     counts = {}
     end = time.time() + seconds
     while time.time() < end:
+        if until is not None and counts.get(until, 0) >= count:
+            end = min(end, time.time() + 0.3)
+            until = None
         try:
             f, addr = s.recvfrom(65535)
         except socket.timeout:
@@ -91,7 +97,10 @@ def inject(iface, n, smac, dmac, osrc, odst, vni, marker, ismac, idmac, is4, id4
 def main():
     a = sys.argv[1:]
     if a[0] == "listen":
-        listen(a[1], float(a[2]))
+        if len(a) > 4:
+            listen(a[1], float(a[2]), a[3], int(a[4]))
+        else:
+            listen(a[1], float(a[2]))
     elif a[0] == "burst":
         burst(a[1], int(a[2]), int(a[3]), *a[4:10])
     elif a[0] == "inject":
