@@ -129,8 +129,8 @@ impl Lab {
                 }
             }
             self.cfg.runs = runs;
+            // merge_round summarised each row as it folded in.
             for row in &mut rows {
-                row.summarise();
                 if row.runs > 0 {
                     row.notes.push(format!(
                         "windows taken in {runs} interleaved rounds (--interleave), one per round"

@@ -327,10 +327,11 @@ pub(crate) fn merge_round(rows: &mut Vec<Row>, round: Vec<Row>) {
             }
         }
         for e in [r.error.take(), got.error].into_iter().flatten() {
+            let note = format!("one round failed: {e}");
             if r.samples.is_empty() {
                 r.error.get_or_insert(e);
-            } else if !r.notes.iter().any(|n| n.ends_with(&e)) {
-                r.notes.push(format!("one round failed: {e}"));
+            } else if !r.notes.contains(&note) {
+                r.notes.push(note);
             }
         }
         if let Some(n) = upcall_note(r) {
