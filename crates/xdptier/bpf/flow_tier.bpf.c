@@ -22,6 +22,14 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FP_INDEX_BUCKETS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct fp_bucket);
+} fp_index SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, FP_MAX_MASKS);
 	__type(key, __u32);
 	__type(value, struct fp_mask);
@@ -399,33 +407,46 @@ static __always_inline void l4_update(__u16 *ck, const __u16 *old, const __u16 *
 
 /* Find `lk` in fp_flows: the entry holding it, with the (even) seq read before its key was
  * compared in *seq, or NULL: not there, or being written by user space right now (seq
- * odd). The caller reads what it needs of the value and then checks the seq again. */
+ * odd). The caller reads what it needs of the value and then checks the seq again. User
+ * space never puts two slots with one signature in a bucket, so the first slot whose
+ * signature matches is the only candidate (a slot that changes under us names an entry
+ * whose key or seq then says so); the scan keeps nothing but the slot past the loop, so
+ * the verifier walks what follows once, not once per way. */
 static __always_inline struct fp_entry *table_find(const struct fp_flow_key *lk, __u32 *seq)
 {
-	__u32 base = (fp_hash(lk) & (FP_TABLE_BUCKETS - 1)) * FP_TABLE_WAYS;
-	const __u64 *kw = (const __u64 *)lk;
-#pragma unroll
-	for (__u32 way = 0; way < FP_TABLE_WAYS; way++) {
-		__u32 i = base + way;
-		struct fp_entry *e = bpf_map_lookup_elem(&fp_flows, &i);
-		if (!e)
-			return NULL;
-		__u32 s1 = READ_ONCE_U32(e->seq);
-		barrier();
-		if ((s1 & 1) || !e->used)
-			continue;
-		const __u64 *ew = (const __u64 *)&e->key;
-		/* The stored key's pad holds the stats slot: compare mask_id only there. */
-		__u64 diff = (__u32)(ew[0] ^ kw[0]);
-#pragma unroll
-		for (int w = 1; w < 1 + FP_LOOKUP_WORDS; w++)
-			diff |= ew[w] ^ kw[w];
-		if (diff)
-			continue;
-		*seq = s1;
-		return e;
+	__u64 h = fp_hash(lk);
+	__u32 b = h & (FP_INDEX_BUCKETS - 1), sig = FP_SIG(h), s = 0;
+	struct fp_bucket *bk = bpf_map_lookup_elem(&fp_index, &b);
+	if (!bk)
+		return NULL;
+	for (__u32 way = 0; way < FP_INDEX_WAYS; way++) {
+		__u32 v = READ_ONCE_U32(bk->slot[way]);
+		if ((v >> 16) == sig) {
+			s = v;
+			break;
+		}
 	}
-	return NULL;
+	if (!s)
+		return NULL;
+	__u32 i = s & 0xffff;
+	struct fp_entry *e = bpf_map_lookup_elem(&fp_flows, &i);
+	if (!e)
+		return NULL;
+	__u32 s1 = READ_ONCE_U32(e->seq);
+	barrier();
+	if ((s1 & 1) || !e->used)
+		return NULL;
+	const __u64 *ew = (const __u64 *)&e->key;
+	const __u64 *kw = (const __u64 *)lk;
+	/* The stored key's pad holds the stats slot: compare mask_id only there. */
+	__u64 diff = (__u32)(ew[0] ^ kw[0]);
+#pragma unroll
+	for (int w = 1; w < 1 + FP_LOOKUP_WORDS; w++)
+		diff |= ew[w] ^ kw[w];
+	if (diff)
+		return NULL;
+	*seq = s1;
+	return e;
 }
 
 /* To the AF_XDP socket of this interface's rx queue: xsks_map[xsk_base + queue]. */

@@ -144,17 +144,31 @@ struct fp_flow_value {
 };
 _Static_assert(sizeof(struct fp_flow_value) == 80, "fp_flow_value size");
 
-/* fp_flows: an array used as a hash table of FP_TABLE_BUCKETS buckets of FP_TABLE_WAYS
- * entries; a flow lives in one of the entries of bucket fp_hash(key) & (FP_TABLE_BUCKETS-1),
- * at index bucket * FP_TABLE_WAYS + way. Hand-made rather than a BPF hash map: the
- * kernel's hash map costs a helper call, jhash and memcmp per lookup (about 55 ns here,
- * half the program), where an array lookup is inlined by the verifier.
- * User space writes entries through an mmap of the array, seqlock style: seq odd while
- * an entry is being written; the program reads seq, the entry, seq again, and treats a
- * change (or an odd seq) as a miss, so a torn entry can never forward a packet. */
-#define FP_TABLE_BUCKETS 65536
-#define FP_TABLE_WAYS 2
-#define FP_TABLE_ENTRIES (FP_TABLE_BUCKETS * FP_TABLE_WAYS)
+/* The flow table: fp_index, an array of FP_INDEX_BUCKETS buckets of FP_INDEX_WAYS 32-bit
+ * slots (one 64-byte cache line each), and fp_flows, an array of FP_TABLE_ENTRIES entries
+ * that user space hands out lowest index first. A flow with lookup key k, h = fp_hash(k),
+ * is in bucket h & (FP_INDEX_BUCKETS - 1) as a slot (FP_SIG(h) << 16) | entry index; a
+ * slot of 0 is empty (FP_SIG is never 0). A hit reads one bucket line and the entry; a
+ * miss under a mask reads the bucket line alone. The entries of N flows sit in the first
+ * N * 160 bytes of fp_flows whatever their hashes, so the pages a hit touches stay few
+ * (the former 2-way buckets of entries spread 8,000 flows over 5,000 pages of a 20 MB
+ * array: a TLB miss on most hits, and in a VM a nested page walk).
+ * Hand-made rather than a BPF hash map: the kernel's hash map costs a helper call, jhash
+ * and memcmp per lookup (about 55 ns here, half the program), where an array lookup is
+ * inlined by the verifier.
+ * User space writes both through mmaps, seqlock style per entry: seq odd while an entry is
+ * being written; the program reads seq, the entry, seq again, and treats a change (or an
+ * odd seq) as a miss, so a torn entry can never forward a packet. An insert writes the
+ * entry, then publishes its slot; a removal clears the slot, then the entry. */
+#define FP_INDEX_BUCKETS 16384
+#define FP_INDEX_WAYS 16
+#define FP_TABLE_ENTRIES 65536
+#define FP_SIG(h) ((__u32)((h) >> 48) | 1u)
+
+struct fp_bucket {
+	__u32 slot[FP_INDEX_WAYS];
+};
+_Static_assert(sizeof(struct fp_bucket) == 64, "fp_bucket size");
 
 struct fp_entry {
 	__u32 seq;               /*   0 odd while user space writes the entry */

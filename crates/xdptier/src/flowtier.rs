@@ -2,7 +2,7 @@
 //! ports and sockets, counters, test runs, attaching to interfaces, pinning.
 
 use crate::layout::*;
-use crate::table::FlowTable;
+use crate::table::{FlowTable, TableFull};
 use crate::{ifindex, Attached, XdpMode};
 use aya::maps::{Array, DevMap, HashMap, MapData, PerCpuArray, XskMap};
 use aya::programs::xdp::XdpLinkId;
@@ -71,11 +71,14 @@ impl FlowTier {
             .map_err(|e| err(format!("{PROGRAM}: {e}")))?;
         p.load()
             .map_err(|e| err(format!("loading {PROGRAM} (verifier): {e}")))?;
-        let table = match ebpf.map("fp_flows") {
-            Some(aya::maps::Map::Array(md)) => FlowTable::map(md)?,
-            Some(_) => return Err(err("fp_flows is not an array (see docs/xdp-tier.md)")),
-            None => return Err(err("object has no map fp_flows")),
+        let array = |name: &str| match ebpf.map(name) {
+            Some(aya::maps::Map::Array(md)) => Ok(md),
+            Some(_) => Err(err(format!(
+                "{name} is not an array (see docs/xdp-tier.md)"
+            ))),
+            None => Err(err(format!("object has no map {name}"))),
         };
+        let table = FlowTable::map(array("fp_flows")?, array("fp_index")?)?;
         let mut t = FlowTier {
             ebpf,
             table,
@@ -234,10 +237,13 @@ impl FlowTier {
             slot,
             pad: 0,
         };
-        self.table.insert(k, v).map(|_| ()).map_err(|_| {
+        self.table.insert(k, v).map(|_| ()).map_err(|full| {
             io::Error::new(
                 io::ErrorKind::StorageFull,
-                "fp_flows: both entries of the flow's bucket hold other flows",
+                match full {
+                    TableFull::Bucket => "fp_index: all 16 slots of the flow's bucket are taken",
+                    TableFull::Entries => "fp_flows: every entry holds a flow",
+                },
             )
         })
     }

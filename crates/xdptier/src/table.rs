@@ -1,5 +1,7 @@
-//! `fp_flows`, the kernel's flow table, written from user space through an mmap of the
-//! BPF array: a hash table of 2-way buckets with a seqlock per entry (see flowkey.h).
+//! The kernel flow table, written from user space through mmaps of two BPF arrays:
+//! `fp_index`, buckets of 16 signature slots, naming entries of `fp_flows`, which are
+//! handed out lowest index first so that N flows occupy N entries side by side (see
+//! flowkey.h); a seqlock per entry.
 //!
 //! Written by hand because no BPF map type does this: the kernel's own hash map costs a
 //! helper call, jhash and a memcmp on every packet (about half the program's time on the
@@ -11,13 +13,14 @@ use std::io;
 use std::mem::size_of;
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
+use std::sync::Mutex;
 
-/// `FP_TABLE_BUCKETS`.
-pub const TABLE_BUCKETS: u32 = 65536;
-/// `FP_TABLE_WAYS`: entries per bucket.
-pub const TABLE_WAYS: u32 = 2;
-/// `FP_TABLE_ENTRIES`: `fp_flows` max_entries.
-pub const TABLE_ENTRIES: u32 = TABLE_BUCKETS * TABLE_WAYS;
+/// `FP_INDEX_BUCKETS`: buckets of `fp_index`.
+pub const INDEX_BUCKETS: u32 = 16384;
+/// `FP_INDEX_WAYS`: slots per bucket (one 64-byte line).
+pub const INDEX_WAYS: u32 = 16;
+/// `FP_TABLE_ENTRIES`: `fp_flows` max_entries (an entry index fits a slot's low 16 bits).
+pub const TABLE_ENTRIES: u32 = 65536;
 
 /// `struct fp_entry`: one `fp_flows` element.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
@@ -31,6 +34,10 @@ pub struct FpEntry {
     pub val: FpFlowValue,
 }
 const _: () = assert!(size_of::<FpEntry>() == 160);
+
+/// `struct fp_bucket`: one `fp_index` element.
+type Bucket = [AtomicU32; INDEX_WAYS as usize];
+const _: () = assert!(size_of::<Bucket>() == 64);
 
 const HASH_MUL: u64 = 0xff51_afd7_ed55_8ccd;
 const HASH_STEP: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -50,50 +57,30 @@ pub fn table_hash(k: &FpFlowKey) -> u64 {
     h ^ (h >> 29)
 }
 
-/// The first entry index of `k`'s bucket.
+/// `k`'s bucket in `fp_index`.
 pub fn bucket_of(k: &FpFlowKey) -> u32 {
-    (table_hash(k) as u32 & (TABLE_BUCKETS - 1)) * TABLE_WAYS
+    table_hash(k) as u32 & (INDEX_BUCKETS - 1)
+}
+
+/// `FP_SIG`: the signature `k`'s slot carries in its high 16 bits (never 0, so a slot
+/// of 0 is empty).
+fn signature(k: &FpFlowKey) -> u32 {
+    (table_hash(k) >> 48) as u32 | 1
 }
 
 /// Bucket locks: writers of different buckets never wait for each other (a lock guards
 /// the buckets whose index is equal modulo this).
 const WRITE_LOCKS: usize = 1024;
 
-/// The mmap of `fp_flows`. Any number of user-space writers (workers installing flows)
-/// work at once: each holds the lock of the bucket it writes, for the few hundred cycles of
-/// the write. The program reads concurrently and discards entries whose `seq` is odd or
-/// changes under it.
-pub struct FlowTable {
-    base: *mut FpEntry,
+/// One shared mapping of a BPF array.
+struct Mapping {
+    base: *mut u8,
     len: usize,
-    locks: Box<[AtomicBool]>,
 }
 
-/// A held bucket lock, released when dropped.
-struct BucketLock<'a>(&'a AtomicBool);
-
-impl Drop for BucketLock<'_> {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
-    }
-}
-
-// SAFETY: the mapping is process-wide shared memory owned by this value; entry writes are
-// serialised per bucket by `locks`, and the kernel only reads.
-unsafe impl Send for FlowTable {}
-unsafe impl Sync for FlowTable {}
-
-/// Why an insert did not happen.
-#[derive(Debug, PartialEq, Eq)]
-pub enum TableFull {
-    /// Both entries of the key's bucket hold other flows.
-    Bucket,
-}
-
-impl FlowTable {
-    /// Map `fp_flows` (an mmapable array of [`TABLE_ENTRIES`] [`FpEntry`]).
-    pub fn map(map: &aya::maps::MapData) -> io::Result<FlowTable> {
-        let len = TABLE_ENTRIES as usize * size_of::<FpEntry>();
+impl Mapping {
+    fn new(map: &aya::maps::MapData, name: &str, entries: u32, size: usize) -> io::Result<Self> {
+        let len = entries as usize * size;
         let fd = map.fd().as_fd().as_raw_fd();
         // SAFETY: a shared mapping of the map's fd with the array's exact size; the kernel
         // checks the size and that the map is BPF_F_MMAPABLE.
@@ -111,22 +98,85 @@ impl FlowTable {
             let e = io::Error::last_os_error();
             return Err(io::Error::new(
                 e.kind(),
-                format!(
-                    "mmap of fp_flows (must be an mmapable array of {TABLE_ENTRIES} x 160 B): {e}"
-                ),
+                format!("mmap of {name} (must be an mmapable array of {entries} x {size} B): {e}"),
             ));
         }
-        Ok(FlowTable {
+        Ok(Mapping {
             base: p.cast(),
             len,
+        })
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, unmapped once.
+        unsafe {
+            libc::munmap(self.base.cast(), self.len);
+        }
+    }
+}
+
+/// The mmaps of `fp_index` and `fp_flows`. Any number of user-space writers (workers
+/// installing flows) work at once: each holds the lock of the bucket it writes, for the
+/// few hundred cycles of the write, and takes entry indices from a shared free list. The
+/// program reads concurrently and discards entries whose `seq` is odd or changes under it.
+pub struct FlowTable {
+    entries: Mapping,
+    index: Mapping,
+    locks: Box<[AtomicBool]>,
+    /// Free entry indices, the lowest last (taken first): live entries stay packed at the
+    /// start of `fp_flows`.
+    free: Mutex<Vec<u32>>,
+}
+
+/// A held bucket lock, released when dropped.
+struct BucketLock<'a>(&'a AtomicBool);
+
+impl Drop for BucketLock<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+// SAFETY: the mappings are process-wide shared memory owned by this value; writes are
+// serialised per bucket by `locks` (an entry belongs to one bucket's slot while in use,
+// and to the free list otherwise), and the kernel only reads.
+unsafe impl Send for FlowTable {}
+unsafe impl Sync for FlowTable {}
+
+/// Why an insert did not happen.
+#[derive(Debug, PartialEq, Eq)]
+pub enum TableFull {
+    /// All slots of the key's bucket name other flows, or one names a flow with the
+    /// same signature (a one-in-32,768 chance per flow already there).
+    Bucket,
+    /// Every entry holds a flow.
+    Entries,
+}
+
+impl FlowTable {
+    /// Map `fp_flows` (an mmapable array of [`TABLE_ENTRIES`] [`FpEntry`]) and `fp_index`
+    /// (of [`INDEX_BUCKETS`] 64-byte buckets).
+    pub fn map(flows: &aya::maps::MapData, index: &aya::maps::MapData) -> io::Result<FlowTable> {
+        Ok(FlowTable {
+            entries: Mapping::new(flows, "fp_flows", TABLE_ENTRIES, size_of::<FpEntry>())?,
+            index: Mapping::new(index, "fp_index", INDEX_BUCKETS, size_of::<Bucket>())?,
             locks: (0..WRITE_LOCKS).map(|_| AtomicBool::new(false)).collect(),
+            free: Mutex::new((0..TABLE_ENTRIES).rev().collect()),
         })
     }
 
     fn entry(&self, i: u32) -> *mut FpEntry {
         assert!(i < TABLE_ENTRIES);
         // SAFETY: i is in bounds of the mapping.
-        unsafe { self.base.add(i as usize) }
+        unsafe { self.entries.base.cast::<FpEntry>().add(i as usize) }
+    }
+
+    fn bucket(&self, b: u32) -> &Bucket {
+        assert!(b < INDEX_BUCKETS);
+        // SAFETY: b is in bounds; the mapping is page-aligned, slots are 4-byte words.
+        unsafe { &*self.index.base.cast::<Bucket>().add(b as usize) }
     }
 
     fn seq(&self, i: u32) -> &AtomicU32 {
@@ -141,10 +191,9 @@ impl FlowTable {
         unsafe { std::ptr::read_volatile(self.entry(i)) }
     }
 
-    /// Take the lock of the bucket starting at entry `b` (spinning: it is held for one
-    /// entry write).
+    /// Take the lock of bucket `b` (spinning: it is held for one entry write).
     fn lock_bucket(&self, b: u32) -> BucketLock<'_> {
-        let l = &self.locks[(b / TABLE_WAYS) as usize % WRITE_LOCKS];
+        let l = &self.locks[b as usize % WRITE_LOCKS];
         while l
             .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
@@ -175,41 +224,71 @@ impl FlowTable {
         seq.store((s | 1).wrapping_add(1), Ordering::Release);
     }
 
-    /// Where `k` is, if it is there.
+    /// Where `k` is: its slot in its bucket and its entry index.
+    fn locate(&self, k: &FpFlowKey) -> Option<(usize, u32)> {
+        let sig = signature(k);
+        let bucket = self.bucket(bucket_of(k));
+        // As the program: the first slot with k's signature is the only candidate.
+        let (way, s) = bucket
+            .iter()
+            .map(|s| s.load(Ordering::Acquire))
+            .enumerate()
+            .find(|&(_, s)| s >> 16 == sig)?;
+        let i = s & 0xffff;
+        let e = self.read(i);
+        (e.used == 1 && e.key.mask_id == k.mask_id && e.key.key == k.key).then_some((way, i))
+    }
+
+    /// The entry index holding `k`, if it is there.
     pub fn find(&self, k: &FpFlowKey) -> Option<u32> {
-        let b = bucket_of(k);
-        (b..b + TABLE_WAYS).find(|&i| {
-            let e = self.read(i);
-            e.used == 1 && e.key.mask_id == k.mask_id && e.key.key == k.key
-        })
+        self.locate(k).map(|(_, i)| i)
     }
 
     /// Insert or replace `k`'s entry.
     pub fn insert(&self, k: FpFlowKey, v: FpFlowValue) -> Result<u32, TableFull> {
-        let _held = self.lock_bucket(bucket_of(&k));
-        let i = match self.find(&k) {
-            Some(i) => i,
-            None => {
-                let b = bucket_of(&k);
-                (b..b + TABLE_WAYS)
-                    .find(|&i| self.read(i).used == 0)
-                    .ok_or(TableFull::Bucket)?
-            }
-        };
+        let b = bucket_of(&k);
+        let _held = self.lock_bucket(b);
+        if let Some((_, i)) = self.locate(&k) {
+            self.write(i, true, k, v);
+            return Ok(i);
+        }
+        let bucket = self.bucket(b);
+        let sig = signature(&k);
+        // One slot per signature in a bucket: the program takes the first that matches.
+        if bucket
+            .iter()
+            .any(|s| s.load(Ordering::Relaxed) >> 16 == sig)
+        {
+            return Err(TableFull::Bucket);
+        }
+        let way = bucket
+            .iter()
+            .position(|s| s.load(Ordering::Relaxed) == 0)
+            .ok_or(TableFull::Bucket)?;
+        let i = self
+            .free
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop()
+            .ok_or(TableFull::Entries)?;
         self.write(i, true, k, v);
+        // Published only once the entry is complete.
+        bucket[way].store(sig << 16 | i, Ordering::Release);
         Ok(i)
     }
 
     /// Remove `k`'s entry; false when it was not there.
     pub fn remove(&self, k: &FpFlowKey) -> bool {
         let _held = self.lock_bucket(bucket_of(k));
-        match self.find(k) {
-            Some(i) => {
-                self.write(i, false, FpFlowKey::zeroed(), FpFlowValue::zeroed());
-                true
-            }
-            None => false,
-        }
+        let Some((way, i)) = self.locate(k) else {
+            return false;
+        };
+        // Unpublished first: a reader that still got the slot finds the entry's seq
+        // changed, or the entry's key no longer k's.
+        self.bucket(bucket_of(k))[way].store(0, Ordering::Release);
+        self.write(i, false, FpFlowKey::zeroed(), FpFlowValue::zeroed());
+        self.free.lock().unwrap_or_else(|p| p.into_inner()).push(i);
+        true
     }
 
     /// Mark entry `i` as being written (`seq` odd) or done, without changing it: what
@@ -236,15 +315,6 @@ impl FlowTable {
     }
 }
 
-impl Drop for FlowTable {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `map`, unmapped once.
-        unsafe {
-            libc::munmap(self.base.cast(), self.len);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,8 +327,8 @@ mod tests {
             k.key[32..36].copy_from_slice(&i.to_be_bytes()); // ip_src
             buckets.insert(bucket_of(&k));
         }
-        // 4,096 keys into 65,536 buckets: a good hash gives ~3,970 distinct ones.
-        assert!(buckets.len() > 3_800, "{} buckets", buckets.len());
+        // 4,096 keys into 16,384 buckets: a good hash gives ~3,620 distinct ones.
+        assert!(buckets.len() > 3_450, "{} buckets", buckets.len());
     }
 
     #[test]
