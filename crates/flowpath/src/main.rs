@@ -9,6 +9,7 @@ use flowpath_pipeline::Backend;
 use std::io::Write;
 use std::process::ExitCode;
 
+mod bench_against;
 mod cmd_classifier;
 mod cmd_flows;
 mod cmd_gen;
@@ -183,6 +184,13 @@ struct BenchArgs {
     /// the one atomic rule-set swap, and the state-file save (text output only).
     #[arg(long, value_name = "N")]
     replace: Option<usize>,
+    /// Compare with another flowpath binary (an older build, say): each of `--runs`
+    /// rounds runs every case once here and once there (the same options, `--runs 1
+    /// --json`), alternating which goes first, and the table shows both builds' cycles
+    /// per packet side by side with their ratio. For A/B on a machine whose speed drifts.
+    /// Cost cases only (not flood or tse).
+    #[arg(long, value_name = "FLOWPATH")]
+    against: Option<std::path::PathBuf>,
 }
 
 fn parse_rate(s: &str) -> Result<f64, String> {
@@ -305,6 +313,27 @@ fn bench(args: BenchArgs) -> ExitCode {
         None => None,
     };
     let machine = Machine::probe();
+    if let Some(other) = &args.against {
+        if !args.cases.is_empty() && !attacks.is_empty() {
+            eprintln!("flowpath bench: --against compares the cost cases; leave out flood and tse");
+            return ExitCode::from(2);
+        }
+        return match bench_against::run(&cases, &cfg, other, args.runs) {
+            Ok(paired) if args.json => {
+                println!("{}", bench_against::json(&paired, other));
+                ExitCode::SUCCESS
+            }
+            Ok(paired) => {
+                let header = report::header(&machine, args.frame_size as usize);
+                print!("{}", bench_against::table(&paired, other, &header));
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("flowpath bench: --against: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let total = cases.len() + attacks.len();
     let mut results = Vec::new();
     for (i, case) in cases.iter().enumerate() {

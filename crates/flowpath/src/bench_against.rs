@@ -1,0 +1,241 @@
+//! `flowpath bench --against OTHER`: this build and another `flowpath` binary, one run of
+//! every case each per round, alternating which goes first, so a slow spell of a shared
+//! machine falls on both builds alike (a hot-path A/B on a VM whose speed swings).
+
+use flowpath_bench::{run_case, BenchConfig, Case};
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::Path;
+use std::process::Command;
+
+/// One case's cycles per packet, one figure per round, for each build.
+pub struct Paired {
+    pub case: String,
+    pub this: Vec<f64>,
+    pub other: Vec<f64>,
+}
+
+/// The arguments the other binary gets: the user's `bench` arguments without `--against`,
+/// `--runs`, `--json` and `--case` (each with its value), then one `--case` per case and
+/// `--runs 1 --json`. `args` are this process's arguments after the program name.
+pub fn forwarded_args(args: &[OsString], cases: &[String]) -> Vec<OsString> {
+    let mut out = Vec::new();
+    let mut it = args.iter();
+    for a in it.by_ref() {
+        out.push(a.clone());
+        if a == "bench" {
+            break;
+        }
+    }
+    let with_value = ["--against", "--runs", "--case"];
+    while let Some(a) = it.next() {
+        let s = a.to_string_lossy();
+        if with_value.contains(&s.as_ref()) {
+            it.next();
+            continue;
+        }
+        if s == "--json" || with_value.iter().any(|f| s.starts_with(&format!("{f}="))) {
+            continue;
+        }
+        out.push(a.clone());
+    }
+    for c in cases {
+        out.push("--case".into());
+        out.push(c.into());
+    }
+    out.extend(["--runs", "1", "--json"].map(OsString::from));
+    out
+}
+
+/// Run `other` once with `args`; its cycles per packet by case name.
+fn run_other(other: &Path, args: &[OsString]) -> Result<Vec<(String, f64)>, String> {
+    let out = Command::new(other)
+        .args(args)
+        .output()
+        .map_err(|e| format!("{}: {e}", other.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} {} exited with {}: {}",
+            other.display(),
+            args.iter()
+                .map(|a| a.to_string_lossy())
+                .collect::<Vec<_>>()
+                .join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).map_err(|e| {
+        format!(
+            "{}: its --json output is not a JSON array ({e})",
+            other.display()
+        )
+    })?;
+    Ok(rows
+        .iter()
+        .filter_map(|r| {
+            Some((
+                r.get("case")?.as_str()?.to_string(),
+                r.get("cycles_per_packet")?.as_f64()?,
+            ))
+        })
+        .collect())
+}
+
+/// `rounds` rounds: every case once in this process and once in `other`, the order
+/// swapped every round.
+pub fn run(
+    cases: &[Case],
+    cfg: &BenchConfig,
+    other: &Path,
+    rounds: usize,
+) -> Result<Vec<Paired>, String> {
+    let names: Vec<String> = cases.iter().map(|c| c.name()).collect();
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let fwd = forwarded_args(&args, &names);
+    let one = BenchConfig {
+        runs: 1,
+        ..cfg.clone()
+    };
+    let mut paired: Vec<Paired> = names
+        .iter()
+        .map(|n| Paired {
+            case: n.clone(),
+            this: Vec::new(),
+            other: Vec::new(),
+        })
+        .collect();
+    for round in 0..rounds {
+        for turn in 0..2 {
+            let this_turn = (round + turn) % 2 == 0;
+            eprint!(
+                "\rround {}/{rounds}: {:<40}",
+                round + 1,
+                if this_turn {
+                    "this build".to_string()
+                } else {
+                    other.display().to_string()
+                }
+            );
+            let _ = std::io::stderr().flush();
+            if this_turn {
+                for (p, case) in paired.iter_mut().zip(cases) {
+                    p.this
+                        .push(run_case(*case, &one, |_, _| {}).cycles_per_packet);
+                }
+            } else {
+                let got = run_other(other, &fwd)?;
+                for p in paired.iter_mut() {
+                    let c = got.iter().find(|(n, _)| *n == p.case).ok_or_else(|| {
+                        format!("{} did not report case {}", other.display(), p.case)
+                    })?;
+                    p.other.push(c.1);
+                }
+            }
+        }
+    }
+    eprintln!("\r{:70}\r", "");
+    Ok(paired)
+}
+
+/// (median, min, max).
+pub fn summary(v: &[f64]) -> (f64, f64, f64) {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    let median = if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    };
+    (median, s[0], s[n - 1])
+}
+
+/// The side-by-side table.
+pub fn table(paired: &[Paired], other: &Path, header: &str) -> String {
+    let mut s = String::from(header);
+    let _ = writeln!(
+        s,
+        "against: {} (rounds alternate which build runs first)\n",
+        other.display()
+    );
+    let _ = writeln!(
+        s,
+        "{:<17} {:>24} {:>24} {:>10}",
+        "case", "this cyc/pkt (min–max)", "other cyc/pkt (min–max)", "this/other"
+    );
+    for p in paired {
+        let (a, amin, amax) = summary(&p.this);
+        let (b, bmin, bmax) = summary(&p.other);
+        let _ = writeln!(
+            s,
+            "{:<17} {:>24} {:>24} {:>10.2}",
+            p.case,
+            format!("{a:.0} ({amin:.0}–{amax:.0})"),
+            format!("{b:.0} ({bmin:.0}–{bmax:.0})"),
+            a / b
+        );
+    }
+    s
+}
+
+/// The same as JSON: one object per case.
+pub fn json(paired: &[Paired], other: &Path) -> String {
+    let rows: Vec<serde_json::Value> = paired
+        .iter()
+        .map(|p| {
+            let side = |v: &[f64]| {
+                let (m, lo, hi) = summary(v);
+                serde_json::json!({"cycles_per_packet": m, "cycles_min": lo, "cycles_max": hi, "samples": v})
+            };
+            serde_json::json!({
+                "case": p.case,
+                "this": side(&p.this),
+                "other": side(&p.other),
+                "other_binary": other.display().to_string(),
+                "ratio": summary(&p.this).0 / summary(&p.other).0,
+            })
+        })
+        .collect();
+    serde_json::to_string_pretty(&rows).expect("serialises")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn the_other_build_gets_the_users_options_and_one_run_of_each_case() {
+        let args = os(&[
+            "bench",
+            "--against",
+            "/tmp/old",
+            "--case",
+            "emc_hit",
+            "--runs=7",
+            "--flows",
+            "64",
+            "--json",
+            "--against=/x",
+        ]);
+        let got = forwarded_args(&args, &["emc_hit".into(), "miss".into()]);
+        assert_eq!(
+            got,
+            os(&[
+                "bench", "--flows", "64", "--case", "emc_hit", "--case", "miss", "--runs", "1",
+                "--json"
+            ])
+        );
+    }
+
+    #[test]
+    fn summary_is_median_min_max() {
+        assert_eq!(summary(&[3.0, 1.0, 2.0]), (2.0, 1.0, 3.0));
+        assert_eq!(summary(&[4.0, 1.0, 2.0, 3.0]), (2.5, 1.0, 4.0));
+    }
+}

@@ -1,0 +1,76 @@
+//! `flowpath bench --against`: the build compared with a binary (here itself) round by
+//! round; both sides report every round, and a binary that cannot run says which.
+
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_flowpath");
+
+#[test]
+fn both_builds_report_every_round_side_by_side() {
+    let out = Command::new(BIN)
+        .args([
+            "bench",
+            "--against",
+            BIN,
+            "--case",
+            "emc_hit",
+            "--case",
+            "miss",
+        ])
+        .args([
+            "--runs",
+            "2",
+            "--packets",
+            "20000",
+            "--flows",
+            "64",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let cases: Vec<&str> = rows.iter().map(|r| r["case"].as_str().unwrap()).collect();
+    assert_eq!(cases, ["emc_hit", "miss"]);
+    for r in &rows {
+        for side in ["this", "other"] {
+            let samples = r[side]["samples"].as_array().unwrap();
+            assert_eq!(samples.len(), 2, "{side} of {}", r["case"]);
+            assert!(samples.iter().all(|c| c.as_f64().unwrap() > 0.0));
+        }
+        let ratio = r["ratio"].as_f64().unwrap();
+        assert!(ratio.is_finite() && ratio > 0.0);
+    }
+}
+
+#[test]
+fn a_binary_that_cannot_run_is_named() {
+    let out = Command::new(BIN)
+        .args([
+            "bench",
+            "--against",
+            "/nonexistent/flowpath",
+            "--case",
+            "emc_hit",
+        ])
+        .args(["--runs", "1", "--packets", "1000"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/flowpath"), "{err}");
+}
+
+#[test]
+fn attack_cases_are_refused_with_against() {
+    let out = Command::new(BIN)
+        .args(["bench", "--against", BIN, "--case", "flood"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("flood and tse"));
+}
