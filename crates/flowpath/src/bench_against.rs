@@ -1,8 +1,9 @@
 //! `flowpath bench --against OTHER`: this build and another `flowpath` binary, one run of
 //! every case each per round, alternating which goes first, so a slow spell of a shared
-//! machine falls on both builds alike (a hot-path A/B on a VM whose speed swings).
+//! machine falls on both builds alike (a hot-path A/B on a VM whose speed swings). Both
+//! run as child processes with the same arguments, so neither has a warmer process.
 
-use flowpath_bench::{run_case, BenchConfig, Case};
+use flowpath_bench::Case;
 use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -48,7 +49,7 @@ pub fn forwarded_args(args: &[OsString], cases: &[String]) -> Vec<OsString> {
     out
 }
 
-/// Run `other` once with `args`; its cycles per packet by case name.
+/// Run `other` (a flowpath binary) once with `args`; its cycles per packet by case name.
 fn run_other(other: &Path, args: &[OsString]) -> Result<Vec<(String, f64)>, String> {
     let out = Command::new(other)
         .args(args)
@@ -83,21 +84,13 @@ fn run_other(other: &Path, args: &[OsString]) -> Result<Vec<(String, f64)>, Stri
         .collect())
 }
 
-/// `rounds` rounds: every case once in this process and once in `other`, the order
-/// swapped every round.
-pub fn run(
-    cases: &[Case],
-    cfg: &BenchConfig,
-    other: &Path,
-    rounds: usize,
-) -> Result<Vec<Paired>, String> {
+/// `rounds` rounds: every case once in this binary and once in `other`, each a child
+/// process, the order swapped every round.
+pub fn run(cases: &[Case], other: &Path, rounds: usize) -> Result<Vec<Paired>, String> {
     let names: Vec<String> = cases.iter().map(|c| c.name()).collect();
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     let fwd = forwarded_args(&args, &names);
-    let one = BenchConfig {
-        runs: 1,
-        ..cfg.clone()
-    };
+    let this = std::env::current_exe().map_err(|e| format!("this binary's path: {e}"))?;
     let mut paired: Vec<Paired> = names
         .iter()
         .map(|n| Paired {
@@ -109,27 +102,22 @@ pub fn run(
     for round in 0..rounds {
         for turn in 0..2 {
             let this_turn = (round + turn) % 2 == 0;
+            let bin = if this_turn { &this } else { other };
             eprint!(
-                "\rround {}/{rounds}: {:<40}",
+                "\rround {}/{rounds}: {:<50}",
                 round + 1,
-                if this_turn {
-                    "this build".to_string()
-                } else {
-                    other.display().to_string()
-                }
+                bin.display().to_string()
             );
             let _ = std::io::stderr().flush();
-            if this_turn {
-                for (p, case) in paired.iter_mut().zip(cases) {
-                    p.this
-                        .push(run_case(*case, &one, |_, _| {}).cycles_per_packet);
-                }
-            } else {
-                let got = run_other(other, &fwd)?;
-                for p in paired.iter_mut() {
-                    let c = got.iter().find(|(n, _)| *n == p.case).ok_or_else(|| {
-                        format!("{} did not report case {}", other.display(), p.case)
-                    })?;
+            let got = run_other(bin, &fwd)?;
+            for p in paired.iter_mut() {
+                let c = got
+                    .iter()
+                    .find(|(n, _)| *n == p.case)
+                    .ok_or_else(|| format!("{} did not report case {}", bin.display(), p.case))?;
+                if this_turn {
+                    p.this.push(c.1);
+                } else {
                     p.other.push(c.1);
                 }
             }

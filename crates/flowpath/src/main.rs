@@ -185,8 +185,8 @@ struct BenchArgs {
     #[arg(long, value_name = "N")]
     replace: Option<usize>,
     /// Compare with another flowpath binary (an older build, say): each of `--runs`
-    /// rounds runs every case once here and once there (the same options, `--runs 1
-    /// --json`), alternating which goes first, and the table shows both builds' cycles
+    /// rounds runs every case once in this binary and once in that one (each a child
+    /// process with the same options, `--runs 1 --json`), alternating which goes first, and the table shows both builds' cycles
     /// per packet side by side with their ratio. For A/B on a machine whose speed drifts.
     /// Cost cases only (not flood or tse).
     #[arg(long, value_name = "FLOWPATH")]
@@ -318,7 +318,7 @@ fn bench(args: BenchArgs) -> ExitCode {
             eprintln!("flowpath bench: --against compares the cost cases; leave out flood and tse");
             return ExitCode::from(2);
         }
-        return match bench_against::run(&cases, &cfg, other, args.runs) {
+        return match bench_against::run(&cases, other, args.runs) {
             Ok(paired) if args.json => {
                 println!("{}", bench_against::json(&paired, other));
                 ExitCode::SUCCESS
