@@ -4,6 +4,7 @@
 //! run as child processes with the same arguments, so neither has a warmer process.
 
 use flowpath_bench::Case;
+use flowpath_lab::report::median_min_max;
 use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -49,16 +50,16 @@ pub fn forwarded_args(args: &[OsString], cases: &[String]) -> Vec<OsString> {
     out
 }
 
-/// Run `other` (a flowpath binary) once with `args`; its cycles per packet by case name.
-fn run_other(other: &Path, args: &[OsString]) -> Result<Vec<(String, f64)>, String> {
-    let out = Command::new(other)
+/// Run `bin` (a flowpath binary) once with `args`; its cycles per packet by case name.
+fn run_binary(bin: &Path, args: &[OsString]) -> Result<Vec<(String, f64)>, String> {
+    let out = Command::new(bin)
         .args(args)
         .output()
-        .map_err(|e| format!("{}: {e}", other.display()))?;
+        .map_err(|e| format!("{}: {e}", bin.display()))?;
     if !out.status.success() {
         return Err(format!(
             "{} {} exited with {}: {}",
-            other.display(),
+            bin.display(),
             args.iter()
                 .map(|a| a.to_string_lossy())
                 .collect::<Vec<_>>()
@@ -70,7 +71,7 @@ fn run_other(other: &Path, args: &[OsString]) -> Result<Vec<(String, f64)>, Stri
     let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).map_err(|e| {
         format!(
             "{}: its --json output is not a JSON array ({e})",
-            other.display()
+            bin.display()
         )
     })?;
     Ok(rows
@@ -109,7 +110,7 @@ pub fn run(cases: &[Case], other: &Path, rounds: usize) -> Result<Vec<Paired>, S
                 bin.display().to_string()
             );
             let _ = std::io::stderr().flush();
-            let got = run_other(bin, &fwd)?;
+            let got = run_binary(bin, &fwd)?;
             for p in paired.iter_mut() {
                 let c = got
                     .iter()
@@ -127,17 +128,9 @@ pub fn run(cases: &[Case], other: &Path, rounds: usize) -> Result<Vec<Paired>, S
     Ok(paired)
 }
 
-/// (median, min, max).
-pub fn summary(v: &[f64]) -> (f64, f64, f64) {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    let median = if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    };
-    (median, s[0], s[n - 1])
+/// (median, min, max) of a side's rounds (every side has at least one: `--runs` ≥ 1).
+fn summary(v: &[f64]) -> (f64, f64, f64) {
+    median_min_max(v).expect("at least one round")
 }
 
 /// The side-by-side table.
@@ -219,11 +212,5 @@ mod tests {
                 "--json"
             ])
         );
-    }
-
-    #[test]
-    fn summary_is_median_min_max() {
-        assert_eq!(summary(&[3.0, 1.0, 2.0]), (2.0, 1.0, 3.0));
-        assert_eq!(summary(&[4.0, 1.0, 2.0, 3.0]), (2.5, 1.0, 4.0));
     }
 }

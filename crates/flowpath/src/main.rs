@@ -186,9 +186,9 @@ struct BenchArgs {
     replace: Option<usize>,
     /// Compare with another flowpath binary (an older build, say): each of `--runs`
     /// rounds runs every case once in this binary and once in that one (each a child
-    /// process with the same options, `--runs 1 --json`), alternating which goes first, and the table shows both builds' cycles
-    /// per packet side by side with their ratio. For A/B on a machine whose speed drifts.
-    /// Cost cases only (not flood or tse).
+    /// process with the same options, `--runs 1 --json`), alternating which goes first,
+    /// and the table shows both builds' cycles per packet side by side with their ratio.
+    /// For A/B on a machine whose speed drifts. Cost cases only (not flood or tse).
     #[arg(long, value_name = "FLOWPATH")]
     against: Option<std::path::PathBuf>,
 }

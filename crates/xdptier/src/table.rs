@@ -59,13 +59,25 @@ pub fn table_hash(k: &FpFlowKey) -> u64 {
 
 /// `k`'s bucket in `fp_index`.
 pub fn bucket_of(k: &FpFlowKey) -> u32 {
-    table_hash(k) as u32 & (INDEX_BUCKETS - 1)
+    Place::of(k).bucket
 }
 
-/// `FP_SIG`: the signature `k`'s slot carries in its high 16 bits (never 0, so a slot
-/// of 0 is empty).
-fn signature(k: &FpFlowKey) -> u32 {
-    (table_hash(k) >> 48) as u32 | 1
+/// Where a key goes: its `fp_index` bucket and the signature (`FP_SIG`) its slot
+/// carries in the high 16 bits (never 0, so a slot of 0 is empty), from one hash.
+#[derive(Clone, Copy)]
+struct Place {
+    bucket: u32,
+    sig: u32,
+}
+
+impl Place {
+    fn of(k: &FpFlowKey) -> Place {
+        let h = table_hash(k);
+        Place {
+            bucket: h as u32 & (INDEX_BUCKETS - 1),
+            sig: (h >> 48) as u32 | 1,
+        }
+    }
 }
 
 /// Bucket locks: writers of different buckets never wait for each other (a lock guards
@@ -224,43 +236,47 @@ impl FlowTable {
         seq.store((s | 1).wrapping_add(1), Ordering::Release);
     }
 
-    /// Where `k` is: its slot in its bucket and its entry index.
-    fn locate(&self, k: &FpFlowKey) -> Option<(usize, u32)> {
-        let sig = signature(k);
-        let bucket = self.bucket(bucket_of(k));
-        // As the program: the first slot with k's signature is the only candidate.
-        let (way, s) = bucket
+    /// The slot of `at`'s bucket with `at`'s signature, as (way, slot value): as in the
+    /// program, the first is the only candidate (a bucket never holds two).
+    fn candidate(&self, at: Place) -> Option<(usize, u32)> {
+        self.bucket(at.bucket)
             .iter()
             .map(|s| s.load(Ordering::Acquire))
             .enumerate()
-            .find(|&(_, s)| s >> 16 == sig)?;
-        let i = s & 0xffff;
+            .find(|&(_, s)| s >> 16 == at.sig)
+    }
+
+    /// Whether entry `i` holds `k`.
+    fn holds(&self, i: u32, k: &FpFlowKey) -> bool {
         let e = self.read(i);
-        (e.used == 1 && e.key.mask_id == k.mask_id && e.key.key == k.key).then_some((way, i))
+        e.used == 1 && e.key.mask_id == k.mask_id && e.key.key == k.key
+    }
+
+    /// Where `k` is: its slot in its bucket and its entry index.
+    fn locate(&self, k: &FpFlowKey, at: Place) -> Option<(usize, u32)> {
+        let (way, s) = self.candidate(at)?;
+        self.holds(s & 0xffff, k).then_some((way, s & 0xffff))
     }
 
     /// The entry index holding `k`, if it is there.
     pub fn find(&self, k: &FpFlowKey) -> Option<u32> {
-        self.locate(k).map(|(_, i)| i)
+        self.locate(k, Place::of(k)).map(|(_, i)| i)
     }
 
     /// Insert or replace `k`'s entry.
     pub fn insert(&self, k: FpFlowKey, v: FpFlowValue) -> Result<u32, TableFull> {
-        let b = bucket_of(&k);
-        let _held = self.lock_bucket(b);
-        if let Some((_, i)) = self.locate(&k) {
+        let at = Place::of(&k);
+        let _held = self.lock_bucket(at.bucket);
+        if let Some((_, s)) = self.candidate(at) {
+            let i = s & 0xffff;
+            if !self.holds(i, &k) {
+                // One slot per signature in a bucket: the program takes the first.
+                return Err(TableFull::Bucket);
+            }
             self.write(i, true, k, v);
             return Ok(i);
         }
-        let bucket = self.bucket(b);
-        let sig = signature(&k);
-        // One slot per signature in a bucket: the program takes the first that matches.
-        if bucket
-            .iter()
-            .any(|s| s.load(Ordering::Relaxed) >> 16 == sig)
-        {
-            return Err(TableFull::Bucket);
-        }
+        let bucket = self.bucket(at.bucket);
         let way = bucket
             .iter()
             .position(|s| s.load(Ordering::Relaxed) == 0)
@@ -273,19 +289,20 @@ impl FlowTable {
             .ok_or(TableFull::Entries)?;
         self.write(i, true, k, v);
         // Published only once the entry is complete.
-        bucket[way].store(sig << 16 | i, Ordering::Release);
+        bucket[way].store(at.sig << 16 | i, Ordering::Release);
         Ok(i)
     }
 
     /// Remove `k`'s entry; false when it was not there.
     pub fn remove(&self, k: &FpFlowKey) -> bool {
-        let _held = self.lock_bucket(bucket_of(k));
-        let Some((way, i)) = self.locate(k) else {
+        let at = Place::of(k);
+        let _held = self.lock_bucket(at.bucket);
+        let Some((way, i)) = self.locate(k, at) else {
             return false;
         };
         // Unpublished first: a reader that still got the slot finds the entry's seq
         // changed, or the entry's key no longer k's.
-        self.bucket(bucket_of(k))[way].store(0, Ordering::Release);
+        self.bucket(at.bucket)[way].store(0, Ordering::Release);
         self.write(i, false, FpFlowKey::zeroed(), FpFlowValue::zeroed());
         self.free.lock().unwrap_or_else(|p| p.into_inner()).push(i);
         true
