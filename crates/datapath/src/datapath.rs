@@ -50,6 +50,8 @@ pub enum OnRuleChange {
 pub struct DatapathConfig {
     /// Use the exact-match cache at all.
     pub emc: bool,
+    /// Exact-match cache entries, for each of its two tables (narrow IPv4 keys, 64 bytes an
+    /// entry; all others, 128).
     pub emc_entries: usize,
     /// Insert one flow in N into the exact-match cache (1 = every flow; OVS defaults to 100).
     pub emc_insert_inv_prob: u32,
@@ -119,6 +121,9 @@ struct Scratch {
     keys: [FlowKey; BATCH],
     metas: [PacketMeta; BATCH],
     hashes: [u32; BATCH],
+    /// Bit i: `keys[i]` is narrow, as the IPv4 fast path's keys are (the EMC keeps those in
+    /// one-line entries); other keys are looked up whole even when narrow.
+    narrow: u32,
     slots: [u32; BATCH],
     /// Decisions of this batch's misses that were not cached (slot [`UNCACHED`]), by packet.
     uncached: Vec<(u8, Translation)>,
@@ -210,6 +215,7 @@ impl Datapath {
                 keys: [FlowKey::ZERO; BATCH],
                 metas: [PacketMeta::default(); BATCH],
                 hashes: [0; BATCH],
+                narrow: 0,
                 slots: [0; BATCH],
                 uncached: Vec::with_capacity(BATCH),
             }),
@@ -726,7 +732,7 @@ impl Datapath {
         let tunnels = self.cfg.tunnels.as_deref();
         let seed = self.emc_seed;
         let emc = &self.emc;
-        let mut valid = 0u32;
+        let (mut valid, mut narrow) = (0u32, 0u32);
         // The first packets' headers are fetched together; later ones a few ahead of the
         // parse (frames fresh from a NIC ring or a big arena are not in the cache).
         for p in pkts.iter().take(PARSE_PREFETCH) {
@@ -761,16 +767,18 @@ impl Datapath {
                     if want_hash {
                         // The general parser's keys are hashed here, after the tunnel
                         // mapping, once.
-                        let h = h.unwrap_or_else(|| key.hash(seed));
+                        let (h, n) = h.unwrap_or_else(|| (key.hash(seed), false));
                         sc.hashes[i] = h;
+                        narrow |= u32::from(n) << i;
                         if emc_lookup {
-                            emc.prefetch(h);
+                            emc.prefetch(h, n);
                         }
                     }
                 }
                 Err(r) => st.parse_drops[r as usize] += 1,
             }
         }
+        sc.narrow = narrow;
         valid
     }
 
@@ -790,6 +798,7 @@ impl Datapath {
         let pending = self.emc.lookup_batch(
             &sc.keys,
             valid,
+            sc.narrow,
             &sc.hashes,
             &mut sc.slots,
             &mut self.megaflows,
@@ -859,8 +868,14 @@ impl Datapath {
         found |= searched;
         self.stats.megaflow_hits += found.count_ones() as u64;
         if self.cfg.emc {
-            self.emc
-                .insert_batch(&sc.keys, &sc.hashes, &sc.slots, found, &self.megaflows);
+            self.emc.insert_batch(
+                &sc.keys,
+                sc.narrow,
+                &sc.hashes,
+                &sc.slots,
+                found,
+                &self.megaflows,
+            );
         }
         left
     }
@@ -941,8 +956,14 @@ impl Datapath {
             self.guard.charge(in_port, upcalls, rdtsc() - t, false);
         }
         if self.cfg.emc && cached != 0 {
-            self.emc
-                .insert_batch(&sc.keys, &sc.hashes, &sc.slots, cached, &self.megaflows);
+            self.emc.insert_batch(
+                &sc.keys,
+                sc.narrow,
+                &sc.hashes,
+                &sc.slots,
+                cached,
+                &self.megaflows,
+            );
         }
         dropped
     }

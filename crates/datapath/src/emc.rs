@@ -5,11 +5,19 @@
 //! that slot's generation, so an evicted or revalidated-away megaflow is never used through
 //! a stale entry. Insertion happens with probability 1/`insert_inv_prob` (OVS found that
 //! inserting every flow makes a cache of many short flows thrash).
+//!
+//! Narrow keys (IPv4 without a tunnel: [`FlowKey::is_narrow`]) can live in a table of
+//! one-line entries holding only the key's six [`NARROW_WORDS`]; the others live in a
+//! table of two-line entries holding the whole key. A hit on an IPv4 flow then loads one
+//! line and compares six words instead of two lines and thirteen (OVS's miniflow idea,
+//! applied in the cache that every cached packet reads). The batch calls are told which
+//! keys to treat as narrow (the datapath: those of the IPv4 fast path, known without a
+//! test); the single-key calls test the key.
 
 use crate::megaflow::MegaflowCache;
-use flowpath_packet::FlowKey;
+use flowpath_packet::{FlowKey, NARROW_WORDS};
 
-/// One entry is two cache lines, aligned, so a lookup touches at most two lines. The
+/// A wide entry is two cache lines, aligned, so a lookup touches at most two lines. The
 /// hash, slot and generation come first: a lookup checks them on the first line, which
 /// holds the key's first six words too.
 #[derive(Clone, Copy)]
@@ -28,20 +36,107 @@ const _: () = assert!(
     "EMC entry layout"
 );
 
+/// A narrow key's entry: one cache line, the hash first (a miss is mostly told by it
+/// alone), then the six words that can be non-zero.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct NarrowEntry {
+    hash: u32,
+    /// Megaflow slot + 1 (0 = empty).
+    slot: u32,
+    gen: u32,
+    _pad: u32,
+    /// The key's words 0, 1, 2, 3, 4 and 6 ([`NARROW_WORDS`]).
+    words: [u64; 6],
+}
+
+const _: () = assert!(
+    std::mem::size_of::<NarrowEntry>() == 64 && std::mem::offset_of!(NarrowEntry, words) == 16,
+    "narrow EMC entry layout"
+);
+
+impl NarrowEntry {
+    const EMPTY: NarrowEntry = NarrowEntry {
+        hash: 0,
+        slot: 0,
+        gen: 0,
+        _pad: 0,
+        words: [0; 6],
+    };
+
+    fn of(key: &FlowKey, hash: u32, slot: u32, gen: u32) -> NarrowEntry {
+        NarrowEntry {
+            hash,
+            slot: slot + 1,
+            gen,
+            _pad: 0,
+            words: NARROW_WORDS.map(|w| key.words[w]),
+        }
+    }
+
+    /// Whether this entry holds `key` (with `hash`), which must be narrow.
+    #[inline(always)]
+    fn holds(&self, key: &FlowKey, hash: u32) -> bool {
+        self.hash == hash && self.slot != 0 && narrow_words_eq(&self.words, key)
+    }
+}
+
+/// Whether `key`'s [`NARROW_WORDS`] are `words`: words 0..4 with two vector compares, 4
+/// and 6 as words. Hand-written SSE2 on x86-64: left to itself the compiler compares the
+/// words one by one with a branch each, more instructions than the two-line compare it
+/// replaces.
+#[inline(always)]
+fn narrow_words_eq(words: &[u64; 6], key: &FlowKey) -> bool {
+    let k = &key.words;
+    let tail = (words[4] ^ k[4]) | (words[5] ^ k[6]);
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::arch::x86_64::{
+            __m128i, _mm_and_si128, _mm_cmpeq_epi32, _mm_loadu_si128, _mm_movemask_epi8,
+        };
+        // SAFETY: SSE2 is part of x86-64; the loads read words 0..4 of both arrays.
+        unsafe {
+            let e = words.as_ptr().cast::<__m128i>();
+            let k = k.as_ptr().cast::<__m128i>();
+            let eq = |i| _mm_cmpeq_epi32(_mm_loadu_si128(e.add(i)), _mm_loadu_si128(k.add(i)));
+            _mm_movemask_epi8(_mm_and_si128(eq(0), eq(1))) == 0xffff && tail == 0
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        words[..4] == k[..4] && tail == 0
+    }
+}
+
 pub struct ExactMatchCache {
-    entries: Box<[Entry]>,
+    narrow: Box<[NarrowEntry]>,
+    wide: Box<[Entry]>,
     mask: u32,
     insert_inv_prob: u32,
     rng: u64,
 }
 
+/// Prefetch the cache line at `p` (a hint: any address is fine).
+#[inline(always)]
+fn prefetch_line(p: *const i8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetching is a hint and never faults.
+    unsafe {
+        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(p);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 impl ExactMatchCache {
-    /// `entries` is rounded up to a power of two (at least 2). `insert_inv_prob` of 1
-    /// inserts every flow; N inserts one in N on average.
+    /// `entries` (per key shape: narrow and wide) is rounded up to a power of two (at
+    /// least 2). `insert_inv_prob` of 1 inserts every flow; N inserts one in N on average.
     pub fn new(entries: usize, insert_inv_prob: u32) -> ExactMatchCache {
         let n = entries.max(2).next_power_of_two();
         ExactMatchCache {
-            entries: vec![
+            narrow: vec![NarrowEntry::EMPTY; n].into_boxed_slice(),
+            wide: vec![
                 Entry {
                     hash: 0,
                     slot: 0,
@@ -57,8 +152,9 @@ impl ExactMatchCache {
         }
     }
 
+    /// Entries per key shape (narrow and wide each have this many).
     pub fn capacity(&self) -> usize {
-        self.entries.len()
+        self.wide.len()
     }
 
     #[inline(always)]
@@ -69,36 +165,46 @@ impl ExactMatchCache {
         ]
     }
 
-    /// Start loading the first candidate entry of `hash`, both its lines, into the cache
-    /// (a batch computes all hashes and prefetches before the first lookup, hiding the
-    /// memory latency). The second candidate is not prefetched: a key is found in its
-    /// first candidate unless two live flows collided there, and a prefetch that is
-    /// hardly ever used costs a line fill per packet.
+    /// Start loading the first candidate entry of `hash` into the cache (a batch computes
+    /// all hashes and prefetches before the first lookup, hiding the memory latency):
+    /// its one line for a narrow key, both for a wide one. The second candidate is not
+    /// prefetched: a key is found in its first candidate unless two live flows collided
+    /// there, and a prefetch that is hardly ever used costs a line fill per packet.
     #[inline(always)]
-    pub fn prefetch(&self, hash: u32) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            let p = self.positions(hash)[0];
-            // SAFETY: prefetching is a hint; the addresses are inside a live element
-            // (an entry is two lines, aligned).
-            unsafe {
-                use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-                let e = (&self.entries[p] as *const Entry).cast::<i8>();
-                _mm_prefetch::<_MM_HINT_T0>(e);
-                _mm_prefetch::<_MM_HINT_T0>(e.add(64));
-            }
+    pub fn prefetch(&self, hash: u32, narrow: bool) {
+        let p = self.positions(hash)[0];
+        if narrow {
+            prefetch_line((&self.narrow[p] as *const NarrowEntry).cast());
+        } else {
+            let e = (&self.wide[p] as *const Entry).cast::<i8>();
+            prefetch_line(e);
+            prefetch_line(e.wrapping_add(64));
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = hash;
     }
 
     /// The megaflow slot and generation cached for `key`, if any.
     #[inline(always)]
     pub fn lookup(&self, key: &FlowKey, hash: u32) -> Option<(u32, u32)> {
+        self.find(key, hash, key.is_narrow())
+    }
+
+    /// [`ExactMatchCache::lookup`] in the narrow or the wide table. `narrow` must imply
+    /// `key.is_narrow()` (a wide key looked up as narrow would match on six of its words);
+    /// a narrow key may be kept wide as well, as long as it is inserted the same way.
+    #[inline(always)]
+    fn find(&self, key: &FlowKey, hash: u32, narrow: bool) -> Option<(u32, u32)> {
+        debug_assert!(!narrow || key.is_narrow(), "a wide key taken for narrow");
         for p in self.positions(hash) {
-            let e = &self.entries[p];
-            if e.hash == hash && e.slot != 0 && e.key == *key {
-                return Some((e.slot - 1, e.gen));
+            if narrow {
+                let e = &self.narrow[p];
+                if e.holds(key, hash) {
+                    return Some((e.slot - 1, e.gen));
+                }
+            } else {
+                let e = &self.wide[p];
+                if e.hash == hash && e.slot != 0 && e.key == *key {
+                    return Some((e.slot - 1, e.gen));
+                }
             }
         }
         None
@@ -108,6 +214,14 @@ impl ExactMatchCache {
     /// candidate, else over the candidate that isn't the first (a cheap stand-in for LRU).
     #[inline]
     pub fn maybe_insert(&mut self, key: &FlowKey, hash: u32, slot: u32, gen: u32) {
+        self.insert(key, hash, key.is_narrow(), slot, gen);
+    }
+
+    /// [`ExactMatchCache::maybe_insert`] into the narrow or the wide table (as for
+    /// [`ExactMatchCache::find`]).
+    #[inline]
+    fn insert(&mut self, key: &FlowKey, hash: u32, narrow: bool, slot: u32, gen: u32) {
+        debug_assert!(!narrow || key.is_narrow(), "a wide key taken for narrow");
         if self.insert_inv_prob > 1 {
             // xorshift64: per-packet coin flip, hand-written because it is on the hot path.
             self.rng ^= self.rng << 13;
@@ -118,21 +232,34 @@ impl ExactMatchCache {
             }
         }
         let [a, b] = self.positions(hash);
-        let p = if self.entries[a].slot == 0 || self.entries[a].key == *key {
-            a
+        if narrow {
+            let first = &self.narrow[a];
+            let p = if first.slot == 0 || first.holds(key, hash) {
+                a
+            } else {
+                b
+            };
+            self.narrow[p] = NarrowEntry::of(key, hash, slot, gen);
         } else {
-            b
-        };
-        self.entries[p] = Entry {
-            hash,
-            slot: slot + 1,
-            gen,
-            key: *key,
-        };
+            let first = &self.wide[a];
+            let p = if first.slot == 0 || first.key == *key {
+                a
+            } else {
+                b
+            };
+            self.wide[p] = Entry {
+                hash,
+                slot: slot + 1,
+                gen,
+                key: *key,
+            };
+        }
     }
 
     /// The EMC stage of a batch: look up every key whose bit is set in `valid` by its
-    /// hash in `hashes` (taken, and the entries prefetched, while the batch was parsed).
+    /// hash in `hashes` (taken, and the entries prefetched, while the batch was parsed);
+    /// a key whose bit is set in `narrow` (it must be narrow) is looked for in the narrow
+    /// table, any other in the wide one.
     /// A hit counts only while its megaflow is still the entry that was cached (then it
     /// is pinned for the batch); its slot goes to `slots`. Returns the bits still
     /// unresolved.
@@ -141,6 +268,7 @@ impl ExactMatchCache {
         &self,
         keys: &[FlowKey],
         valid: u32,
+        narrow: u32,
         hashes: &[u32],
         slots: &mut [u32],
         megaflows: &mut MegaflowCache,
@@ -150,7 +278,7 @@ impl ExactMatchCache {
         while m != 0 {
             let i = m.trailing_zeros() as usize;
             m &= m - 1;
-            if let Some((slot, gen)) = self.lookup(&keys[i], hashes[i]) {
+            if let Some((slot, gen)) = self.find(&keys[i], hashes[i], narrow & (1 << i) != 0) {
                 if megaflows.claim(slot, gen) {
                     slots[i] = slot;
                     pending &= !(1 << i);
@@ -161,11 +289,12 @@ impl ExactMatchCache {
     }
 
     /// Offer the packets whose bit is set in `bits` (resolved to `slots` by a later tier)
-    /// for insertion.
+    /// for insertion; `narrow` as for [`ExactMatchCache::lookup_batch`].
     #[inline(always)]
     pub fn insert_batch(
         &mut self,
         keys: &[FlowKey],
+        narrow: u32,
         hashes: &[u32],
         slots: &[u32],
         bits: u32,
@@ -177,19 +306,19 @@ impl ExactMatchCache {
             m &= m - 1;
             let slot = slots[i];
             let gen = megaflows.entry(slot).generation();
-            self.maybe_insert(&keys[i], hashes[i], slot, gen);
+            self.insert(&keys[i], hashes[i], narrow & (1 << i) != 0, slot, gen);
         }
     }
 
     /// Forget everything.
     pub fn clear(&mut self) {
-        for e in self.entries.iter_mut() {
-            e.slot = 0;
-        }
+        self.narrow.iter_mut().for_each(|e| e.slot = 0);
+        self.wide.iter_mut().for_each(|e| e.slot = 0);
     }
 
     /// Number of occupied entries (for statistics; walks the table).
     pub fn occupancy(&self) -> usize {
-        self.entries.iter().filter(|e| e.slot != 0).count()
+        let narrow = self.narrow.iter().filter(|e| e.slot != 0).count();
+        narrow + self.wide.iter().filter(|e| e.slot != 0).count()
     }
 }

@@ -1,5 +1,6 @@
 //! `ExactMatchCache` on its own: hits and misses, the two candidate entries, 1-in-N
-//! insertion, clearing, and entries whose megaflow is gone.
+//! insertion, clearing, entries whose megaflow is gone, and narrow keys (one-line
+//! entries) kept apart from wide ones.
 
 use flowpath_datapath::{ExactMatchCache, MegaflowCache};
 use flowpath_packet::{Action, Field, FlowKey};
@@ -78,12 +79,82 @@ fn an_entry_whose_megaflow_is_gone_is_a_miss() {
         hashes[i] = k.hash(9);
         e.maybe_insert(k, hashes[i], slot, gen);
     }
+    // Both keys are IPv4 without a tunnel: narrow.
     mf.begin_batch();
-    let left = e.lookup_batch(&keys, 0b11, &hashes, &mut slots, &mut mf);
+    let left = e.lookup_batch(&keys, 0b11, 0b11, &hashes, &mut slots, &mut mf);
     assert_eq!(left, 0, "both hit while the megaflow lives");
     assert_eq!(slots, [slot, slot]);
     mf.remove(slot, &p);
     mf.begin_batch();
-    let left = e.lookup_batch(&keys, 0b11, &hashes, &mut slots, &mut mf);
+    let left = e.lookup_batch(&keys, 0b11, 0b11, &hashes, &mut slots, &mut mf);
     assert_eq!(left, 0b11, "a removed megaflow's entries are misses");
+}
+
+/// `key(n)` with a word past the narrow ones set: the same first seven words, wide.
+fn widened(n: u32, field: Field) -> FlowKey {
+    let mut k = key(n);
+    k.set(field, 1);
+    k
+}
+
+#[test]
+fn ipv4_keys_are_narrow_and_tunnel_or_ipv6_keys_wide() {
+    assert!(key(1).is_narrow());
+    // The low halves of IPv6 addresses (words 5 and 7), tunnel fields, metadata.
+    for f in [
+        Field::Ipv6Src,
+        Field::Ipv6Dst,
+        Field::TunId,
+        Field::TunDst,
+        Field::Metadata,
+    ] {
+        assert!(!widened(1, f).is_narrow(), "{f:?}");
+    }
+    // An IPv6 destination's high half (word 6) alone leaves a key narrow.
+    let mut k = FlowKey::ZERO;
+    k.set(Field::Ipv6Dst, 1u128 << 127);
+    assert!(k.is_narrow());
+}
+
+#[test]
+fn a_wide_key_never_hits_a_narrow_entry_with_its_first_words() {
+    let h = 0x0bad_cafe; // the same candidates for all
+    for f in [
+        Field::Ipv6Src,
+        Field::Ipv6Dst,
+        Field::TunId,
+        Field::TunSrc,
+        Field::TunDst,
+        Field::Metadata,
+    ] {
+        let mut e = ExactMatchCache::new(64, 1);
+        let (narrow, wide) = (key(1), widened(1, f));
+        e.maybe_insert(&narrow, h, 1, 0);
+        assert_eq!(e.lookup(&wide, h), None, "{f:?}: wide key, narrow entry");
+        e.maybe_insert(&wide, h, 2, 0);
+        assert_eq!(e.lookup(&narrow, h), Some((1, 0)), "{f:?}");
+        assert_eq!(e.lookup(&wide, h), Some((2, 0)), "{f:?}");
+        assert_eq!(e.occupancy(), 2, "one entry in each table");
+        e.clear();
+        e.maybe_insert(&wide, h, 2, 0);
+        assert_eq!(e.lookup(&narrow, h), None, "{f:?}: narrow key, wide entry");
+    }
+}
+
+#[test]
+fn narrow_entries_compare_every_one_of_their_words() {
+    let h = 7;
+    let mut e = ExactMatchCache::new(64, 1);
+    let base = key(0x0a00_0001);
+    e.maybe_insert(&base, h, 3, 0);
+    // Flip one bit in each of the six words in turn: a different narrow key each time.
+    for w in flowpath_packet::NARROW_WORDS {
+        for bit in [0, 31, 32, 63] {
+            let mut k = base;
+            k.words[w] ^= 1 << bit;
+            assert!(k.is_narrow());
+            assert_eq!(e.lookup(&k, h), None, "word {w} bit {bit}");
+        }
+    }
+    assert_eq!(e.lookup(&base, h), Some((3, 0)));
 }

@@ -41,6 +41,11 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 pub const KEY_WORDS: usize = 13;
 /// Size of a [`FlowKey`] in bytes.
 pub const KEY_BYTES: usize = KEY_WORDS * 8;
+/// The words a *narrow* key may have non-zero: ports and Ethernet (0..3), L4 (3), the IPv4
+/// source (4) and destination (6). The others (5 and 7: the low halves of IPv6 addresses;
+/// 8..13: tunnel and metadata) are zero in every IPv4 key without a tunnel, so a cache can
+/// keep and compare only these six for such keys (see [`FlowKey::is_narrow`]).
+pub const NARROW_WORDS: [usize; 6] = [0, 1, 2, 3, 4, 6];
 
 /// `vlan_tci` bit meaning "a tag is present" (OVS's convention: the CFI/DEI bit).
 pub const VLAN_PRESENT: u16 = 0x1000;
@@ -343,6 +348,14 @@ impl FlowKey {
             diff |= (self.words[i] & mask.words[i]) ^ value.words[i];
         }
         diff == 0
+    }
+
+    /// Whether every word but the [`NARROW_WORDS`] is zero (every IPv4 key without a
+    /// tunnel): then those six words are the whole key.
+    #[inline(always)]
+    pub fn is_narrow(&self) -> bool {
+        let w = &self.words;
+        w[5] | w[7..].iter().fold(0, |d, w| d | w) == 0
     }
 
     /// Hash of the whole key (for the exact-match cache).

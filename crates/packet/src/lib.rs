@@ -11,6 +11,8 @@ pub mod parse;
 pub mod rewrite;
 
 pub use action::{packet_in_reason, Action, CONTROLLER_NO_BUFFER};
-pub use key::{Field, FlowKey, MaskLanes, SubtableMask, WordSet, KEY_BYTES, KEY_WORDS};
+pub use key::{
+    Field, FlowKey, MaskLanes, SubtableMask, WordSet, KEY_BYTES, KEY_WORDS, NARROW_WORDS,
+};
 pub use packet::Packet;
 pub use parse::{parse, parse_into, parse_into_hashed, DropReason, PacketMeta, ParseOptions};

@@ -204,11 +204,12 @@ pub fn parse_into(
     parse_into_other(data, in_port, opts, key, meta)
 }
 
-/// [`parse_into`] that also returns the key's [`FlowKey::hash`] with `seed` (the
-/// exact-match cache's index) when a fast path took the frame: it is hashed from the words
-/// just built, without reading the key back or testing its tunnel words. `None` for a frame
-/// the general parser keyed (a VXLAN packet, whose key the caller may still change before
-/// hashing it, among them).
+/// [`parse_into`] that also returns, when a fast path took the frame, the key's
+/// [`FlowKey::hash`] with `seed` (the exact-match cache's index), hashed from the words
+/// just built without reading the key back or testing its tunnel words, and whether the
+/// key is known to be narrow ([`FlowKey::is_narrow`]; said of the IPv4 fast path's keys,
+/// which always are). `None` for a frame the general parser keyed (a VXLAN packet, whose
+/// key the caller may still change before hashing it, among them).
 #[inline(always)]
 pub fn parse_into_hashed(
     data: &[u8],
@@ -217,11 +218,14 @@ pub fn parse_into_hashed(
     key: &mut FlowKey,
     meta: &mut PacketMeta,
     seed: u64,
-) -> Result<Option<u32>, DropReason> {
-    if ipv4_l4_fast(data, in_port, opts.vxlan_port, key, meta)
-        || ipv6_l4_fast(data, in_port, opts.vxlan_port, key, meta)
-    {
-        return Ok(Some(key.hash_no_tunnel(seed)));
+) -> Result<Option<(u32, bool)>, DropReason> {
+    // Two returns rather than one after `||`: the IPv4 key's zero words stay constants
+    // through the hash (no test of words 5 and 7).
+    if ipv4_l4_fast(data, in_port, opts.vxlan_port, key, meta) {
+        return Ok(Some((key.hash_no_tunnel(seed), true)));
+    }
+    if ipv6_l4_fast(data, in_port, opts.vxlan_port, key, meta) {
+        return Ok(Some((key.hash_no_tunnel(seed), false)));
     }
     parse_into_other(data, in_port, opts, key, meta).map(|()| None)
 }
