@@ -42,8 +42,10 @@
 //!   version, and deletes those of the removed ones.
 //! - **Counters.** Every 100 ms (a slice of at most 512 entries, so a full table is swept in
 //!   about 13 s without stalling the worker) and for all entries before `flows dump`, the
-//!   agent reads the per-CPU `fp_stats` of its entries and adds the deltas to the megaflows' own counters, which
-//!   the datapath then credits to the rules on their paths as usual.
+//!   agent reads the per-CPU `fp_stats` of its entries, in slot order a window of up to
+//!   1,024 slots per system call (`BPF_MAP_LOOKUP_BATCH`), and adds the deltas to the
+//!   megaflows' own counters, which the datapath then credits to the rules on their paths
+//!   as usual.
 
 use crate::switch::RuleChangeHook;
 use flowpath_datapath::{Datapath, MegaflowEvent, MegaflowId, Tier};
@@ -574,13 +576,25 @@ impl TierAgent {
         if self.tracked.is_empty() {
             return 0;
         }
+        // The slice in slot order, so that its counters come in a few batch reads.
+        let mut slice: Vec<(u32, MegaflowId)> = self
+            .tracked
+            .iter()
+            .skip(skip)
+            .take(max)
+            .map(|(&id, t)| (t.kslot, id))
+            .collect();
+        slice.sort_unstable_by_key(|&(k, _)| k);
+        let last = slice.last().map_or(0, |&(k, _)| k);
         let tier = self.tier.clone();
         let g = tier.read();
+        let mut window = CounterWindow::default();
         let mut dead = Vec::new();
-        let mut seen = 0;
-        for (&id, t) in self.tracked.iter_mut().skip(skip).take(max) {
-            seen += 1;
-            let now = g.stats(t.kslot).unwrap_or(t.last);
+        for &(kslot, id) in &slice {
+            let Some(t) = self.tracked.get_mut(&id) else {
+                continue;
+            };
+            let now = window.get(&g, kslot, last).unwrap_or(t.last);
             let (dpk, dby) = (
                 now.packets.saturating_sub(t.last.packets),
                 now.bytes.saturating_sub(t.last.bytes),
@@ -595,7 +609,37 @@ impl TierAgent {
         }
         drop(g);
         self.forget(&dead);
-        seen
+        slice.len()
+    }
+}
+
+/// Kernel slot counters read a window of slots at a time: one system call for up to
+/// [`CounterWindow::MAX`] slots instead of one per slot (a full table's sweep was 65,536
+/// calls).
+#[derive(Default)]
+struct CounterWindow {
+    first: u32,
+    stats: Vec<FpStat>,
+}
+
+impl CounterWindow {
+    const MAX: u32 = 1024;
+
+    /// `slot`'s counters. A slot outside the window reads the next window, from `slot` up
+    /// to `last` (the highest slot still wanted, at most `MAX` of them); if the batch read
+    /// fails, the slot alone. None when the kernel does not say.
+    fn get(&mut self, tier: &FlowTier, slot: u32, last: u32) -> Option<FpStat> {
+        let end = self.first + self.stats.len() as u32;
+        if !(self.first..end).contains(&slot) {
+            self.first = slot;
+            let n = (last.saturating_sub(slot) + 1).min(Self::MAX);
+            self.stats.resize(n as usize, FpStat::default());
+            if tier.stats_window(slot, &mut self.stats).is_err() {
+                self.stats.clear();
+                return tier.stats(slot).ok();
+            }
+        }
+        Some(self.stats[(slot - self.first) as usize])
     }
 }
 

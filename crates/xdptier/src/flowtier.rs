@@ -27,6 +27,30 @@ pub struct RunResult {
     pub data: Vec<u8>,
 }
 
+/// `bpf(2)` command: look up many elements at once (Linux 5.6).
+const BPF_MAP_LOOKUP_BATCH: libc::c_long = 24;
+
+/// `union bpf_attr`'s `batch` member (the `BPF_MAP_*_BATCH` commands).
+#[repr(C)]
+struct BatchAttr {
+    in_batch: u64,
+    out_batch: u64,
+    keys: u64,
+    values: u64,
+    count: u32,
+    map_fd: u32,
+    elem_flags: u64,
+    flags: u64,
+}
+
+/// One slot's counters summed over CPUs.
+fn sum_cpus(per_cpu: &[FpStat]) -> FpStat {
+    per_cpu.iter().fold(FpStat::default(), |a, s| FpStat {
+        packets: a.packets + s.packets,
+        bytes: a.bytes + s.bytes,
+    })
+}
+
 fn err(what: impl std::fmt::Display) -> io::Error {
     io::Error::other(what.to_string())
 }
@@ -332,10 +356,71 @@ impl FlowTier {
         let v = m
             .get(&slot, 0)
             .map_err(|e| err(format!("fp_stats[{slot}]: {e}")))?;
-        Ok(v.iter().fold(FpStat::default(), |a, s| FpStat {
-            packets: a.packets + s.packets,
-            bytes: a.bytes + s.bytes,
-        }))
+        Ok(sum_cpus(&v))
+    }
+
+    /// The counters of slots `first..first + out.len()`, each summed over CPUs, into
+    /// `out` (slots past the table's end are left alone), with one `BPF_MAP_LOOKUP_BATCH`
+    /// for the lot where [`FlowTier::stats`] takes a system call per slot. Hand-written:
+    /// aya has no batch lookup, and the tier agent reads every tracked slot's counters
+    /// again and again.
+    pub fn stats_window(&self, first: u32, out: &mut [FpStat]) -> io::Result<()> {
+        use std::os::fd::{AsFd, AsRawFd};
+        let Some(aya::maps::Map::PerCpuArray(m)) = self.ebpf.map("fp_stats") else {
+            return Err(err("object has no per-CPU map fp_stats"));
+        };
+        let n = out.len().min(MAX_FLOWS.saturating_sub(first) as usize);
+        if n == 0 {
+            return Ok(());
+        }
+        let cpus = aya::util::nr_cpus().map_err(|(what, e)| err(format!("{what}: {e}")))?;
+        let mut keys = vec![0u32; n];
+        let mut values = vec![FpStat::default(); n * cpus];
+        // The batch starts after `in_batch` (none: from slot 0).
+        let prev = first.wrapping_sub(1);
+        let mut next = 0u32;
+        let mut attr = BatchAttr {
+            in_batch: if first == 0 {
+                0
+            } else {
+                &prev as *const u32 as u64
+            },
+            out_batch: &mut next as *mut u32 as u64,
+            keys: keys.as_mut_ptr() as u64,
+            values: values.as_mut_ptr() as u64,
+            count: n as u32,
+            map_fd: m.fd().as_fd().as_raw_fd() as u32,
+            elem_flags: 0,
+            flags: 0,
+        };
+        // SAFETY: `attr` is the kernel's `bpf_attr.batch` layout (the kernel zero-fills the
+        // rest of the union); `keys` holds `count` keys and `values` `count` per-CPU
+        // values (`fp_stat` is 16 bytes, a multiple of 8, times the possible CPUs).
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_bpf,
+                BPF_MAP_LOOKUP_BATCH,
+                &mut attr as *mut BatchAttr,
+                std::mem::size_of::<BatchAttr>(),
+            )
+        };
+        // ENOENT: the array ended before `count` (cannot happen: n is clamped to it).
+        if rc != 0 && io::Error::last_os_error().raw_os_error() != Some(libc::ENOENT) {
+            return Err(err(format!(
+                "fp_stats: BPF_MAP_LOOKUP_BATCH from slot {first}: {}",
+                io::Error::last_os_error()
+            )));
+        }
+        let got = attr.count as usize;
+        if got != n || keys.iter().enumerate().any(|(i, &k)| k != first + i as u32) {
+            return Err(err(format!(
+                "fp_stats: BPF_MAP_LOOKUP_BATCH from slot {first} gave {got} of {n} slots"
+            )));
+        }
+        for (o, per_cpu) in out.iter_mut().zip(values.chunks_exact(cpus)) {
+            *o = sum_cpus(per_cpu);
+        }
+        Ok(())
     }
 
     /// How many packets got each verdict (summed over CPUs), indexed by `Reason as usize`.

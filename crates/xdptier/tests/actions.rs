@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use flowpath_gen::{build, FrameSpec, L3, L4};
 use flowpath_packet::{Action, Field, FlowKey};
-use flowpath_xdptier::{actions_from, xdp_action, FlowTier, Reason};
+use flowpath_xdptier::{actions_from, xdp_action, FlowTier, FpStat, Reason, MAX_FLOWS};
 
 /// Output to flowpath port OUT goes through devmap index DEV, which points at `lo`.
 const OUT: u32 = 5;
@@ -301,6 +301,22 @@ fn per_cpu_counters_sum_per_slot() {
     let s = t.stats(43).unwrap();
     assert_eq!((s.packets, s.bytes), (7, 7 * g.len() as u64));
     assert_eq!(t.stats(44).unwrap().packets, 0);
+    // One batch read of a window says what the per-slot reads say, slot by slot.
+    let junk = FpStat {
+        packets: 9,
+        bytes: 9,
+    };
+    for first in [0, 1, 40, 42, 43] {
+        let mut w = vec![junk; 8];
+        t.stats_window(first, &mut w).unwrap();
+        for (slot, s) in (first..).zip(&w) {
+            assert_eq!(*s, t.stats(slot).unwrap(), "slot {slot}");
+        }
+    }
+    // A window running past the table's end fills what there is.
+    let mut w = vec![junk; 4];
+    t.stats_window(MAX_FLOWS - 2, &mut w).unwrap();
+    assert_eq!(w, [FpStat::default(), FpStat::default(), junk, junk]);
     let c = t.reason_counts().unwrap();
     assert_eq!(c[Reason::HitOutput as usize], 25);
     assert_eq!(c[Reason::HitDrop as usize], 7);
