@@ -1022,9 +1022,9 @@ impl Datapath {
             }
             let e = self.megaflows.hit(sc.slots[i], pkt.len() as u64);
             // The common megaflow, one output to a plain port: straight to the sink.
-            if let ([Action::Output(p)], None) = (e.actions(), tunnels) {
-                if *p != in_port {
-                    sink.output(*p, pkt.data());
+            if let (Some(p), None) = (e.direct_out(), tunnels) {
+                if p != in_port {
+                    sink.output(p, pkt.data());
                     continue;
                 }
             }
