@@ -330,3 +330,27 @@ fn the_flow_limit_shrinks_when_revalidation_is_slow_and_grows_back() {
     c.trim(&p);
     assert!(c.len() <= c.flow_limit());
 }
+
+/// A megaflow whose actions are one output to a port below 65,535 names that port on its
+/// first line (the execute stage's shortcut); any other action list does not.
+#[test]
+fn only_a_single_output_below_65535_is_a_direct_output() {
+    let cases: [(&[Action], Option<u32>); 6] = [
+        (&[Action::Output(3)], Some(3)),
+        (&[Action::Output(65_534)], Some(65_534)),
+        (&[Action::Output(65_535)], None),
+        (&[Action::Output(70_000)], None),
+        (&[Action::Output(3), Action::Output(4)], None),
+        (&[], None),
+    ];
+    for (actions, want) in cases {
+        let s = RuleStore::new(Backend::TupleSpace);
+        s.add([RuleSpec::new(0, 1, Match::any()).actions(actions.to_vec())])
+            .unwrap();
+        let p = s.snapshot();
+        let mut c = MegaflowCache::new(16, 1);
+        let slot = install(&mut c, &p, &key(1, 2));
+        assert_eq!(c.entry(slot).direct_out(), want, "{actions:?}");
+        assert_eq!(c.entry(slot).actions(), actions);
+    }
+}
