@@ -1483,14 +1483,7 @@ const PARSE_PREFETCH: usize = 4;
 /// Start loading a frame's first cache line (its headers).
 #[inline(always)]
 fn prefetch(data: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetching is a hint; the address is that of a live slice.
-    unsafe {
-        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(data.as_ptr().cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = data;
+    crate::prefetch_line(data.as_ptr());
 }
 
 fn random_seed() -> u64 {

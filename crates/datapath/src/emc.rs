@@ -15,6 +15,7 @@
 //! test); the single-key calls test the key.
 
 use crate::megaflow::MegaflowCache;
+use crate::prefetch_line;
 use flowpath_packet::{FlowKey, NARROW_WORDS};
 
 /// A wide entry is two cache lines, aligned, so a lookup touches at most two lines. The
@@ -116,19 +117,6 @@ pub struct ExactMatchCache {
     rng: u64,
 }
 
-/// Prefetch the cache line at `p` (a hint: any address is fine).
-#[inline(always)]
-fn prefetch_line(p: *const i8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetching is a hint and never faults.
-    unsafe {
-        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(p);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
 impl ExactMatchCache {
     /// `entries` (per key shape: narrow and wide) is rounded up to a power of two (at
     /// least 2). `insert_inv_prob` of 1 inserts every flow; N inserts one in N on average.
@@ -174,11 +162,11 @@ impl ExactMatchCache {
     pub fn prefetch(&self, hash: u32, narrow: bool) {
         let p = self.positions(hash)[0];
         if narrow {
-            prefetch_line((&self.narrow[p] as *const NarrowEntry).cast());
+            prefetch_line(&self.narrow[p]);
         } else {
-            let e = (&self.wide[p] as *const Entry).cast::<i8>();
+            let e: *const Entry = &self.wide[p];
             prefetch_line(e);
-            prefetch_line(e.wrapping_add(64));
+            prefetch_line(e.cast::<u8>().wrapping_add(64));
         }
     }
 

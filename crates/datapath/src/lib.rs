@@ -38,3 +38,17 @@ pub use tunnel::{
     UnderlayResolver, VXLAN_DST_PORT,
 };
 pub use worker::{PortOutputs, Worker, WorkerPort};
+
+/// Start loading the cache line that holds `p` into the nearest cache (a hint: it never
+/// faults, any address will do). The one place the caches and stages prefetch through.
+#[inline(always)]
+pub(crate) fn prefetch_line<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint and never faults.
+    unsafe {
+        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}

@@ -401,18 +401,11 @@ impl MegaflowCache {
     /// Start loading the entry in `slot`: its hot line and its key's first line.
     #[inline(always)]
     pub fn prefetch_entry(&self, slot: u32) {
-        #[cfg(target_arch = "x86_64")]
         if let Some(e) = self.entries.get(slot as usize) {
-            // SAFETY: prefetching is a hint; the addresses are inside a live element.
-            unsafe {
-                use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-                let p = (e as *const MegaflowEntry).cast::<i8>();
-                _mm_prefetch::<_MM_HINT_T0>(p);
-                _mm_prefetch::<_MM_HINT_T0>(p.add(64));
-            }
+            let p: *const MegaflowEntry = e;
+            crate::prefetch_line(p);
+            crate::prefetch_line(p.cast::<u8>().wrapping_add(64));
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = slot;
     }
 
     /// If the entry in `slot` is live and `key` falls inside it (agrees with its masked

@@ -86,15 +86,7 @@ impl SignatureMatchCache {
     /// Start loading the bucket of `hash`.
     #[inline(always)]
     pub fn prefetch(&self, hash: u32) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: prefetching is a hint; the address is that of a live element.
-        unsafe {
-            use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let b = &self.buckets[(hash & self.mask) as usize];
-            _mm_prefetch::<_MM_HINT_T0>((b as *const Bucket).cast());
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = hash;
+        crate::prefetch_line(&self.buckets[(hash & self.mask) as usize]);
     }
 
     /// The megaflow slot whose signature matches `hash`, if any (to be checked against the
