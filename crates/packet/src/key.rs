@@ -41,8 +41,8 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 pub const KEY_WORDS: usize = 13;
 /// Size of a [`FlowKey`] in bytes.
 pub const KEY_BYTES: usize = KEY_WORDS * 8;
-/// The words a *narrow* key may have non-zero: ports and Ethernet (0..3), L4 (3), the IPv4
-/// source (4) and destination (6). The others (5 and 7: the low halves of IPv6 addresses;
+/// The words a *narrow* key may have non-zero: in_port, Ethernet and VLAN fields (0..3), the
+/// IP and L4 fields (3), the IPv4 source (4) and destination (6). The others (5 and 7: the low halves of IPv6 addresses;
 /// 8..13: tunnel and metadata) are zero in every IPv4 key without a tunnel, so a cache can
 /// keep and compare only these six for such keys (see [`FlowKey::is_narrow`]).
 pub const NARROW_WORDS: [usize; 6] = [0, 1, 2, 3, 4, 6];
