@@ -620,22 +620,28 @@ impl TierAgent {
 struct CounterWindow {
     first: u32,
     stats: Vec<FpStat>,
+    /// A batch read failed (a kernel before 5.6): per-slot reads from then on.
+    per_slot: bool,
 }
 
 impl CounterWindow {
     const MAX: u32 = 1024;
 
     /// `slot`'s counters. A slot outside the window reads the next window, from `slot` up
-    /// to `last` (the highest slot still wanted, at most `MAX` of them); if the batch read
-    /// fails, the slot alone. None when the kernel does not say.
+    /// to `last` (the highest slot still wanted, at most `MAX` of them); once a batch read
+    /// has failed, the slot alone. None when the kernel does not say.
     fn get(&mut self, tier: &FlowTier, slot: u32, last: u32) -> Option<FpStat> {
         let end = self.first + self.stats.len() as u32;
         if !(self.first..end).contains(&slot) {
+            if self.per_slot {
+                return tier.stats(slot).ok();
+            }
             self.first = slot;
             let n = (last.saturating_sub(slot) + 1).min(Self::MAX);
             self.stats.resize(n as usize, FpStat::default());
             if tier.stats_window(slot, &mut self.stats).is_err() {
                 self.stats.clear();
+                self.per_slot = true;
                 return tier.stats(slot).ok();
             }
         }
