@@ -694,15 +694,15 @@ impl Datapath {
             // Something of this batch was a cache hit: the miss budget binds.
             self.guard.hit_seen(t3);
         }
-        let (valid, t4) = if pending != 0 {
+        let (valid, uncached, t4) = if pending != 0 {
             // The miss budget needs the time even in an untimed batch.
             let now = if timed { t3 } else { rdtsc() };
-            let dropped = self.stage_upcall(in_port, pending, now);
-            (valid & !dropped, stamp(t3))
+            let (dropped, uncached) = self.stage_upcall(in_port, pending, now);
+            (valid & !dropped, uncached, stamp(t3))
         } else {
-            (valid, t3)
+            (valid, 0, t3)
         };
-        self.stage_execute(in_port, pkts, valid, sink);
+        self.stage_execute(in_port, pkts, valid, uncached, sink);
         if timed {
             let t5 = rdtsc();
             let c = &mut self.stats.cycles;
@@ -725,6 +725,26 @@ impl Datapath {
         // The hash is needed by the EMC (also when idle: the SMC and EMC inserts use it)
         // and by an active SMC; the EMC is prefetched only when it will be looked up.
         let want_hash = self.cfg.emc || (self.smc_active && self.smc.is_some());
+        // The common configuration (hashes, no tunnel ports) gets a loop of its own,
+        // without the per-packet tests of the two.
+        if want_hash && self.cfg.tunnels.is_none() {
+            self.parse_loop::<true>(in_port, pkts, true)
+        } else {
+            self.parse_loop::<false>(in_port, pkts, want_hash)
+        }
+    }
+
+    /// [`Datapath::stage_parse`]'s loop; `PLAIN`: `want_hash` and no tunnel ports.
+    #[inline(always)]
+    fn parse_loop<const PLAIN: bool>(
+        &mut self,
+        in_port: u32,
+        pkts: &[Packet<'_>],
+        want_hash: bool,
+    ) -> u32 {
+        let want_hash = PLAIN || want_hash;
+        // At most BATCH: the index then needs no bounds checks on the batch arrays.
+        let pkts = &pkts[..pkts.len().min(BATCH)];
         let emc_lookup =
             self.cfg.emc && !(self.emc_idle && self.stats.batches % EMC_SAMPLE_EVERY != 0);
         let sc = &mut *self.scratch;
@@ -753,7 +773,7 @@ impl Datapath {
                 Ok(h) => {
                     // With tunnel ports, a decapsulated packet enters as its tunnel port
                     // (before any cache: megaflows are per tunnel port) or is dropped.
-                    if let Some(t) = tunnels {
+                    if let Some(t) = tunnels.filter(|_| !PLAIN) {
                         if key.bytes()[TUN_FLAGS_BYTE] & TUN_PRESENT != 0 {
                             if map_tunnel(t, key) {
                                 st.decapsulated += 1;
@@ -883,17 +903,17 @@ impl Datapath {
     /// Stage 4: the slow path for what is left: classify through the pipeline and install
     /// a megaflow (unless an earlier miss of this batch already installed a covering one),
     /// within the port's miss budget; a megaflow with a new mask past the port's mask rate
-    /// or the mask limit is used for its packet but not cached. Returns the packets dropped
-    /// for the budget.
+    /// or the mask limit is used for its packet but not cached. Returns the bits of the
+    /// packets dropped for the budget and of those whose decision was not cached.
     #[inline(always)]
-    fn stage_upcall(&mut self, in_port: u32, pending: u32, now: u64) -> u32 {
+    fn stage_upcall(&mut self, in_port: u32, pending: u32, now: u64) -> (u32, u32) {
         if pending == 0 {
-            return 0;
+            return (0, 0);
         }
         let sc = &mut *self.scratch;
         sc.uncached.clear();
         let binds = self.guard.begin(in_port, now);
-        let (mut dropped, mut cached, mut upcalls) = (0u32, 0u32, 0u64);
+        let (mut dropped, mut cached, mut uncached, mut upcalls) = (0u32, 0u32, 0u32, 0u64);
         let mut t = now;
         let mut m = pending;
         while m != 0 {
@@ -929,6 +949,7 @@ impl Datapath {
                 self.stats.uncached += 1;
                 self.guard.uncached(in_port);
                 sc.slots[i] = UNCACHED;
+                uncached |= 1 << i;
                 sc.uncached.push((i as u8, tr));
             } else {
                 sc.slots[i] = self
@@ -965,17 +986,72 @@ impl Datapath {
                 &self.megaflows,
             );
         }
-        dropped
+        (dropped, uncached)
     }
 
     /// Stage 5: count every parsed packet against its megaflow and run its actions, in
-    /// packet order.
+    /// packet order. `uncached` has the bits of the packets whose decision was not cached
+    /// (slot [`UNCACHED`]).
     #[inline(always)]
     fn stage_execute<S: OutputSink>(
         &mut self,
         in_port: u32,
         pkts: &mut [Packet<'_>],
         valid: u32,
+        uncached: u32,
+        sink: &mut S,
+    ) {
+        let mut m = valid;
+        if self.cfg.tunnels.is_some() {
+            while m != 0 {
+                let i = m.trailing_zeros() as usize;
+                m &= m - 1;
+                self.execute_packet(in_port, &mut pkts[i], i, false, sink);
+            }
+            return;
+        }
+        // Without tunnel ports most packets hit a megaflow whose actions are one output
+        // to another plain port: this loop sends those straight to the sink and leaves
+        // everything else to `execute_packet` (out of line, so that this loop keeps its
+        // state in registers). Packet order is kept: the others run in their turn.
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
+            let pkt = &mut pkts[i];
+            let counted = uncached & (1 << i) == 0 && self.scratch.metas[i].l2 == 0;
+            if counted {
+                let e = self.megaflows.hit(self.scratch.slots[i], pkt.len() as u64);
+                if let Some(p) = e.direct_out().filter(|&p| p != in_port) {
+                    sink.output(p, pkt.data());
+                    continue;
+                }
+            }
+            self.execute_packet_cold(in_port, pkt, i, counted, sink);
+        }
+    }
+
+    /// [`Datapath::execute_packet`] out of line, for the fast loop's exceptions.
+    #[inline(never)]
+    fn execute_packet_cold<S: OutputSink>(
+        &mut self,
+        in_port: u32,
+        pkt: &mut Packet<'_>,
+        i: usize,
+        counted: bool,
+        sink: &mut S,
+    ) {
+        self.execute_packet(in_port, pkt, i, counted, sink);
+    }
+
+    /// Stage 5 for packet `i` of the batch: count it against its megaflow (unless
+    /// `counted`: the caller did) and run its actions, or run its uncached decision.
+    #[inline(always)]
+    fn execute_packet<S: OutputSink>(
+        &mut self,
+        in_port: u32,
+        pkt: &mut Packet<'_>,
+        i: usize,
+        counted: bool,
         sink: &mut S,
     ) {
         let sc = &mut *self.scratch;
@@ -987,50 +1063,25 @@ impl Datapath {
             tunnels,
             encap: &self.encap,
         };
-        let mut m = valid;
-        while m != 0 {
-            let i = m.trailing_zeros() as usize;
-            m &= m - 1;
-            let pkt = &mut pkts[i];
-            let meta = &mut sc.metas[i];
-            let key = &sc.keys[i];
-            // VXLAN: from here on the packet is its inner frame.
-            meta.strip_outer(pkt);
-            if tunnels.is_some() {
-                // A decapsulated packet came in on its tunnel port.
-                let k = key.bytes();
-                ctx.in_port = u32::from_be_bytes([k[0], k[1], k[2], k[3]]);
-            }
-            if sc.slots[i] == UNCACHED {
-                let Some((_, tr)) = sc.uncached.iter().find(|(p, _)| *p as usize == i) else {
-                    continue;
-                };
-                for r in &tr.path {
-                    self.pipeline.rule(*r).counters.add(1, pkt.len() as u64);
-                }
-                execute(
-                    &tr.actions,
-                    tr.ending,
-                    pkt,
-                    meta,
-                    key,
-                    &ctx,
-                    sink,
-                    &mut self.stats,
-                );
-                continue;
-            }
-            let e = self.megaflows.hit(sc.slots[i], pkt.len() as u64);
-            // The common megaflow, one output to a plain port: straight to the sink.
-            if let (Some(p), None) = (e.direct_out(), tunnels) {
-                if p != in_port {
-                    sink.output(p, pkt.data());
-                    continue;
-                }
+        let meta = &mut sc.metas[i];
+        let key = &sc.keys[i];
+        // VXLAN: from here on the packet is its inner frame.
+        meta.strip_outer(pkt);
+        if tunnels.is_some() {
+            // A decapsulated packet came in on its tunnel port.
+            let k = key.bytes();
+            ctx.in_port = u32::from_be_bytes([k[0], k[1], k[2], k[3]]);
+        }
+        if sc.slots[i] == UNCACHED {
+            let Some((_, tr)) = sc.uncached.iter().find(|(p, _)| *p as usize == i) else {
+                return;
+            };
+            for r in &tr.path {
+                self.pipeline.rule(*r).counters.add(1, pkt.len() as u64);
             }
             execute(
-                e.actions(),
-                e.ending(),
+                &tr.actions,
+                tr.ending,
                 pkt,
                 meta,
                 key,
@@ -1038,7 +1089,30 @@ impl Datapath {
                 sink,
                 &mut self.stats,
             );
+            return;
         }
+        let e = if counted {
+            self.megaflows.entry(sc.slots[i])
+        } else {
+            self.megaflows.hit(sc.slots[i], pkt.len() as u64)
+        };
+        // The common megaflow, one output to a plain port: straight to the sink.
+        if let (Some(p), None) = (e.direct_out(), tunnels) {
+            if p != in_port {
+                sink.output(p, pkt.data());
+                return;
+            }
+        }
+        execute(
+            e.actions(),
+            e.ending(),
+            pkt,
+            meta,
+            key,
+            &ctx,
+            sink,
+            &mut self.stats,
+        );
     }
 
     /// After a batch: trim an overfull cache, re-rank subtables and push rule counters
