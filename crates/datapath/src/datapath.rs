@@ -1013,7 +1013,8 @@ impl Datapath {
         // Without tunnel ports most packets hit a megaflow whose actions are one output
         // to another plain port: this loop sends those straight to the sink and leaves
         // everything else to `execute_packet` (out of line, so that this loop keeps its
-        // state in registers). Packet order is kept: the others run in their turn.
+        // state in registers: with the action interpreter inlined here it kept it on the
+        // stack). Packet order is kept: the others run in their turn.
         while m != 0 {
             let i = m.trailing_zeros() as usize;
             m &= m - 1;
@@ -1030,7 +1031,9 @@ impl Datapath {
         }
     }
 
-    /// [`Datapath::execute_packet`] out of line, for the fast loop's exceptions.
+    /// [`Datapath::execute_packet`] out of line, for the fast loop's exceptions. The
+    /// tunnel loop inlines it instead: one out-of-line function for both cost
+    /// `vxlan_decap` 35 instructions a packet more and `emc_hit` 7 (callgrind).
     #[inline(never)]
     fn execute_packet_cold<S: OutputSink>(
         &mut self,

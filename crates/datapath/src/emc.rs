@@ -159,7 +159,8 @@ impl ExactMatchCache {
         debug_assert!(p < self.narrow.len());
         // SAFETY: positions are masked with `mask`, which is the length of both tables
         // minus one (set once in `new`, a power of two). Every cached packet indexes the
-        // table twice (prefetch and lookup); the bounds checks were a tenth of the stage.
+        // table twice (prefetch and lookup); without the checks, and with the lookup's
+        // loops split by shape, `emc_hit` ran ~10 instructions a packet fewer.
         unsafe { self.narrow.get_unchecked(p) }
     }
 
