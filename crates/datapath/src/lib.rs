@@ -12,6 +12,7 @@ pub mod hold;
 pub mod l2;
 pub mod megaflow;
 pub mod sink;
+pub mod slot_index;
 pub mod smc;
 pub mod stats;
 pub mod tier;
@@ -30,6 +31,7 @@ pub use hold::{NeighbourHoldQueue, HOLD_MAX_AGE_SECS, HOLD_PER_REMOTE, HOLD_TOTA
 pub use l2::{MacLearningConfig, MacLearningTable, NormalDecision, NormalDep};
 pub use megaflow::{MegaflowCache, MegaflowCounters, MegaflowEntry};
 pub use sink::{CaptureSink, CountingSink};
+pub use slot_index::SlotIndex;
 pub use smc::SignatureMatchCache;
 pub use stats::{DatapathDrop, DatapathStats, StageCycles};
 pub use tier::{MegaflowEvent, MegaflowId, MegaflowView, Tier};

@@ -1,7 +1,7 @@
 //! `MegaflowCache`: the second tier, wildcarded entries found by tuple-space search.
 //!
 //! Each entry is a masked key plus the actions the slow path chose for it. Entries with the
-//! same mask live in one subtable (a hash table of masked keys); a lookup probes the
+//! same mask live in one subtable (a [`SlotIndex`] of their masked keys' hashes); a lookup probes the
 //! subtables in order of recent hit count (re-ranked periodically) and the first hit wins:
 //! the slow path builds megaflows so that no two can match one packet. The cache is bounded;
 //! when full, the CLOCK policy evicts an entry not hit since the hand last passed it.
@@ -16,6 +16,7 @@
 //! - A subtable that loses its last entry leaves the search order at once and its
 //!   memory is reused, so masks an attacker once created cost nothing after eviction.
 
+use crate::slot_index::SlotIndex;
 use crate::tier::{MegaflowEvent, MegaflowId, MegaflowView};
 use flowpath_packet::key::wide_hash;
 use flowpath_packet::{Action, FlowKey, SubtableMask};
@@ -113,7 +114,7 @@ impl MegaflowEntry {
 
 struct Subtable {
     search: SubtableMask,
-    slots: HashTable<u32>,
+    slots: SlotIndex,
     hits: u64,
 }
 
@@ -121,7 +122,7 @@ impl Subtable {
     fn new(mask: FlowKey) -> Subtable {
         Subtable {
             search: SubtableMask::new(mask),
-            slots: HashTable::new(),
+            slots: SlotIndex::new(),
             hits: 0,
         }
     }
@@ -136,10 +137,10 @@ impl Subtable {
         key: &FlowKey,
         h: u32,
     ) -> Option<u32> {
-        let &slot = self.slots.find(wide_hash(h), |&s| {
-            let e = &entries[s as usize];
-            e.hash == h && self.search.matches(key, &e.key)
-        })?;
+        // The index holds the entry's own hash: a candidate is checked on its key alone.
+        let slot = self
+            .slots
+            .find(h, |s| self.search.matches(key, &entries[s as usize].key))?;
         entries[slot as usize].batch = batch;
         self.hits += 1;
         Some(slot)
@@ -601,12 +602,7 @@ impl MegaflowCache {
                 self.entries.len() as u32 - 1
             }
         };
-        let entries = &self.entries;
-        self.subtables[si as usize]
-            .slots
-            .insert_unique(wide_hash(hash), slot, |&s| {
-                wide_hash(entries[s as usize].hash)
-            });
+        self.subtables[si as usize].slots.insert(hash, slot);
         self.live += 1;
         self.counters.installs += 1;
         self.event(MegaflowEvent::Installed(self.id(slot)));
@@ -624,9 +620,7 @@ impl MegaflowCache {
         e.actions = Box::new([]);
         let (h, si) = (e.hash, e.subtable);
         let st = &mut self.subtables[si as usize];
-        if let Ok(found) = st.slots.find_entry(wide_hash(h), |&s| s == slot) {
-            found.remove();
-        }
+        st.slots.remove(h, slot);
         if st.slots.is_empty() {
             // The subtable leaves the search at once; its index is reused.
             let h = wide_hash(st.search.mask().hash(self.seed));
@@ -657,13 +651,13 @@ impl MegaflowCache {
                 && st
                     .slots
                     .iter()
-                    .all(|&s| self.entries[s as usize].batch != self.batch)
+                    .all(|s| self.entries[s as usize].batch != self.batch)
         });
         let Some(si) = victim else {
             self.counters.mask_limit_refusals += 1;
             return false;
         };
-        let slots: Vec<u32> = self.subtables[si as usize].slots.iter().copied().collect();
+        let slots: Vec<u32> = self.subtables[si as usize].slots.iter().collect();
         self.counters.subtables_evicted += 1;
         self.counters.subtable_evicted_entries += slots.len() as u64;
         for s in slots {
