@@ -125,6 +125,9 @@ struct Scratch {
     /// one-line entries); other keys are looked up whole even when narrow.
     narrow: u32,
     slots: [u32; BATCH],
+    /// Whether the parse stage prefetched the signature-match cache's buckets (it does
+    /// when the EMC is not looked up in this batch), so the megaflow stage need not.
+    smc_prefetched: bool,
     /// Decisions of this batch's misses that were not cached (slot [`UNCACHED`]), by packet.
     uncached: Vec<(u8, Translation)>,
 }
@@ -217,6 +220,7 @@ impl Datapath {
                 hashes: [0; BATCH],
                 narrow: 0,
                 slots: [0; BATCH],
+                smc_prefetched: false,
                 uncached: Vec::with_capacity(BATCH),
             }),
             emc_seed: seed,
@@ -727,16 +731,35 @@ impl Datapath {
         let want_hash = self.cfg.emc || (self.smc_active && self.smc.is_some());
         // The common configuration (hashes, no tunnel ports) gets a loop of its own,
         // without the per-packet tests of the two.
+        // An EMC that is not looked up in this batch leaves the prefetch to the next tier
+        // that is: an active SMC's bucket (a random line of a table of megabytes) then has
+        // the rest of the parse to arrive in, not just the megaflow stage's own prefetch
+        // pass. A loop of its own too, so the common loop keeps its registers.
+        let emc_lookup = self.emc_lookup_now();
+        let smc_prefetch = !emc_lookup && self.smc_active && self.smc.is_some();
+        self.scratch.smc_prefetched = smc_prefetch;
         if want_hash && self.cfg.tunnels.is_none() {
-            self.parse_loop::<true>(in_port, pkts, true)
+            if smc_prefetch {
+                self.parse_loop::<true, true>(in_port, pkts, true)
+            } else {
+                self.parse_loop::<true, false>(in_port, pkts, true)
+            }
         } else {
-            self.parse_loop::<false>(in_port, pkts, want_hash)
+            self.scratch.smc_prefetched = false;
+            self.parse_loop::<false, false>(in_port, pkts, want_hash)
         }
     }
 
-    /// [`Datapath::stage_parse`]'s loop; `PLAIN`: `want_hash` and no tunnel ports.
+    /// Whether this batch looks the EMC up (it is on, and not idle but for a sample).
     #[inline(always)]
-    fn parse_loop<const PLAIN: bool>(
+    fn emc_lookup_now(&self) -> bool {
+        self.cfg.emc && !(self.emc_idle && self.stats.batches % EMC_SAMPLE_EVERY != 0)
+    }
+
+    /// [`Datapath::stage_parse`]'s loop; `PLAIN`: `want_hash` and no tunnel ports;
+    /// `SMC_PREFETCH`: prefetch the SMC's buckets instead of the EMC's (not looked up).
+    #[inline(always)]
+    fn parse_loop<const PLAIN: bool, const SMC_PREFETCH: bool>(
         &mut self,
         in_port: u32,
         pkts: &[Packet<'_>],
@@ -745,13 +768,13 @@ impl Datapath {
         let want_hash = PLAIN || want_hash;
         // At most BATCH: the index then needs no bounds checks on the batch arrays.
         let pkts = &pkts[..pkts.len().min(BATCH)];
-        let emc_lookup =
-            self.cfg.emc && !(self.emc_idle && self.stats.batches % EMC_SAMPLE_EVERY != 0);
+        let emc_lookup = self.emc_lookup_now();
         let sc = &mut *self.scratch;
         let st = &mut self.stats;
         let tunnels = self.cfg.tunnels.as_deref();
         let seed = self.emc_seed;
         let emc = &self.emc;
+        let smc = self.smc.as_ref();
         let (mut valid, mut narrow) = (0u32, 0u32);
         // The first packets' headers are fetched together; later ones a few ahead of the
         // parse (frames fresh from a NIC ring or a big arena are not in the cache).
@@ -790,7 +813,11 @@ impl Datapath {
                         let (h, n) = h.unwrap_or_else(|| (key.hash(seed), false));
                         sc.hashes[i] = h;
                         narrow |= u32::from(n) << i;
-                        if emc_lookup {
+                        if SMC_PREFETCH {
+                            if let Some(smc) = smc {
+                                smc.prefetch(h);
+                            }
+                        } else if emc_lookup {
                             emc.prefetch(h, n);
                         }
                     }
@@ -808,13 +835,13 @@ impl Datapath {
         if !self.cfg.emc {
             return valid;
         }
-        let sc = &mut *self.scratch;
-        if self.emc_idle && self.stats.batches % EMC_SAMPLE_EVERY != 0 {
+        if !self.emc_lookup_now() {
             // Hardly any hits lately: the parse stage took the hashes (later tiers use
             // them); one batch in EMC_SAMPLE_EVERY still looks up, to notice when hits
             // come back.
             return valid;
         }
+        let sc = &mut *self.scratch;
         let pending = self.emc.lookup_batch(
             &sc.keys,
             valid,
@@ -840,7 +867,7 @@ impl Datapath {
         if let Some(smc) = self.smc.as_ref().filter(|_| self.smc_active) {
             // Three passes over the batch, so each one's memory loads overlap: the buckets,
             // then the candidate megaflows, then the checks.
-            let mut m = pending;
+            let mut m = if sc.smc_prefetched { 0 } else { pending };
             while m != 0 {
                 let i = m.trailing_zeros() as usize;
                 m &= m - 1;
