@@ -1106,8 +1106,12 @@ impl Datapath {
             let Some((_, tr)) = sc.uncached.iter().find(|(p, _)| *p as usize == i) else {
                 return;
             };
+            let now = flowpath_pipeline::rule::now_ns();
             for r in &tr.path {
-                self.pipeline.rule(*r).counters.add(1, pkt.len() as u64);
+                self.pipeline
+                    .rule(*r)
+                    .counters
+                    .add_at(1, pkt.len() as u64, now);
             }
             execute(
                 &tr.actions,

@@ -20,6 +20,7 @@ use crate::slot_index::SlotIndex;
 use crate::tier::{MegaflowEvent, MegaflowId, MegaflowView};
 use flowpath_packet::key::wide_hash;
 use flowpath_packet::{Action, FlowKey, SubtableMask};
+use flowpath_pipeline::rule::now_ns;
 use flowpath_pipeline::{Ending, Pipeline, RuleRef, Translation};
 use hashbrown::HashTable;
 use smallvec::SmallVec;
@@ -611,7 +612,7 @@ impl MegaflowCache {
 
     /// Remove one entry, crediting its counters to its rules first.
     pub fn remove(&mut self, slot: u32, pipeline: &Pipeline) {
-        self.push_entry_stats(slot, pipeline);
+        self.push_entry_stats(slot, pipeline, &mut 0);
         self.event(MegaflowEvent::Removed(self.id(slot)));
         let e = &mut self.entries[slot as usize];
         debug_assert!(e.live);
@@ -697,15 +698,20 @@ impl MegaflowCache {
         }
     }
 
-    /// Credit what one entry counted since the last push to the rules it went through.
-    fn push_entry_stats(&mut self, slot: u32, pipeline: &Pipeline) {
+    /// Credit what one entry counted since the last push to the rules it went through,
+    /// stamped with `*now` ([`now_ns`]; read here when 0 and kept for the caller's next
+    /// entries: one clock read per sweep or eviction, not one per rule credited).
+    fn push_entry_stats(&mut self, slot: u32, pipeline: &Pipeline, now: &mut u64) {
         let e = &mut self.entries[slot as usize];
         let (dp, db) = (e.packets - e.pushed_packets, e.bytes - e.pushed_bytes);
         if dp == 0 {
             return;
         }
+        if *now == 0 {
+            *now = now_ns();
+        }
         for r in &e.path {
-            pipeline.rule(*r).counters.add(dp, db);
+            pipeline.rule(*r).counters.add_at(dp, db, *now);
         }
         e.pushed_packets = e.packets;
         e.pushed_bytes = e.bytes;
@@ -713,9 +719,10 @@ impl MegaflowCache {
 
     /// Credit every entry's new counts to its rules (the revalidator's stats push).
     pub fn push_stats(&mut self, pipeline: &Pipeline) {
+        let mut now = 0;
         for s in 0..self.entries.len() {
             if self.entries[s].live {
-                self.push_entry_stats(s as u32, pipeline);
+                self.push_entry_stats(s as u32, pipeline, &mut now);
             }
         }
     }
@@ -728,11 +735,12 @@ impl MegaflowCache {
         if n == 0 {
             return;
         }
+        let mut now = 0;
         for _ in 0..max.min(n) {
             let s = *cursor % n;
             *cursor = s + 1;
             if self.entries[s].live {
-                self.push_entry_stats(s as u32, pipeline);
+                self.push_entry_stats(s as u32, pipeline, &mut now);
             }
         }
     }
