@@ -1,10 +1,11 @@
 //! `MegaflowCache`: the second tier, wildcarded entries found by tuple-space search.
 //!
 //! Each entry is a masked key plus the actions the slow path chose for it. Entries with the
-//! same mask live in one subtable (a [`SlotIndex`] of their masked keys' hashes); a lookup probes the
-//! subtables in order of recent hit count (re-ranked periodically) and the first hit wins:
-//! the slow path builds megaflows so that no two can match one packet. The cache is bounded;
-//! when full, the CLOCK policy evicts an entry not hit since the hand last passed it.
+//! same mask live in one subtable (a [`SlotIndex`] of their masked keys' hashes); a lookup
+//! probes the subtables in order of recent hit count (re-ranked periodically) and the
+//! first hit wins: the slow path builds megaflows so that no two can match one packet. The
+//! cache is bounded; when full, the CLOCK policy evicts an entry not hit since the hand
+//! last passed it.
 //!
 //! Limits (the miss-storm and tuple-space-explosion defence, see `guard.rs`):
 //! - **Entries**: at most the *flow limit*, which starts at the configured maximum and
@@ -621,7 +622,11 @@ impl MegaflowCache {
         e.actions = Box::new([]);
         let (h, si) = (e.hash, e.subtable);
         let st = &mut self.subtables[si as usize];
-        st.slots.remove(h, slot);
+        let filed = st.slots.remove(h, slot);
+        debug_assert!(
+            filed,
+            "megaflow slot {slot} missing from its subtable's index"
+        );
         if st.slots.is_empty() {
             // The subtable leaves the search at once; its index is reused.
             let h = wide_hash(st.search.mask().hash(self.seed));
