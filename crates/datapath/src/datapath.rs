@@ -733,21 +733,16 @@ impl Datapath {
         // that is: an active SMC's bucket (a random line of a table of megabytes) then has
         // the rest of the parse to arrive in, not just the megaflow stage's own prefetch
         // pass.
-        let emc_lookup = self.emc_lookup_now();
-        let smc_prefetch = !emc_lookup && self.smc_active && self.smc.is_some();
-        self.scratch.smc_prefetched = smc_prefetch;
         // The common configuration (hashes, no tunnel ports) gets a loop of its own,
         // without the per-packet tests of the two; with the SMC prefetch, another (a test
         // for it in the common loop cost `emc_hit` 1.4 instructions a packet).
-        if want_hash && self.cfg.tunnels.is_none() {
-            if smc_prefetch {
-                self.parse_loop::<true, true>(in_port, pkts, true)
-            } else {
-                self.parse_loop::<true, false>(in_port, pkts, true)
-            }
-        } else {
-            self.scratch.smc_prefetched = false;
-            self.parse_loop::<false, false>(in_port, pkts, want_hash)
+        let plain = want_hash && self.cfg.tunnels.is_none();
+        let smc_prefetch = plain && !self.emc_lookup_now() && self.smc_active && self.smc.is_some();
+        self.scratch.smc_prefetched = smc_prefetch;
+        match (plain, smc_prefetch) {
+            (true, true) => self.parse_loop::<true, true>(in_port, pkts, true),
+            (true, false) => self.parse_loop::<true, false>(in_port, pkts, true),
+            (false, _) => self.parse_loop::<false, false>(in_port, pkts, want_hash),
         }
     }
 
