@@ -333,6 +333,50 @@ fn the_flow_limit_shrinks_when_revalidation_is_slow_and_grows_back() {
 
 /// A megaflow whose actions are one output to a port below 65,535 names that port on its
 /// first line (the execute stage's shortcut); any other action list does not.
+/// A freed slot keeps its action array for the next install to overwrite in place: the
+/// entry that reuses it must carry its own actions, whether as long as the old ones or not.
+#[test]
+fn a_reused_slot_carries_the_new_megaflows_actions() {
+    let s = RuleStore::new(Backend::TupleSpace);
+    let ip = |d: u32| {
+        Match::any()
+            .exact(Field::EthType, 0x0800)
+            .prefix(Field::Ipv4Dst, u128::from(d) << 24, 8)
+    };
+    let lists: [&[Action]; 4] = [
+        &[Action::SetIpv4Src([10, 0, 0, 1]), Action::Output(2)],
+        &[Action::SetIpv4Src([10, 0, 0, 3]), Action::Output(4)],
+        &[Action::Output(5)],
+        &[
+            Action::SetEthSrc([2, 0, 0, 0, 0, 6]),
+            Action::SetIpv4Src([10, 0, 0, 7]),
+            Action::Output(8),
+        ],
+    ];
+    s.add(
+        lists
+            .iter()
+            .enumerate()
+            .map(|(i, a)| RuleSpec::new(0, 10, ip(11 + i as u32)).actions(a.to_vec())),
+    )
+    .unwrap();
+    let p = s.snapshot();
+    // One entry: every install after the first evicts it and reuses its slot.
+    let mut c = MegaflowCache::new(1, 7);
+    for (i, a) in lists
+        .iter()
+        .enumerate()
+        .chain(lists.iter().enumerate().rev())
+    {
+        c.begin_batch();
+        let slot = install(&mut c, &p, &key(1, (11 + i as u32) << 24));
+        assert_eq!(slot, 0);
+        assert_eq!(c.entry(slot).actions(), *a, "megaflow {i}");
+        assert_eq!(c.lookup(&key(9, (11 + i as u32) << 24 | 5)), Some(slot));
+    }
+    assert_eq!(c.counters.evictions, 7);
+}
+
 #[test]
 fn only_a_single_output_below_65535_is_a_direct_output() {
     let cases: [(&[Action], Option<u32>); 6] = [
