@@ -192,6 +192,10 @@ pub struct MegaflowCache {
     batch: u64,
     /// The TSC at the start of that batch (stamps `used`).
     now: u64,
+    /// The rule clock ([`now_ns`]) as read at this batch's first eviction, and that batch's
+    /// number (0: none): an eviction credits its entry's counts to the rules stamped with
+    /// it, so a batch of misses that each evict reads the clock once, not once a miss.
+    evict_clock: (u64, u64),
     pub counters: MegaflowCounters,
     /// What happened to entries since the last [`MegaflowCache::take_events`], when some
     /// other tier watches (see [`MegaflowCache::watch`]).
@@ -223,6 +227,7 @@ impl MegaflowCache {
             seed,
             batch: 1,
             now: 0,
+            evict_clock: (0, 0),
             counters: MegaflowCounters::default(),
             events: None,
         }
@@ -346,6 +351,9 @@ impl MegaflowCache {
             e.bytes += bytes;
             e.referenced = true;
             e.used = flowpath_base::clock::rdtsc();
+            // These packets came after the batch's eviction stamp: the next eviction
+            // reads the clock afresh.
+            self.evict_clock.0 = 0;
         }
         true
     }
@@ -626,7 +634,13 @@ impl MegaflowCache {
 
     /// Remove one entry, crediting its counters to its rules first.
     pub fn remove(&mut self, slot: u32, pipeline: &Pipeline) {
-        self.push_entry_stats(slot, pipeline, &mut 0);
+        self.remove_stamped(slot, pipeline, &mut 0);
+    }
+
+    /// [`MegaflowCache::remove`], crediting the rules at `*now` ([`now_ns`]; read into it
+    /// when 0 and the entry has counts to credit).
+    fn remove_stamped(&mut self, slot: u32, pipeline: &Pipeline, now: &mut u64) {
+        self.push_entry_stats(slot, pipeline, now);
         self.event(MegaflowEvent::Removed(self.id(slot)));
         let e = &mut self.entries[slot as usize];
         debug_assert!(e.live);
@@ -703,7 +717,15 @@ impl MegaflowCache {
                 e.referenced = false;
                 continue;
             }
-            self.remove(s as u32, pipeline);
+            let mut now = if self.evict_clock.0 == self.batch {
+                self.evict_clock.1
+            } else {
+                0
+            };
+            self.remove_stamped(s as u32, pipeline, &mut now);
+            if now != 0 {
+                self.evict_clock = (self.batch, now);
+            }
             self.counters.evictions += 1;
             return;
         }

@@ -4,7 +4,7 @@
 
 use flowpath_datapath::{MegaflowCache, MegaflowEvent};
 use flowpath_packet::{Action, Field, FlowKey};
-use flowpath_pipeline::{Backend, Change, Match, Pipeline, RuleSpec, RuleStore};
+use flowpath_pipeline::{now_ns, Backend, Change, Match, Pipeline, RuleSpec, RuleStore};
 use std::sync::Arc;
 
 /// Table 0: 10.0.0.0/8 → port 2, other IPv4 → port 3; table 1 is never reached.
@@ -375,6 +375,53 @@ fn a_reused_slot_carries_the_new_megaflows_actions() {
         assert_eq!(c.lookup(&key(9, (11 + i as u32) << 24 | 5)), Some(slot));
     }
     assert_eq!(c.counters.evictions, 7);
+}
+
+/// An eviction credits the evicted entry's counts to its rules, stamped with the rule clock
+/// read at the batch's first eviction; a later batch, or packets credited by another tier
+/// in between, make the next eviction read it afresh.
+#[test]
+fn evictions_credit_rules_with_one_clock_read_a_batch() {
+    let s = store();
+    let p = s.snapshot();
+    let mut c = MegaflowCache::new(2, 7);
+    let dst = |n: u32| (11 + n) << 24;
+    let pause = || std::thread::sleep(std::time::Duration::from_millis(2));
+    // Every key goes through the rule that sends IPv4 outside 10/8 to port 3.
+    c.begin_batch();
+    let a = install(&mut c, &p, &key(1, dst(0)));
+    install(&mut c, &p, &key(1, dst(1)));
+    let rule = c.entry(a).path()[0];
+    let used = || p.rule(rule).counters.last_used_ns();
+    let counts = || p.rule(rule).counters.get();
+    // Batch 2: the first eviction reads the clock, the second uses the same stamp.
+    c.begin_batch();
+    c.hit(0, 60);
+    c.hit(1, 60);
+    let before = now_ns();
+    let x = install(&mut c, &p, &key(1, dst(2)));
+    let first = used();
+    assert!(first >= before && first <= now_ns(), "stamped when evicted");
+    assert_eq!(counts(), (1, 60));
+    pause();
+    let y = install(&mut c, &p, &key(1, dst(3)));
+    assert_eq!(used(), first, "one clock read a batch");
+    assert_eq!(counts(), (2, 120));
+    // Batch 3: read afresh; then packets another tier forwarded for `y` are credited, and
+    // the next eviction (of `y`, in the same batch) reads the clock again.
+    pause();
+    c.begin_batch();
+    c.hit(x, 60);
+    install(&mut c, &p, &key(1, dst(4)));
+    let second = used();
+    assert!(second > first, "a new batch reads the clock");
+    assert_eq!(counts(), (3, 180));
+    pause();
+    assert!(c.credit(c.id(y), 3, 180));
+    install(&mut c, &p, &key(1, dst(5)));
+    assert!(used() > second, "credited packets get a fresh stamp");
+    assert_eq!(counts(), (6, 360));
+    assert_eq!(c.counters.evictions, 4);
 }
 
 #[test]
