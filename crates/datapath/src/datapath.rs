@@ -938,15 +938,25 @@ impl Datapath {
         let binds = self.guard.begin(in_port, now);
         let (mut dropped, mut cached, mut uncached, mut upcalls) = (0u32, 0u32, 0u32, 0u64);
         let mut t = now;
+        // The subtables this stage has installed into. A megaflow an earlier miss of this
+        // batch installed may cover a later one, and only those subtables can hold one:
+        // the megaflow stage searched every subtable for every pending packet, and since
+        // then entries have only been removed elsewhere. So the first miss of a batch
+        // looks nothing up, and a later one probes only these (searching them all cost
+        // every miss a probe of each subtable: ~100 subtables under a tuple-space
+        // explosion).
+        let mut fresh: SmallVec<[u16; 8]> = SmallVec::new();
         let mut m = pending;
         while m != 0 {
             let i = m.trailing_zeros() as usize;
             m &= m - 1;
-            if let Some(s) = self.megaflows.lookup(&sc.keys[i]) {
-                self.stats.upcalls_avoided += 1;
-                sc.slots[i] = s;
-                cached |= 1 << i;
-                continue;
+            if !fresh.is_empty() {
+                if let Some(s) = self.megaflows.lookup_in(&sc.keys[i], &fresh) {
+                    self.stats.upcalls_avoided += 1;
+                    sc.slots[i] = s;
+                    cached |= 1 << i;
+                    continue;
+                }
             }
             if !self.guard.may_upcall(in_port, binds) {
                 self.stats.drop(DatapathDrop::MissBudget);
@@ -978,6 +988,10 @@ impl Datapath {
                 sc.slots[i] = self
                     .megaflows
                     .install_in(&sc.keys[i], tr, &self.pipeline, subtable);
+                let si = self.megaflows.subtable_of(sc.slots[i]);
+                if !fresh.contains(&si) {
+                    fresh.push(si);
+                }
                 cached |= 1 << i;
                 if !deps.is_empty() {
                     self.l2_flows.push(L2Flow {

@@ -519,6 +519,27 @@ impl MegaflowCache {
         None
     }
 
+    /// [`MegaflowCache::lookup`] in the subtables `subtables` only (indices as
+    /// [`MegaflowCache::subtable_of`] gives them; an emptied one is skipped).
+    pub fn lookup_in(&mut self, key: &FlowKey, subtables: &[u16]) -> Option<u32> {
+        for &si in subtables {
+            let st = &mut self.subtables[si as usize];
+            if st.slots.is_empty() {
+                continue;
+            }
+            let h = st.search.hash(key, self.seed);
+            if let Some(slot) = st.probe(&mut self.entries, self.batch, key, h) {
+                return Some(slot);
+            }
+        }
+        None
+    }
+
+    /// The subtable live entry `slot` is filed in.
+    pub fn subtable_of(&self, slot: u32) -> u16 {
+        self.entries[slot as usize].subtable
+    }
+
     /// Install the megaflow `tr` built from `key`; evicts (crediting the evicted entry's
     /// counters to its rules in `pipeline`) when full. Returns the new slot.
     ///
