@@ -503,36 +503,30 @@ impl MegaflowCache {
         pending
     }
 
-    /// Look up one key (the slow path's check before an upcall): what
-    /// [`MegaflowCache::lookup_batch`] does for one packet, without its per-batch arrays.
+    /// Look up one key: what [`MegaflowCache::lookup_batch`] does for one packet, without
+    /// its per-batch arrays.
     pub fn lookup(&mut self, key: &FlowKey) -> Option<u32> {
-        for &si in &self.order {
-            let st = &mut self.subtables[si as usize];
-            if st.slots.is_empty() {
-                continue;
-            }
-            let h = st.search.hash(key, self.seed);
-            if let Some(slot) = st.probe(&mut self.entries, self.batch, key, h) {
-                return Some(slot);
-            }
-        }
-        None
+        (0..self.order.len()).find_map(|j| self.probe_subtable(self.order[j], key))
     }
 
     /// [`MegaflowCache::lookup`] in the subtables `subtables` only (indices as
-    /// [`MegaflowCache::subtable_of`] gives them; an emptied one is skipped).
+    /// [`MegaflowCache::subtable_of`] gives them; an emptied one is skipped): the slow
+    /// path's check before an upcall, in the subtables its batch installed into.
     pub fn lookup_in(&mut self, key: &FlowKey, subtables: &[u16]) -> Option<u32> {
-        for &si in subtables {
-            let st = &mut self.subtables[si as usize];
-            if st.slots.is_empty() {
-                continue;
-            }
-            let h = st.search.hash(key, self.seed);
-            if let Some(slot) = st.probe(&mut self.entries, self.batch, key, h) {
-                return Some(slot);
-            }
+        subtables
+            .iter()
+            .find_map(|&si| self.probe_subtable(si, key))
+    }
+
+    /// One key in subtable `si` (none when it is empty).
+    #[inline]
+    fn probe_subtable(&mut self, si: u16, key: &FlowKey) -> Option<u32> {
+        let st = &mut self.subtables[si as usize];
+        if st.slots.is_empty() {
+            return None;
         }
-        None
+        let h = st.search.hash(key, self.seed);
+        st.probe(&mut self.entries, self.batch, key, h)
     }
 
     /// The subtable live entry `slot` is filed in.
