@@ -334,10 +334,16 @@ impl FlowKey {
         }
     }
 
-    /// Is every 1-bit of `self` also set in `other`?
+    /// Is every 1-bit of `self` also set in `other`? (All words folded, no early exit: the
+    /// compiler makes it a few vector and-nots, cheaper than a branch per word in the TSS
+    /// lookup's per-subtable test.)
     #[inline]
     pub fn is_subset_of(&self, other: &FlowKey) -> bool {
-        (0..KEY_WORDS).all(|i| self.words[i] & !other.words[i] == 0)
+        let mut extra = 0u64;
+        for i in 0..KEY_WORDS {
+            extra |= self.words[i] & !other.words[i];
+        }
+        extra == 0
     }
 
     /// `(self & mask) == value`, where `value` is already masked.
