@@ -67,8 +67,13 @@ pub struct DatapathConfig {
     pub revalidate_target_ms: f64,
     /// The miss budget, port fairness and new-mask rate (see `guard.rs`).
     pub miss: MissLimits,
-    /// Re-rank megaflow subtables by hits every this many batches.
+    /// Re-rank megaflow subtables by hits, and review the tiers (whether the SMC pays,
+    /// whether the EMC's lookups pause, the dynamic flow limit), every this many batches.
     pub rerank_every: u32,
+    /// Rank subtables by hits at those reviews (busy masks searched first). Off, they stay
+    /// in the order they were made while the tier reviews go on: the attack bench's
+    /// "no defence".
+    pub rank_subtables: bool,
     /// Credit megaflow counters to rule counters every this many batches (and at least
     /// [`STATS_PUSH_INTERVAL_MS`] apart), [`STATS_PUSH_SLICE`] entries at a time.
     pub stats_push_every: u32,
@@ -98,6 +103,7 @@ impl Default for DatapathConfig {
             revalidate_target_ms: 20.0,
             miss: MissLimits::default(),
             rerank_every: 1024,
+            rank_subtables: true,
             stats_push_every: 4096,
             on_rule_change: OnRuleChange::Revalidate,
             parse: ParseOptions::default(),
@@ -1173,7 +1179,9 @@ impl Datapath {
         self.batches_since_rerank += 1;
         if self.batches_since_rerank >= self.cfg.rerank_every {
             self.batches_since_rerank = 0;
-            self.megaflows.rerank();
+            if self.cfg.rank_subtables {
+                self.megaflows.rerank();
+            }
             self.reconsider_flow_limit();
             self.reconsider_smc();
             self.reconsider_emc();

@@ -142,6 +142,30 @@ fn the_smc_stays_off_while_most_packets_are_misses() {
 }
 
 #[test]
+fn the_tier_reviews_run_with_subtable_ranking_off() {
+    // Ranking off (the attack bench's "no defence") leaves the subtables in the order
+    // they were made, and nothing else: the SMC is still switched on once it pays.
+    let cfg = DatapathConfig {
+        rank_subtables: false,
+        ..config(1 << 16, 65536)
+    };
+    let mut dp = Datapath::new(store_with(true), cfg);
+    let ids: Vec<u32> = (0..4000).collect();
+    for _ in 0..3 {
+        send(&mut dp, &ids);
+    }
+    assert_eq!(dp.stats().smc_switches, 1);
+    assert!(dp.stats().smc_hits > 0);
+    assert_eq!(dp.megaflows().counters.reranks, 0);
+    // Ranking on: the same traffic re-ranks at every review.
+    let mut ranked = Datapath::new(store_with(true), config(1 << 16, 65536));
+    for _ in 0..3 {
+        send(&mut ranked, &ids);
+    }
+    assert!(ranked.megaflows().counters.reranks > 0);
+}
+
+#[test]
 fn a_signature_left_by_an_evicted_megaflow_never_misforwards() {
     // Two megaflow slots for eight routes: every new route evicts, and the slots are
     // reused by other routes, so the SMC (8 entries: ways replaced constantly) is full

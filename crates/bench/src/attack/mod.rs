@@ -59,7 +59,7 @@ impl Attack {
 #[serde(rename_all = "lowercase")]
 pub enum Defence {
     /// Nothing: no miss budget, no mask rate, no mask limit, subtables never re-ranked
-    /// (flowpath before issue 16).
+    /// (flowpath before issue 16); the tiers' reviews (SMC, EMC, flow limit) as always.
     None,
     /// Only subtables ranked by hits (established masks are searched first).
     Ranking,
@@ -78,16 +78,21 @@ impl Defence {
 
     /// `base` with this defence.
     pub fn config(self, base: &DatapathConfig) -> DatapathConfig {
+        // Only the defences go: the tiers' own reviews (the SMC and EMC switched by what
+        // pays, the flow limit) run in every row, so all three start from the same A
+        // without an attack. Freezing them with the ranking (as an infinite review
+        // interval did) left the SMC off for A's 10,000 flows: a third of A's rate
+        // before any attack, which made "retained" compare different baselines.
         let off = DatapathConfig {
             miss: MissLimits::off(),
             max_masks: u16::MAX as usize,
-            rerank_every: u32::MAX,
+            rank_subtables: false,
             ..base.clone()
         };
         match self {
             Defence::None => off,
             Defence::Ranking => DatapathConfig {
-                rerank_every: base.rerank_every,
+                rank_subtables: base.rank_subtables,
                 ..off
             },
             Defence::Default => base.clone(),
@@ -611,4 +616,37 @@ pub fn tse_report(
         uncached_default: p.uncached,
         mask_rate_refusals_default: p.mask_rate_refusals,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rows_differ_in_their_defences_only() {
+        let base = DatapathConfig::default();
+        let none = Defence::None.config(&base);
+        let ranking = Defence::Ranking.config(&base);
+        let default = Defence::Default.config(&base);
+        // The tiers' reviews run at the same interval in every row.
+        for c in [&none, &ranking, &default] {
+            assert_eq!(c.rerank_every, base.rerank_every);
+            assert_eq!(c.smc_entries, base.smc_entries);
+            assert_eq!(c.megaflow_max, base.megaflow_max);
+        }
+        assert_eq!(
+            (
+                none.rank_subtables,
+                ranking.rank_subtables,
+                default.rank_subtables
+            ),
+            (false, true, true)
+        );
+        for c in [&none, &ranking] {
+            assert_eq!(c.miss, MissLimits::off());
+            assert_eq!(c.max_masks, u16::MAX as usize);
+        }
+        assert_eq!(default.miss, base.miss);
+        assert_eq!(default.max_masks, base.max_masks);
+    }
 }
