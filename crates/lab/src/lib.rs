@@ -16,7 +16,9 @@ pub mod topo;
 pub use config::*;
 use generator::Generator;
 use measure::Path3;
-pub use measure::{annotate_generator_bound, annotate_scaling, annotate_xdp_tier_ratio};
+pub use measure::{
+    annotate_generator_bound, annotate_scaling, annotate_xdp_tier_per_core, annotate_xdp_tier_ratio,
+};
 use report::Row;
 use std::path::PathBuf;
 use systems::Ctx;
@@ -144,6 +146,7 @@ impl Lab {
         };
         annotate_generator_bound(&mut rows);
         annotate_xdp_tier_ratio(&mut rows);
+        annotate_xdp_tier_per_core(&mut rows);
         annotate_scaling(
             &mut rows,
             std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -463,6 +466,41 @@ mod tests {
         ];
         annotate_xdp_tier_ratio(&mut rows);
         assert!(rows.iter().all(|r| r.notes.is_empty()));
+    }
+
+    #[test]
+    fn the_xdp_tier_hit_row_is_judged_per_core_equivalent() {
+        let mk = |s: &str, case: &str, cycles: f64, offered: f64| Row {
+            system: s.into(),
+            case: case.into(),
+            class: "ipv4".into(),
+            mpps: Some(1.0),
+            cycles_per_packet: Some(cycles),
+            offered_mpps: Some(offered),
+            tsc_hz: 2.6e9,
+            ..Row::default()
+        };
+        let mut rows = vec![
+            mk("flowpath-xdp", "hit", 700.0, 2.0),
+            mk("flowpath-xdp", "hit", 1300.0, 4.0),
+            mk("flowpath-xdp", "miss", 700.0, 2.0),
+            mk("xdp-forward", "hit", 400.0, 2.0),
+        ];
+        annotate_xdp_tier_per_core(&mut rows);
+        // 2.6 GHz / 700 cycles = 3.71 Mpps: met, judged by the cycles (2.0 offered).
+        let n = rows[0].notes.join("; ");
+        assert!(n.contains("per core equivalent: 3.71 Mpps"), "{n}");
+        assert!(n.contains("700 busy cycles"), "{n}");
+        assert!(n.contains("target >= 3.5 Mpps met"), "{n}");
+        assert!(n.contains("offered 2.00 Mpps, less than the target"), "{n}");
+        // 2.6 GHz / 1,300 = 2.00: not met, although 4.0 was offered.
+        let n = rows[1].notes.join("; ");
+        assert!(
+            n.contains("2.00 Mpps (TSC 2.600 GHz / 1,300 busy cycles"),
+            "{n}"
+        );
+        assert!(n.contains("NOT met; offered 4.00 Mpps"), "{n}");
+        assert!(rows[2].notes.is_empty() && rows[3].notes.is_empty());
     }
 
     #[test]
