@@ -49,6 +49,10 @@ Systems, one after the other, each started fresh per case and stopped after it:
                      to the worker on CPU 1
   xdp-forward        `flowpath xdp-forward`: an XDP program on swin that redirects every
                      frame to swout, no parse and no lookup: the floor for the XDP tier
+  xdp-parse-forward  `flowpath xdp-forward --parse`: the XDP tier's parser, then the same
+                     redirect (no lookup, actions or counters). Between the two rows above:
+                     what it costs over xdp-forward is reading the headers, which any switch
+                     pays; what the tier costs over it is the tier's own work
 
 Cases:
   hit   --flows established flows (source addresses 10.1.0.1 up): every packet a cache hit
@@ -126,7 +130,7 @@ const EXAMPLES: &str = "Examples:
 pub struct LabArgs {
     /// Systems to run, comma-separated, in this order: generator, trafgen, linux,
     /// ovs-afxdp, testpmd-afxdp, flowpath-afxdp, flowpath-afxdp-2w, flowpath-afpacket,
-    /// flowpath-xdp, xdp-forward [default: all].
+    /// flowpath-xdp, xdp-forward, xdp-parse-forward [default: all].
     #[arg(long, value_delimiter = ',')]
     systems: Vec<String>,
     /// Cases, comma-separated: hit, miss [default: hit,miss].

@@ -17,7 +17,8 @@ pub use config::*;
 use generator::Generator;
 use measure::Path3;
 pub use measure::{
-    annotate_generator_bound, annotate_scaling, annotate_xdp_tier_per_core, annotate_xdp_tier_ratio,
+    annotate_generator_bound, annotate_scaling, annotate_xdp_parse_split,
+    annotate_xdp_tier_per_core, annotate_xdp_tier_ratio,
 };
 use report::Row;
 use std::path::PathBuf;
@@ -146,6 +147,7 @@ impl Lab {
         };
         annotate_generator_bound(&mut rows);
         annotate_xdp_tier_ratio(&mut rows);
+        annotate_xdp_parse_split(&mut rows);
         annotate_xdp_tier_per_core(&mut rows);
         annotate_scaling(
             &mut rows,
@@ -466,6 +468,56 @@ mod tests {
         ];
         annotate_xdp_tier_ratio(&mut rows);
         assert!(rows.iter().all(|r| r.notes.is_empty()));
+    }
+
+    #[test]
+    fn the_parse_baseline_splits_the_tiers_cycles_over_redirect_only() {
+        let sample = |c: f64| report::Sample {
+            cycles_per_packet: Some(c),
+            ..report::Sample::default()
+        };
+        let mk = |s: &str, class: &str, windows: &[f64]| {
+            let mut w = windows.to_vec();
+            w.sort_by(f64::total_cmp);
+            Row {
+                system: s.into(),
+                case: "hit".into(),
+                class: class.into(),
+                cycles_per_packet: Some(w[w.len() / 2]),
+                samples: windows.iter().map(|&c| sample(c)).collect(),
+                ..Row::default()
+            }
+        };
+        // Three rounds; the second a slow spell for all rows. Per round: reading 100, 150,
+        // 80; the tier's own work 120, 200, 140.
+        let mut rows = vec![
+            mk("flowpath-xdp", "ipv4", &[1120.0, 1650.0, 1120.0]),
+            mk("xdp-forward", "ipv4", &[900.0, 1300.0, 900.0]),
+            mk(systems::PARSE_FORWARD, "ipv4", &[1000.0, 1450.0, 980.0]),
+            mk("flowpath-xdp", "ipv6", &[1300.0]),
+            mk("xdp-forward", "ipv6", &[900.0]),
+        ];
+        annotate_xdp_parse_split(&mut rows);
+        let n = rows[0].notes.join("; ");
+        assert!(n.contains("100 [80..150] reading and parsing"), "{n}");
+        assert!(n.contains("140 [120..200] the tier's lookup"), "{n}");
+        assert!(n.contains("medians of 3 per-round differences"), "{n}");
+        let n = rows[2].notes.join("; ");
+        assert!(n.contains("costs 100 [80..150] cycles a packet"), "{n}");
+        // Redirect-only gets no note; a class without the parse row gets none.
+        assert!(rows[1].notes.is_empty());
+        assert!(rows[3].notes.is_empty() && rows[4].notes.is_empty());
+        // Windows that do not pair up: the rows' medians (1,120 - 980 = 140 tier's own).
+        let mut rows = vec![
+            mk("flowpath-xdp", "ipv4", &[1120.0]),
+            mk("xdp-forward", "ipv4", &[900.0, 1300.0, 900.0]),
+            mk(systems::PARSE_FORWARD, "ipv4", &[1000.0, 1450.0, 980.0]),
+        ];
+        annotate_xdp_parse_split(&mut rows);
+        let n = rows[0].notes.join("; ");
+        assert!(n.contains("100 reading and parsing"), "{n}");
+        assert!(n.contains("120 the tier's lookup"), "{n}");
+        assert!(n.contains("the rows' medians"), "{n}");
     }
 
     #[test]

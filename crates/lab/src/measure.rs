@@ -459,6 +459,117 @@ pub fn annotate_xdp_tier_ratio(rows: &mut [Row]) {
     }
 }
 
+/// Where the XDP tier's cycles over redirect-only go, from the three XDP hit rows of a
+/// class in this run: `xdp-parse-forward` over `xdp-forward` is reading and parsing the
+/// headers (every switch pays it; its ratio to redirect-only bounds any parsing program's),
+/// `flowpath-xdp` over `xdp-parse-forward` is the tier's own lookup, actions and counters.
+/// Busy cycles per packet of the switch CPU, whichever row set the rate. When the rows have
+/// the same number of windows (as `--interleave` takes them: window i of each row in round
+/// i) each part is the median of its per-round differences, with their range, so a slow
+/// spell of a shared machine falls on both sides of a difference; else the rows' medians.
+pub fn annotate_xdp_parse_split(rows: &mut [Row]) {
+    let find = |rows: &[Row], system: &str, class: &str| {
+        rows.iter()
+            .position(|r| r.system == system && r.case == "hit" && r.class == class)
+    };
+    let mut notes = Vec::new();
+    for (i, r) in rows.iter().enumerate() {
+        if r.case != "hit" || r.system != "flowpath-xdp" {
+            continue;
+        }
+        let (Some(f), Some(p)) = (
+            find(rows, "xdp-forward", &r.class),
+            find(rows, systems::PARSE_FORWARD, &r.class),
+        ) else {
+            continue;
+        };
+        let Some(split) = ParseSplit::of(&rows[f], &rows[p], r) else {
+            continue;
+        };
+        let th = report::thousands;
+        let part = |(m, lo, hi): (f64, f64, f64)| {
+            if split.rounds > 1 {
+                format!("{} [{}..{}]", th(m), th(lo), th(hi))
+            } else {
+                th(m)
+            }
+        };
+        let how = if split.rounds > 1 {
+            format!("medians of {} per-round differences [range]", split.rounds)
+        } else {
+            "the rows' medians".into()
+        };
+        notes.push((
+            p,
+            format!(
+                "vs redirect-only: reading and parsing the headers costs {} cycles a packet \
+                 ({how}); a program that parses cannot beat redirect-only by more than that",
+                part(split.read)
+            ),
+        ));
+        notes.push((
+            i,
+            format!(
+                "its cycles over redirect-only: {} reading and parsing the headers \
+                 (xdp-parse-forward), {} the tier's lookup, actions and counters ({how}, \
+                 cycles a packet)",
+                part(split.read),
+                part(split.own)
+            ),
+        ));
+    }
+    for (i, n) in notes {
+        rows[i].notes.push(n);
+    }
+}
+
+/// [`annotate_xdp_parse_split`]'s two parts, each (median, min, max) cycles a packet.
+struct ParseSplit {
+    rounds: usize,
+    read: (f64, f64, f64),
+    own: (f64, f64, f64),
+}
+
+impl ParseSplit {
+    fn of(fwd: &Row, parse: &Row, tier: &Row) -> Option<ParseSplit> {
+        let windows = |r: &Row| -> Vec<f64> {
+            r.samples
+                .iter()
+                .filter_map(|s| s.cycles_per_packet)
+                .collect()
+        };
+        let (f, p, t) = (windows(fwd), windows(parse), windows(tier));
+        let spread = |mut d: Vec<f64>| {
+            d.sort_by(f64::total_cmp);
+            let n = d.len();
+            let median = if n % 2 == 1 {
+                d[n / 2]
+            } else {
+                (d[n / 2 - 1] + d[n / 2]) / 2.0
+            };
+            (median, d[0], d[n - 1])
+        };
+        if !f.is_empty() && f.len() == p.len() && p.len() == t.len() {
+            let diff = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(a, b)| a - b).collect();
+            return Some(ParseSplit {
+                rounds: f.len(),
+                read: spread(diff(&p, &f)),
+                own: spread(diff(&t, &p)),
+            });
+        }
+        let (f, p, t) = (
+            fwd.cycles_per_packet?,
+            parse.cycles_per_packet?,
+            tier.cycles_per_packet?,
+        );
+        Some(ParseSplit {
+            rounds: 1,
+            read: (p - f, p - f, p - f),
+            own: (t - p, t - p, t - p),
+        })
+    }
+}
+
 /// Issue 18's other target for the XDP tier: cached flows at >= this many Mpps per core
 /// equivalent (the published OVS XDP flow-provider result).
 pub const XDP_TIER_PER_CORE_MPPS: f64 = 3.5;

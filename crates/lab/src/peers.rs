@@ -86,7 +86,7 @@ pub fn needs(system: &str) -> Vec<Need> {
         // `ethtool -L` gives the switch's veths a queue per worker.
         systems::TWO_WORKERS => vec![XdpPorts, Program("ethtool", "ethtool")],
         "flowpath-afpacket" => vec![],
-        "flowpath-xdp" => vec![XdpPorts, XdpTier],
+        "flowpath-xdp" | systems::PARSE_FORWARD => vec![XdpPorts, XdpTier],
         _ => vec![],
     }
 }
@@ -383,7 +383,8 @@ mod tests {
                 "flowpath-afxdp",
                 systems::TWO_WORKERS,
                 "flowpath-xdp",
-                "xdp-forward"
+                "xdp-forward",
+                systems::PARSE_FORWARD
             ]
         );
         assert!(m[0].also.as_deref().unwrap().contains("trafgen"));

@@ -801,4 +801,38 @@ up_action:
 	return upcall(ctx, xsk_base);
 }
 
+/* A baseline, not a switch: the tier's own parser (the same two functions), then a
+ * redirect to fp_ports[0], with no in-port lookup, no table, no actions and no counters.
+ * `flowpath xdp-forward --parse` attaches it and `flowpath lab` measures it as the
+ * `xdp-parse-forward` row between redirect-only (`xdp_fwd_all`, which never reads the
+ * frame) and the tier: what it costs over redirect-only is reading and parsing the
+ * headers, which any switch pays; what the tier costs over it is the tier's own work.
+ * Frames the tier would hand to user space unparsed go to the stack (XDP_PASS). */
+SEC("xdp")
+int parse_forward(struct xdp_md *ctx)
+{
+	__u32 zero = 0;
+	struct fp_config *cfg = bpf_map_lookup_elem(&fp_config, &zero);
+	if (!cfg)
+		return XDP_ABORTED;
+	union key_words kw;
+	struct meta m = {};
+	if (!parse_fast(ctx, &kw, &m, 0, cfg->vxlan_port)) {
+#pragma unroll
+		for (int w = 0; w < FP_LOOKUP_WORDS; w++)
+			kw.w[w] = 0;
+		if (parse(ctx, &kw.k, &m, cfg->vxlan_port))
+			return XDP_PASS;
+	}
+	/* The key must be built, as the tier builds it, or the compiler drops the stores that
+	 * are the point: the devmap index takes one bit of it, and n_masks is 0 here (nothing is
+	 * looked up), so the index is always 0. */
+	__u64 x = 0;
+#pragma unroll
+	for (int w = 0; w < FP_LOOKUP_WORDS; w++)
+		x ^= kw.w[w];
+	__u32 dev = (__u32)x & cfg->n_masks;
+	return bpf_redirect_map(&fp_ports, dev, XDP_DROP);
+}
+
 char _license[] SEC("license") = "Dual BSD/GPL";

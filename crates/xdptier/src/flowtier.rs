@@ -63,6 +63,8 @@ pub fn bpf_available() -> bool {
 /// The loaded program and its maps.
 pub struct FlowTier {
     ebpf: Ebpf,
+    /// The object's program this runs: [`PROGRAM`], or [`PARSE_FORWARD`] for the baseline.
+    program: &'static str,
     links: Vec<(u32, XdpLinkId, Attached)>,
     cfg: FpConfig,
     /// `fp_flows`, mapped into this process.
@@ -87,14 +89,30 @@ impl FlowTier {
     /// with the same names, types and sizes. A map that is missing or of another shape is
     /// reported by name when it is first used.
     pub fn load_object(obj: &[u8]) -> io::Result<FlowTier> {
+        FlowTier::load_program(obj, PROGRAM)
+    }
+
+    /// A baseline for measuring the tier, not a switch: the built-in object with its
+    /// [`PARSE_FORWARD`] program in place of `flow_tier`. That program parses each frame
+    /// exactly as the tier does and redirects it to `fp_ports[0]` ([`FlowTier::set_output_dev`]),
+    /// with no lookup, actions or counters (frames the tier would hand to user space
+    /// unparsed go to the kernel stack). `flowpath xdp-forward --parse` runs it.
+    pub fn load_parse_forward() -> io::Result<FlowTier> {
+        if OBJ.is_empty() {
+            return FlowTier::load();
+        }
+        FlowTier::load_program(OBJ, PARSE_FORWARD)
+    }
+
+    fn load_program(obj: &[u8], program: &'static str) -> io::Result<FlowTier> {
         let mut ebpf = Ebpf::load(obj).map_err(|e| err(format!("loading XDP object: {e}")))?;
         let p: &mut Xdp = ebpf
-            .program_mut(PROGRAM)
-            .ok_or_else(|| err("object has no flow_tier program"))?
+            .program_mut(program)
+            .ok_or_else(|| err(format!("object has no {program} program")))?
             .try_into()
-            .map_err(|e| err(format!("{PROGRAM}: {e}")))?;
+            .map_err(|e| err(format!("{program}: {e}")))?;
         p.load()
-            .map_err(|e| err(format!("loading {PROGRAM} (verifier): {e}")))?;
+            .map_err(|e| err(format!("loading {program} (verifier): {e}")))?;
         let array = |name: &str| match ebpf.map(name) {
             Some(aya::maps::Map::Array(md)) => Ok(md),
             Some(_) => Err(err(format!(
@@ -105,6 +123,7 @@ impl FlowTier {
         let table = FlowTable::map(array("fp_flows")?, array("fp_index")?)?;
         let mut t = FlowTier {
             ebpf,
+            program,
             table,
             links: Vec::new(),
             cfg: FpConfig {
@@ -472,12 +491,13 @@ impl FlowTier {
         repeat: u32,
         data_out: Option<&mut [u8]>,
     ) -> io::Result<aya::programs::TestRunResult> {
+        let name = self.program;
         let prog: &Xdp = self
             .ebpf
-            .program(PROGRAM)
-            .ok_or_else(|| err("flow_tier missing"))?
+            .program(name)
+            .ok_or_else(|| err(format!("{name} missing")))?
             .try_into()
-            .map_err(|e| err(format!("{PROGRAM}: {e}")))?;
+            .map_err(|e| err(format!("{name}: {e}")))?;
         // struct xdp_md { data, data_end, data_meta, ingress_ifindex, rx_queue_index,
         // egress_ifindex }: data = metadata length (none), data_end = frame length.
         let md: [u32; 6] = [0, frame.len() as u32, 0, ifindex, 0, 0];
@@ -494,8 +514,9 @@ impl FlowTier {
     /// Attach to `ifname` (Auto: native, then generic); says which mode it got.
     pub fn attach(&mut self, ifname: &str, mode: XdpMode) -> io::Result<Attached> {
         let idx = ifindex(ifname)?;
-        let p = program(&mut self.ebpf)?;
-        let (id, a) = flowpath_ports::xdp::attach_loaded(p, PROGRAM, ifname, idx, mode)?;
+        let name = self.program;
+        let p = program(&mut self.ebpf, name)?;
+        let (id, a) = flowpath_ports::xdp::attach_loaded(p, name, ifname, idx, mode)?;
         self.links.push((idx, id, a));
         Ok(a)
     }
@@ -503,7 +524,7 @@ impl FlowTier {
     /// Detach from `ifname` (no-op if not attached there).
     pub fn detach(&mut self, ifname: &str) -> io::Result<()> {
         let idx = ifindex(ifname)?;
-        let p = program(&mut self.ebpf)?;
+        let p = program(&mut self.ebpf, self.program)?;
         let mut keep = Vec::new();
         for (i, id, a) in self.links.drain(..) {
             if i == idx {
@@ -532,17 +553,17 @@ impl FlowTier {
     }
 }
 
-/// The `flow_tier` program of the object.
-fn program(ebpf: &mut Ebpf) -> io::Result<&mut Xdp> {
-    ebpf.program_mut(PROGRAM)
-        .ok_or_else(|| err("flow_tier missing"))?
+/// The program `name` of the object.
+fn program<'a>(ebpf: &'a mut Ebpf, name: &str) -> io::Result<&'a mut Xdp> {
+    ebpf.program_mut(name)
+        .ok_or_else(|| err(format!("{name} missing")))?
         .try_into()
-        .map_err(|e| err(format!("{PROGRAM}: {e}")))
+        .map_err(|e| err(format!("{name}: {e}")))
 }
 
 impl Drop for FlowTier {
     fn drop(&mut self) {
-        if let Some(p) = self.ebpf.program_mut(PROGRAM) {
+        if let Some(p) = self.ebpf.program_mut(self.program) {
             if let Ok(x) = <&mut Xdp>::try_from(p) {
                 for (_, id, _) in self.links.drain(..) {
                     let _ = x.detach(id);

@@ -9,6 +9,9 @@ use std::mem::{offset_of, size_of};
 
 /// Name of the XDP program in the object.
 pub const PROGRAM: &str = "flow_tier";
+/// The object's baseline program: the tier's parser, then a redirect to `fp_ports[0]`
+/// ([`crate::FlowTier::load_parse_forward`]).
+pub const PARSE_FORWARD: &str = "parse_forward";
 /// Megaflow masks the program tries (`FP_MAX_MASKS`).
 pub const MAX_MASKS: usize = 8;
 /// Entries of `fp_flows` and `fp_stats` (slots are `0..MAX_FLOWS`).

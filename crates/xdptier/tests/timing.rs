@@ -118,6 +118,11 @@ fn measure() {
     t.insert(9, &m6, &key_of(&frame6), out, 3).unwrap();
     let hit6 = ns(&t, &frame6);
 
+    // The lab's middle baseline: the same parser, then the redirect, nothing looked up.
+    let mut base = FlowTier::load_parse_forward().expect("load parse_forward");
+    base.set_output_dev(0, LO).unwrap();
+    let parse_only = ns(&base, &frame);
+
     eprintln!("XDP tier under BPF_PROG_TEST_RUN, {REPEAT} runs x 7, median ns per packet:");
     eprintln!("  no mask (hand over unparsed)     {nothing:7.1}");
     eprintln!("  1 mask, hit, output              {hit1:7.1}");
@@ -125,4 +130,5 @@ fn measure() {
     eprintln!("  4 masks, hit in the first        {hit_first_of4:7.1}");
     eprintln!("  4 masks, hit in the last         {hit_last_of4:7.1}");
     eprintln!("  IPv6, 1 mask, hit, output        {hit6:7.1}");
+    eprintln!("  parse, then redirect (baseline)  {parse_only:7.1}");
 }

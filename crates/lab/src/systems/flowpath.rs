@@ -1,5 +1,6 @@
 //! flowpath's own rows: the switch daemon on AF_XDP or AF_PACKET ports (optionally with
-//! the XDP tier), and `flowpath xdp-forward` (redirect only, no lookup).
+//! the XDP tier), and `flowpath xdp-forward` (redirect only, no lookup; with `--parse`,
+//! the tier's parser before the redirect).
 
 use super::*;
 
@@ -388,10 +389,31 @@ impl Flowpath {
 
 /// `flowpath xdp-forward --from swin --to swout`: every frame redirected through a devmap
 /// with no parsing and no lookup; what the XDP tier adds to the same redirect is its
-/// parse, lookup, actions and counters.
+/// parse, lookup, actions and counters. With `parse` (`xdp-forward --parse`, the
+/// `xdp-parse-forward` row) the tier's own parser runs before the redirect, which splits
+/// that difference into reading the headers and the tier's own work.
 #[derive(Default)]
 pub struct XdpForward {
+    parse: bool,
     process: Option<FlowpathProcess>,
+}
+
+impl XdpForward {
+    /// The `xdp-parse-forward` row: parse as the tier does, then redirect.
+    pub fn parsing() -> XdpForward {
+        XdpForward {
+            parse: true,
+            process: None,
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        if self.parse {
+            "xdp-parse-forward"
+        } else {
+            "xdp-forward"
+        }
+    }
 }
 
 impl Switch for XdpForward {
@@ -402,14 +424,22 @@ impl Switch for XdpForward {
     }
 
     fn start(&mut self, ctx: &Ctx, _case: Case) -> Result<(), String> {
-        let dir = ctx.topo.dir.join("xdp-forward");
+        let dir = ctx.topo.dir.join(self.name());
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let mut args = vec!["xdp-forward", "--from", SWIN_IF, "--to", SWOUT_IF];
+        if self.parse {
+            args.push("--parse");
+        }
         self.process = Some(FlowpathProcess::start(
             ctx,
             None,
-            &["xdp-forward", "--from", SWIN_IF, "--to", SWOUT_IF],
+            &args,
             dir.join("xdp-forward.err"),
-            "flowpath xdp-forward",
+            if self.parse {
+                "flowpath xdp-forward --parse"
+            } else {
+                "flowpath xdp-forward"
+            },
             Duration::from_secs(10),
         )?);
         Ok(())
@@ -427,6 +457,10 @@ impl Switch for XdpForward {
     }
 
     fn notes(&self) -> Vec<String> {
-        vec!["XDP redirect of every frame, no parse or lookup (the floor)".into()]
+        vec![if self.parse {
+            "the XDP tier's parser, then the redirect: no lookup, actions or counters".into()
+        } else {
+            "XDP redirect of every frame, no parse or lookup (the floor)".into()
+        }]
     }
 }

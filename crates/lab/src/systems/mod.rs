@@ -173,7 +173,11 @@ pub const SYSTEMS: &[&str] = &[
     "flowpath-afpacket",
     "flowpath-xdp",
     "xdp-forward",
+    PARSE_FORWARD,
 ];
+
+/// `flowpath xdp-forward --parse`: the XDP tier's parser, then the redirect.
+pub const PARSE_FORWARD: &str = "xdp-parse-forward";
 
 /// The switch for a name of `SYSTEMS` (not the two generator rows).
 pub fn make(name: &str) -> Option<Box<dyn Switch>> {
@@ -186,6 +190,7 @@ pub fn make(name: &str) -> Option<Box<dyn Switch>> {
         "flowpath-afpacket" => Box::new(Flowpath::new("afpacket")),
         "flowpath-xdp" => Box::new(Flowpath::with_xdp_tier()),
         "xdp-forward" => Box::<XdpForward>::default(),
+        PARSE_FORWARD => Box::new(XdpForward::parsing()),
         _ => return None,
     })
 }
@@ -288,7 +293,13 @@ mod tests {
                 assert!(can(fp, c), "{fp} {}", c.name());
             }
         }
-        for other in ["linux", "ovs-afxdp", "testpmd-afxdp", "xdp-forward"] {
+        for other in [
+            "linux",
+            "ovs-afxdp",
+            "testpmd-afxdp",
+            "xdp-forward",
+            PARSE_FORWARD,
+        ] {
             assert!(!can(other, Class::VxlanDecap) && !can(other, Class::VxlanEncap));
         }
         assert!(can("testpmd-afxdp", Class::Ipv6) && can("ovs-afxdp", Class::Ipv6));
