@@ -487,6 +487,20 @@ static __always_inline void move_macs(__u8 *to, __u8 *from)
 	*(__u32 *)(to + 8) = c;
 }
 
+/* The key of the frame, as both programs build it: the fast path for the common shapes,
+ * else the general parser on a zeroed key. 0 (key complete) or an FP_R_UP_* reason. */
+static __always_inline int parse_key(struct xdp_md *ctx, union key_words *kw, struct meta *m,
+				     __u32 in_port, __u16 vxlan_port)
+{
+	if (parse_fast(ctx, kw, m, in_port, vxlan_port))
+		return 0;
+#pragma unroll
+	for (int w = 0; w < FP_LOOKUP_WORDS; w++)
+		kw->w[w] = 0;
+	kw->k.in_port = bpf_htonl(in_port);
+	return parse(ctx, &kw->k, m, vxlan_port);
+}
+
 SEC("xdp")
 int flow_tier(struct xdp_md *ctx)
 {
@@ -522,16 +536,10 @@ int flow_tier(struct xdp_md *ctx)
 		count_reason(FP_R_MISS);
 		return upcall(ctx, xsk_base);
 	}
-	if (!parse_fast(ctx, &kw, &m, in_port, cfg->vxlan_port)) {
-#pragma unroll
-		for (int w = 0; w < FP_LOOKUP_WORDS; w++)
-			kw.w[w] = 0;
-		kw.k.in_port = bpf_htonl(in_port);
-		int r = parse(ctx, &kw.k, &m, cfg->vxlan_port);
-		if (r) {
-			record(cfg, &kw, r, ~0u);
-			return upcall(ctx, xsk_base);
-		}
+	int r = parse_key(ctx, &kw, &m, in_port, cfg->vxlan_port);
+	if (r) {
+		record(cfg, &kw, r, ~0u);
+		return upcall(ctx, xsk_base);
 	}
 
 	/* Lookup: masks in order, first hit wins. */
@@ -817,13 +825,8 @@ int parse_forward(struct xdp_md *ctx)
 		return XDP_ABORTED;
 	union key_words kw;
 	struct meta m = {};
-	if (!parse_fast(ctx, &kw, &m, 0, cfg->vxlan_port)) {
-#pragma unroll
-		for (int w = 0; w < FP_LOOKUP_WORDS; w++)
-			kw.w[w] = 0;
-		if (parse(ctx, &kw.k, &m, cfg->vxlan_port))
-			return XDP_PASS;
-	}
+	if (parse_key(ctx, &kw, &m, 0, cfg->vxlan_port))
+		return XDP_PASS;
 	/* The key must be built, as the tier builds it, or the compiler drops the stores that
 	 * are the point: the devmap index takes one bit of it, and n_masks is 0 here (nothing is
 	 * looked up), so the index is always 0. */

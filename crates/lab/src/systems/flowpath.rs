@@ -409,7 +409,7 @@ impl XdpForward {
 
     fn name(&self) -> &'static str {
         if self.parse {
-            "xdp-parse-forward"
+            PARSE_FORWARD
         } else {
             "xdp-forward"
         }
