@@ -539,22 +539,14 @@ impl ParseSplit {
                 .collect()
         };
         let (f, p, t) = (windows(fwd), windows(parse), windows(tier));
-        let spread = |mut d: Vec<f64>| {
-            d.sort_by(f64::total_cmp);
-            let n = d.len();
-            let median = if n % 2 == 1 {
-                d[n / 2]
-            } else {
-                (d[n / 2 - 1] + d[n / 2]) / 2.0
-            };
-            (median, d[0], d[n - 1])
-        };
         if !f.is_empty() && f.len() == p.len() && p.len() == t.len() {
-            let diff = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(a, b)| a - b).collect();
+            let diff = |a: &[f64], b: &[f64]| -> Vec<f64> {
+                a.iter().zip(b).map(|(a, b)| a - b).collect()
+            };
             return Some(ParseSplit {
                 rounds: f.len(),
-                read: spread(diff(&p, &f)),
-                own: spread(diff(&t, &p)),
+                read: report::median_min_max(&diff(&p, &f))?,
+                own: report::median_min_max(&diff(&t, &p))?,
             });
         }
         let (f, p, t) = (
