@@ -31,6 +31,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, FP_MAX_MASKS);
+	__uint(map_flags, BPF_F_MMAPABLE); /* for its page-aligned values, not for an mmap */
 	__type(key, __u32);
 	__type(value, struct fp_mask);
 } fp_masks SEC(".maps");
@@ -412,9 +413,9 @@ static __always_inline void l4_update(__u16 *ck, const __u16 *old, const __u16 *
  * signature matches is the only candidate (a slot that changes under us names an entry
  * whose key or seq then says so); the scan keeps nothing but the slot past the loop, so
  * the verifier walks what follows once, not once per way. */
-static __always_inline struct fp_entry *table_find(const struct fp_flow_key *lk, __u32 *seq)
+static __always_inline struct fp_entry *table_find(const struct fp_flow_key *lk, __u64 h,
+						   __u32 *seq)
 {
-	__u64 h = fp_hash(lk);
 	__u32 b = h & (FP_INDEX_BUCKETS - 1), sig = FP_SIG(h), s = 0;
 	struct fp_bucket *bk = bpf_map_lookup_elem(&fp_index, &b);
 	if (!bk)
@@ -559,12 +560,22 @@ int flow_tier(struct xdp_md *ctx)
 		if (!mk)
 			break;
 		union key_words *mw = (union key_words *)&mk->mask;
+		__u32 zw = mk->zero_words;
 		lk.mask_id = mk->id;
 		lk.pad = 0;
+		/* fp_hash(&lk), leaving out the words the mask zeroes (their terms are 0): an
+		 * IPv4 5-tuple mask has four of eight. */
+		__u64 h = FP_HASH_TERM((__u64)lk.mask_id, 0);
 #pragma unroll
-		for (int w = 0; w < FP_LOOKUP_WORDS; w++)
-			lk.w[w] = kw.w[w] & mw->w[w];
-		e = table_find(&lk, &seq);
+		for (int w = 0; w < FP_LOOKUP_WORDS; w++) {
+			__u64 x = 0;
+			if (!(zw & (1u << w))) {
+				x = kw.w[w] & mw->w[w];
+				h += FP_HASH_TERM(x, w + 1);
+			}
+			lk.w[w] = x;
+		}
+		e = table_find(&lk, fp_hash_finish(h), &seq);
 		if (e)
 			break;
 	}

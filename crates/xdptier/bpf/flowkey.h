@@ -85,11 +85,15 @@ _Static_assert(sizeof(struct fp_flow_key) == 72, "fp_flow_key size");
 
 /* fp_masks entry: tried in index order 0..fp_config.n_masks. */
 struct fp_mask {
-	struct fp_key mask;      /* 1-bits matter */
 	__u32 id;                /* goes into fp_flow_key.mask_id */
-	__u32 pad;
+	__u32 zero_words;        /* bit w: lookup word w of `mask` is all zero (user space sets
+	                          * it; the program neither masks nor hashes such a word) */
+	struct fp_key mask;      /* 1-bits matter */
+	__u32 pad[4];            /* to two whole lines (the map is page-aligned): the fields
+	                          * above and lookup words 0..6 (all of an IPv4 key's) share
+	                          * a mask's first line */
 };
-_Static_assert(sizeof(struct fp_mask) == 112, "fp_mask size");
+_Static_assert(sizeof(struct fp_mask) == 128, "fp_mask size");
 
 /* fp_actions.flags: which actions apply. The program runs them in this fixed order:
  * pop VLAN(s), push VLAN, set outer TCI, L3/L4 rewrites (with checksums), MAC rewrites,
@@ -182,16 +186,25 @@ _Static_assert(sizeof(struct fp_entry) == 160, "fp_entry size");
  * multiplied by its own odd constant (independent multiplies, no serial chain), summed,
  * then mixed. src/table.rs `table_hash` is the same. */
 #define FP_HASH_MUL 0xff51afd7ed558ccdULL
+/* Word i's term of the sum (a zero word's is zero: a word that is zero under every key of
+ * a mask can be left out of the sum). */
+#define FP_HASH_TERM(x, i) \
+	(((x) ^ ((x) >> 29)) * (FP_HASH_MUL + 2 * (__u64)(i) * 0x9e3779b97f4a7c15ULL))
+static __always_inline __u64 fp_hash_finish(__u64 h)
+{
+	h ^= h >> 32;
+	h *= FP_HASH_MUL;
+	return h ^ (h >> 29);
+}
+
 static __always_inline __u64 fp_hash(const struct fp_flow_key *k)
 {
 	const __u64 *w = (const __u64 *)k;
 	__u64 h = 0;
 #pragma unroll
 	for (int i = 0; i < 1 + FP_LOOKUP_WORDS; i++)
-		h += (w[i] ^ (w[i] >> 29)) * (FP_HASH_MUL + 2 * (__u64)i * 0x9e3779b97f4a7c15ULL);
-	h ^= h >> 32;
-	h *= FP_HASH_MUL;
-	return h ^ (h >> 29);
+		h += FP_HASH_TERM(w[i], i);
+	return fp_hash_finish(h);
 }
 
 /* fp_stats value (per CPU). bytes: frame length as received. */

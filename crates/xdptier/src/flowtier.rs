@@ -223,12 +223,7 @@ impl FlowTier {
         {
             let mut m: Array<&mut MapData, FpMask> = self.map("fp_masks")?;
             for (i, (id, mask)) in masks.iter().enumerate() {
-                let v = FpMask {
-                    mask: key_from_flowkey(mask),
-                    id: *id,
-                    pad: 0,
-                };
-                m.set(i as u32, v, 0)
+                m.set(i as u32, FpMask::of(*id, mask), 0)
                     .map_err(|e| err(format!("fp_masks[{i}]: {e}")))?;
             }
         }

@@ -165,11 +165,30 @@ const _: () = assert!(size_of::<FpFlowKey>() == 72 && offset_of!(FpFlowKey, key)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
 #[repr(C)]
 pub struct FpMask {
-    pub mask: FpKey,
     pub id: u32,
-    pub pad: u32,
+    /// Bit w: lookup word w of `mask` is all zero ([`FpMask::of`] sets it); the program
+    /// neither masks nor hashes such a word.
+    pub zero_words: u32,
+    pub mask: FpKey,
+    /// To 128 bytes: a mask's first cache line holds the fields above and lookup words 0..6.
+    pub pad: [u32; 4],
 }
-const _: () = assert!(size_of::<FpMask>() == 112 && offset_of!(FpMask, id) == 104);
+
+impl FpMask {
+    /// The `fp_masks` entry of `mask` under `id`.
+    pub fn of(id: u32, mask: &FlowKey) -> FpMask {
+        let zero_words = (0..LOOKUP_BYTES / 8)
+            .filter(|&w| mask.words[w] == 0)
+            .fold(0, |bits, w| bits | 1 << w);
+        FpMask {
+            id,
+            zero_words,
+            mask: key_from_flowkey(mask),
+            pad: [0; 4],
+        }
+    }
+}
+const _: () = assert!(size_of::<FpMask>() == 128 && offset_of!(FpMask, mask) == 8);
 
 /// `struct fp_actions`: what a cached flow does (see `act`, and the execution order in
 /// `docs/xdp-tier.md`). Multi-byte `[u8; N]` fields are in network byte order.
