@@ -10,10 +10,15 @@ use std::process::Command;
 /// built (no clang, no libbpf headers) becomes an empty object and a cargo warning that
 /// ends with `fails`, what will not work at run time; loaders report empty objects.
 /// `debug_info` adds `-g` (BTF, needed for CO-RE and aya's map definitions).
+/// With `FLOWPATH_REQUIRE_BPF` set (not `0`), as CI sets it once clang and libbpf-dev are
+/// installed, a source that does not build fails the build instead: otherwise an error in
+/// a program would only leave a warning, and the tests that load it say they skip.
 pub fn compile_xdp_programs(sources: &[&str], debug_info: bool, fails: &str) {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     println!("cargo:rerun-if-changed=bpf");
     println!("cargo:rerun-if-env-changed=CLANG");
+    println!("cargo:rerun-if-env-changed=FLOWPATH_REQUIRE_BPF");
+    let required = env::var_os("FLOWPATH_REQUIRE_BPF").is_some_and(|v| !v.is_empty() && v != "0");
     let clang = env::var("CLANG").unwrap_or_else(|_| "clang".to_string());
     for src in sources {
         println!("cargo:rerun-if-changed={src}");
@@ -24,6 +29,9 @@ pub fn compile_xdp_programs(sources: &[&str], debug_info: bool, fails: &str) {
             .expect("an XDP source is a .c file");
         let obj = out.join(format!("{stem}.o"));
         if let Err(why) = compile(&clang, Path::new(src), &obj, debug_info) {
+            if required {
+                panic!("XDP program {src} not built ({why}), and FLOWPATH_REQUIRE_BPF is set");
+            }
             println!("cargo:warning=XDP program {src} not built ({why}); {fails}");
             std::fs::write(&obj, b"").expect("write an empty object");
         }
