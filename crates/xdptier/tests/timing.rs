@@ -4,6 +4,14 @@
 //! `cargo test --release -p flowpath-xdptier --test timing -- --ignored --nocapture`
 //! (root). Where the lab's XDP-tier row goes against redirect-only, this says which part
 //! of the program the difference is.
+//!
+//! `compare_objects` times two builds of the program against each other, alternating
+//! (a slow spell of the VM falls on both), and gives the median of the per-round ratios:
+//! `XDP_OBJ_A=old.o XDP_OBJ_B=new.o cargo test --release -p flowpath-xdptier --test timing
+//! compare_objects -- --ignored --nocapture`, where an object is a build's
+//! `target/release/build/flowpath-xdptier-*/out/flow_tier.bpf.o` (absolute paths: the test
+//! runs in the crate's directory). Both are set up by this
+//! build's user space, so they must share its map layouts.
 
 mod common;
 
@@ -131,4 +139,74 @@ fn measure() {
     eprintln!("  4 masks, hit in the last         {hit_last_of4:7.1}");
     eprintln!("  IPv6, 1 mask, hit, output        {hit6:7.1}");
     eprintln!("  parse, then redirect (baseline)  {parse_only:7.1}");
+}
+
+/// Median and quartiles of `v` (sorted here).
+fn quartiles(v: &mut [f64]) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    (v[n / 2], v[n / 4], v[3 * n / 4])
+}
+
+#[test]
+#[ignore]
+fn compare_objects() {
+    let (Ok(a), Ok(b)) = (std::env::var("XDP_OBJ_A"), std::env::var("XDP_OBJ_B")) else {
+        eprintln!("skipping: set XDP_OBJ_A and XDP_OBJ_B to two builds' flow_tier.bpf.o");
+        return;
+    };
+    let Some(_) = tier() else { return };
+    let rounds: usize = std::env::var("XDP_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(21);
+    let frame = build(&FrameSpec::udp4(v4(1, 2), v4(3, 4), 1234, 53, 64));
+    let extras = [Field::Ipv4Src, Field::TpSrc, Field::NwTos, Field::NwTtl];
+    let masks: Vec<(u32, FlowKey)> = extras
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (i as u32, mask(*f)))
+        .collect();
+    // Cached under the last mask only (another source: not under mask 0's entry).
+    let mut last = frame.clone();
+    let at = l3_off(&last) + 15;
+    last[at] ^= 1;
+    // Cached nowhere (another destination).
+    let mut miss = frame.clone();
+    let at = l3_off(&miss) + 19;
+    miss[at] ^= 1;
+    let out = actions_from(&[Action::Output(OUT)], dev_of).unwrap();
+    let load = |path: &str| {
+        let obj = std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let mut t = FlowTier::load_object(&obj).expect("load the object");
+        t.set_in_port(LO, IN_PORT, 5).unwrap();
+        t.set_debug(false).unwrap();
+        t.set_output_dev(DEV, LO).unwrap();
+        t.set_masks(&masks).unwrap();
+        t.insert(0, &masks[0].1, &key_of(&frame), out, 1).unwrap();
+        t.insert(3, &masks[3].1, &key_of(&last), out, 2).unwrap();
+        t
+    };
+    let (ta, tb) = (load(&a), load(&b));
+    eprintln!("{rounds} rounds of 1,000,000 runs each, alternating; ns per packet, median");
+    for (name, f) in [
+        ("hit under the first of 4 masks", &frame),
+        ("hit under the last of 4 masks", &last),
+        ("miss under 4 masks", &miss),
+    ] {
+        let (mut va, mut vb, mut ratio) = (vec![], vec![], vec![]);
+        for _ in 0..rounds {
+            let x = ta.time_run(f, LO, 1_000_000).unwrap().as_nanos() as f64;
+            let y = tb.time_run(f, LO, 1_000_000).unwrap().as_nanos() as f64;
+            va.push(x);
+            vb.push(y);
+            ratio.push(y / x);
+        }
+        let (r, lo, hi) = quartiles(&mut ratio);
+        eprintln!(
+            "  {name:32} A {:6.1}  B {:6.1}  B/A {r:.3} (middle half {lo:.3}..{hi:.3})",
+            quartiles(&mut va).0,
+            quartiles(&mut vb).0
+        );
+    }
 }
