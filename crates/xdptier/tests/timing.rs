@@ -54,6 +54,24 @@ fn mask(extra: Field) -> FlowKey {
     m
 }
 
+/// Four masks, ids 0..3: the 5-tuple mask with the source, the source port, the TOS or
+/// the TTL added.
+fn four_masks() -> Vec<(u32, FlowKey)> {
+    [Field::Ipv4Src, Field::TpSrc, Field::NwTos, Field::NwTtl]
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (i as u32, mask(*f)))
+        .collect()
+}
+
+/// `frame` with one bit of the byte `at` bytes into its IP header flipped.
+fn flipped(frame: &[u8], at: usize) -> Vec<u8> {
+    let mut f = frame.to_vec();
+    let i = l3_off(&f) + at;
+    f[i] ^= 1;
+    f
+}
+
 #[test]
 #[ignore]
 fn measure() {
@@ -80,26 +98,17 @@ fn measure() {
     t.set_masks(&[]).unwrap();
     let nothing = ns(&t, &frame);
 
-    let extras = [Field::Ipv4Src, Field::TpSrc, Field::NwTos, Field::NwTtl];
-    let masks: Vec<(u32, FlowKey)> = extras
-        .iter()
-        .enumerate()
-        .map(|(i, f)| (i as u32, mask(*f)))
-        .collect();
+    let masks = four_masks();
     // One mask, the flow in it: parse, one lookup, output.
     t.set_masks(&masks[..1]).unwrap();
     t.insert(0, &masks[0].1, &key, out, 1).unwrap();
     let hit1 = ns(&t, &frame);
     // One mask, another flow in it: parse, one lookup, a miss (to the AF_XDP socket).
-    let mut other = frame.clone();
-    let at = l3_off(&other) + 19;
-    other[at] ^= 1; // destination address: not the cached flow
+    let other = flipped(&frame, 19); // destination address: not the cached flow
     let miss1 = ns(&t, &other);
     // Four masks; a second flow cached only under the last: three lookups miss first.
     t.set_masks(&masks).unwrap();
-    let mut last = frame.clone();
-    let at = l3_off(&last) + 15;
-    last[at] ^= 1; // another source address: not under mask 0's entry
+    let last = flipped(&frame, 15); // another source address: not under mask 0's entry
     t.insert(3, &masks[3].1, &key_of(&last), out, 2).unwrap();
     let hit_first_of4 = ns(&t, &frame);
     let hit_last_of4 = ns(&t, &last);
@@ -161,20 +170,11 @@ fn compare_objects() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(21);
     let frame = build(&FrameSpec::udp4(v4(1, 2), v4(3, 4), 1234, 53, 64));
-    let extras = [Field::Ipv4Src, Field::TpSrc, Field::NwTos, Field::NwTtl];
-    let masks: Vec<(u32, FlowKey)> = extras
-        .iter()
-        .enumerate()
-        .map(|(i, f)| (i as u32, mask(*f)))
-        .collect();
+    let masks = four_masks();
     // Cached under the last mask only (another source: not under mask 0's entry).
-    let mut last = frame.clone();
-    let at = l3_off(&last) + 15;
-    last[at] ^= 1;
+    let last = flipped(&frame, 15);
     // Cached nowhere (another destination).
-    let mut miss = frame.clone();
-    let at = l3_off(&miss) + 19;
-    miss[at] ^= 1;
+    let miss = flipped(&frame, 19);
     let out = actions_from(&[Action::Output(OUT)], dev_of).unwrap();
     let load = |path: &str| {
         let obj = std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
