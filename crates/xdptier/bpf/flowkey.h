@@ -182,12 +182,14 @@ struct fp_entry {
 };
 _Static_assert(sizeof(struct fp_entry) == 160, "fp_entry size");
 
-/* The table's hash of a lookup key: its 9 64-bit words (little-endian loads), each
- * multiplied by its own odd constant (independent multiplies, no serial chain), summed,
- * then mixed. src/table.rs `table_hash` is the same. */
+/* The table's hash of a lookup key k, fp_hash(k): its 9 64-bit words w[0..9]
+ * (little-endian loads), each multiplied by its own odd constant (independent multiplies,
+ * no serial chain), summed, then mixed:
+ *     fp_hash(k) = fp_hash_finish(sum over i of FP_HASH_TERM(w[i], i)).
+ * A zero word's term is zero, so the program leaves out the words its mask zeroes and
+ * sums the rest as it masks them (flow_tier.bpf.c). src/table.rs `table_hash` is the
+ * same function. */
 #define FP_HASH_MUL 0xff51afd7ed558ccdULL
-/* Word i's term of the sum (a zero word's is zero: a word that is zero under every key of
- * a mask can be left out of the sum). */
 #define FP_HASH_TERM(x, i) \
 	(((x) ^ ((x) >> 29)) * (FP_HASH_MUL + 2 * (__u64)(i) * 0x9e3779b97f4a7c15ULL))
 static __always_inline __u64 fp_hash_finish(__u64 h)
@@ -195,16 +197,6 @@ static __always_inline __u64 fp_hash_finish(__u64 h)
 	h ^= h >> 32;
 	h *= FP_HASH_MUL;
 	return h ^ (h >> 29);
-}
-
-static __always_inline __u64 fp_hash(const struct fp_flow_key *k)
-{
-	const __u64 *w = (const __u64 *)k;
-	__u64 h = 0;
-#pragma unroll
-	for (int i = 0; i < 1 + FP_LOOKUP_WORDS; i++)
-		h += FP_HASH_TERM(w[i], i);
-	return fp_hash_finish(h);
 }
 
 /* fp_stats value (per CPU). bytes: frame length as received. */
