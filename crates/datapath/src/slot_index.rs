@@ -136,6 +136,14 @@ impl SlotIndex {
         }
     }
 
+    /// Start loading the bucket where a lookup, insert or removal of hash `h` begins.
+    #[inline(always)]
+    pub fn prefetch(&self, h: u32) {
+        if let Some(b) = self.buckets.get(h as usize & self.mask) {
+            crate::prefetch_line(b as *const Bucket);
+        }
+    }
+
     /// Add `slot` under hash `h` (the caller never adds one slot twice).
     pub fn insert(&mut self, h: u32, slot: u32) {
         debug_assert_ne!(slot, EMPTY, "slot {EMPTY} is the empty mark");
