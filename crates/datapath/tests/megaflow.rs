@@ -445,3 +445,36 @@ fn only_a_single_output_below_65535_is_a_direct_output() {
         assert_eq!(c.entry(slot).actions(), actions);
     }
 }
+
+/// `find_subtable` checks the subtable it found last before hashing: that guess must never
+/// outlive the subtable (emptied, its index reused for another mask, or flushed).
+#[test]
+fn find_subtable_names_only_a_live_subtable_of_that_very_mask() {
+    let s = store_of_masks();
+    let p = s.snapshot();
+    let mut c = MegaflowCache::new(1024, 7);
+    let keys = three_keys_of_three_masks(&p);
+    let masks = keys.map(|k| p.translate(&k).mask);
+    let a = install(&mut c, &p, &keys[0]);
+    let si = c.subtable_of(a);
+    assert_eq!(c.find_subtable(&masks[0]), Some(si));
+    assert_eq!(c.find_subtable(&masks[0]), Some(si), "asked twice");
+    assert_eq!(c.find_subtable(&masks[1]), None);
+    // Emptied: gone from the search, though its index was the last found.
+    c.remove(a, &p);
+    assert_eq!(c.find_subtable(&masks[0]), None);
+    // Its index reused for the second mask: found for that mask, not for the first.
+    let b = install(&mut c, &p, &keys[1]);
+    assert_eq!(c.subtable_of(b), si, "the emptied index is reused");
+    assert_eq!(c.find_subtable(&masks[1]), Some(si));
+    assert_eq!(c.find_subtable(&masks[0]), None);
+    // Both masks live: each names its own, alternately.
+    let a = install(&mut c, &p, &keys[0]);
+    for _ in 0..3 {
+        assert_eq!(c.find_subtable(&masks[0]), Some(c.subtable_of(a)));
+        assert_eq!(c.find_subtable(&masks[1]), Some(si));
+    }
+    // Flushed: nothing is found, whatever was last.
+    c.flush(&p);
+    assert!(masks.iter().all(|m| c.find_subtable(m).is_none()));
+}
