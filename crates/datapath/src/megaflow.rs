@@ -495,14 +495,22 @@ impl MegaflowCache {
                 continue;
             }
             // Two passes: every pending key's masked hash first (independent multiplies the
-            // CPU overlaps), then the probes.
+            // CPU overlaps), then the probes. An index too big for the nearer caches (a
+            // full cache's one subtable under new flows: `miss`) has each key's bucket
+            // fetched in the first pass; a small one not (16 prefetches a packet cost
+            // `megaflow_hit_16` ~10 %).
+            let far = st.slots.is_large();
             let mut m = pending;
             while m != 0 {
                 let i = m.trailing_zeros() as usize;
                 m &= m - 1;
                 // SAFETY: i < n <= keys.len() (pending was cut to n bits above).
                 let key = unsafe { keys.get_unchecked(i) };
-                hashes[i & 31] = st.search.hash(key, self.seed);
+                let h = st.search.hash(key, self.seed);
+                hashes[i & 31] = h;
+                if far {
+                    st.slots.prefetch(h);
+                }
             }
             let mut m = pending;
             while m != 0 {

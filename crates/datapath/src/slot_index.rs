@@ -18,6 +18,8 @@
 const WAYS: usize = 7;
 /// A way's slot when the way is empty.
 const EMPTY: u32 = u32::MAX;
+/// Buckets (of 64 bytes) past which an index is [`SlotIndex::is_large`].
+const LARGE_BUCKETS: usize = 4096;
 /// Most entries per bucket, on average, before the table doubles (5 of 7 ways).
 const FILL: usize = 5;
 
@@ -134,6 +136,13 @@ impl SlotIndex {
             }
             b = (b + 1) & self.mask;
         }
+    }
+
+    /// Whether the buckets take more than 256 KiB (half this machine kind's L2): probes
+    /// then mostly wait for memory, and a batch's buckets are worth fetching ahead.
+    #[inline(always)]
+    pub fn is_large(&self) -> bool {
+        self.buckets.len() > LARGE_BUCKETS
     }
 
     /// Start loading the bucket where a lookup, insert or removal of hash `h` begins.
