@@ -9,8 +9,9 @@
 //! flowpath must give a parse drop reason, or else a key that agrees on everything tshark
 //! did dissect: never a wrong key. Frames flowpath drops by design though tshark accepts
 //! them are listed (three VLAN tags), and so are frames with the old QinQ TPID 0x9100,
-//! which tshark takes for a tag and flowpath (like OVS) keys as the ethertype. Needs tshark and randpkt (wireshark-common); scapy
-//! where python3 has it. Skips with a message when they are missing.
+//! which tshark takes for a tag and flowpath (like OVS) keys as the ethertype. Needs
+//! tshark and randpkt (wireshark-common); scapy where python3 has it. Skips with a
+//! message when they are missing.
 
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -350,16 +351,16 @@ fn check_capture(pcap: &Path, tally: &mut Tally) {
             // ethertype, so the tags tshark lists past it are not compared. It must be
             // keyed so, though.
             (_, None) if old_qinq_tag(t) => {
-                if fp_dl_type(k) == Some(OLD_QINQ_TPID) {
+                let dl_type = fp_dl_type(k);
+                if dl_type == Some(OLD_QINQ_TPID) {
                     *tally
                         .by_design
                         .entry("tpid_0x9100_keyed_as_ethertype".into())
                         .or_default() += 1;
                 } else {
                     tally.failures.push(format!(
-                        "{}: a 0x9100 tag, but flowpath's dl_type is {:?}",
-                        where_(),
-                        fp_dl_type(k)
+                        "{}: a 0x9100 tag, but flowpath's dl_type is {dl_type:?}",
+                        where_()
                     ));
                 }
             }
