@@ -337,6 +337,12 @@ impl MegaflowCache {
         e
     }
 
+    /// Clear `slot`'s CLOCK mark: what marked it does not count as a use (the packets of
+    /// the batch that installed it, see `Datapath::unmark_installed`).
+    pub fn unmark(&mut self, slot: u32) {
+        self.entries[slot as usize].referenced = false;
+    }
+
     /// The handle another tier keeps for the live entry in `slot`.
     pub fn id(&self, slot: u32) -> MegaflowId {
         MegaflowId {
@@ -639,7 +645,9 @@ impl MegaflowCache {
             subtable: si,
             gen: 0,
             live: true,
-            referenced: true,
+            // Not a use yet: only a hit in a later batch marks it (see
+            // `Datapath::unmark_installed`); the batch pin keeps it for this batch.
+            referenced: false,
             batch: self.batch,
             direct_out: match *tr.actions {
                 [Action::Output(p)] => u16::try_from(p).unwrap_or(NO_DIRECT_OUT),

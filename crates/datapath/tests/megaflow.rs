@@ -80,8 +80,8 @@ fn clock_evicts_what_was_not_used_since_the_hand_last_passed() {
             c.id(slot)
         })
         .collect();
-    // Full: the next install sweeps (clearing every "recently used" bit) and evicts the
-    // first entry.
+    // Full: a new megaflow is installed unmarked (only a hit in a later batch marks it),
+    // so the next install takes the first entry at once.
     c.begin_batch();
     let e = install(&mut c, &p, &key(1, dst(4)));
     let _ = c.id(e);
@@ -407,11 +407,13 @@ fn evictions_credit_rules_with_one_clock_read_a_batch() {
     let y = install(&mut c, &p, &key(1, dst(3)));
     assert_eq!(used(), first, "one clock read a batch");
     assert_eq!(counts(), (2, 120));
-    // Batch 3: read afresh; then packets another tier forwarded for `y` are credited, and
-    // the next eviction (of `y`, in the same batch) reads the clock again.
+    // Batch 3: both used, so the hand clears both marks and takes `x`; the clock is read
+    // afresh. Then packets another tier forwarded for `y` are credited, and the next
+    // eviction (of `y`, in the same batch) reads the clock again.
     pause();
     c.begin_batch();
     c.hit(x, 60);
+    c.hit(y, 60);
     install(&mut c, &p, &key(1, dst(4)));
     let second = used();
     assert!(second > first, "a new batch reads the clock");
@@ -420,7 +422,7 @@ fn evictions_credit_rules_with_one_clock_read_a_batch() {
     assert!(c.credit(c.id(y), 3, 180));
     install(&mut c, &p, &key(1, dst(5)));
     assert!(used() > second, "credited packets get a fresh stamp");
-    assert_eq!(counts(), (6, 360));
+    assert_eq!(counts(), (7, 420));
     assert_eq!(c.counters.evictions, 4);
 }
 
