@@ -798,10 +798,16 @@ impl MegaflowCache {
         let e = &self.entries[at];
         if e.live && !e.referenced {
             let p: *const MegaflowEntry = e;
-            // `pushed_packets` and `pushed_bytes`, compared with the counts on eviction.
+            // `pushed_packets` and `pushed_bytes`, compared with the counts on eviction,
+            // and the rule path the counts are credited to (the line before: the path
+            // starts on the key's last line).
             crate::prefetch_line(
                 p.cast::<u8>()
                     .wrapping_add(std::mem::offset_of!(MegaflowEntry, pushed_packets)),
+            );
+            crate::prefetch_line(
+                p.cast::<u8>()
+                    .wrapping_add(std::mem::offset_of!(MegaflowEntry, path)),
             );
             if let Some(st) = self.subtables.get(e.subtable as usize) {
                 st.slots.prefetch(e.hash);
