@@ -799,8 +799,8 @@ impl MegaflowCache {
         if e.live && !e.referenced {
             let p: *const MegaflowEntry = e;
             // `pushed_packets` and `pushed_bytes`, compared with the counts on eviction,
-            // and the rule path the counts are credited to (the line before: the path
-            // starts on the key's last line).
+            // and the rule path the counts are credited to (on the line before theirs:
+            // the path starts on the key's last line).
             crate::prefetch_line(
                 p.cast::<u8>()
                     .wrapping_add(std::mem::offset_of!(MegaflowEntry, pushed_packets)),
