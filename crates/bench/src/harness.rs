@@ -77,6 +77,20 @@ impl Harness {
         (dt.max(1), self.datapath().stats().clone())
     }
 
+    /// Push `packets` packets through batch by batch, and return each batch's TSC cycles.
+    pub fn pump_timed_batches(&mut self, packets: u64) -> Vec<u64> {
+        let mut left = packets;
+        let mut cycles = Vec::with_capacity(packets.div_ceil(BATCH as u64) as usize);
+        while left > 0 {
+            let t0 = rdtsc();
+            let n = self.worker.poll_up_to((left as usize).min(BATCH));
+            cycles.push(rdtsc() - t0);
+            debug_assert!(n > 0, "a generated port always has packets");
+            left -= n as u64;
+        }
+        cycles
+    }
+
     /// Fill the megaflow cache with new flows (`prefill` packets, so from then on every
     /// install evicts), then warm up with `warm` packets at new-flow share `m`.
     pub fn settle(&mut self, prefill: u64, m: f64, warm: u64) {

@@ -16,4 +16,7 @@ pub mod workload;
 pub use attack::{run_attack, Attack, AttackConfig, AttackResult, Defence};
 pub use harness::Harness;
 pub use machine::Machine;
-pub use runner::{measure_rule_change, run_case, BenchConfig, Case, CaseResult, RuleChangeResult};
+pub use runner::{
+    measure_first_flood, measure_rule_change, run_case, BenchConfig, Case, CaseResult,
+    FirstFloodResult, RuleChangeResult,
+};

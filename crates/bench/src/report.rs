@@ -127,3 +127,30 @@ pub fn rule_change(r: &crate::runner::RuleChangeResult) -> String {
         ((r.revalidate_cycles - r.flush_cycles) / n / r.miss_cycles * 100.0).min(100.0),
     )
 }
+
+/// The text block of `flowpath bench --first-flood`.
+pub fn first_flood(r: &crate::runner::FirstFloodResult) -> String {
+    let hz = flowpath_base::clock::tsc_hz();
+    let ms = |c: f64| c / hz * 1e3;
+    format!(
+        "first flood: a new datapath meets {} new flows (median of {} runs):\n  \
+         {:.0} cycles per packet over the flood\n  \
+         batch cycles: p50 {:.0}, p99 {:.0}, p99.9 {:.0}, worst {:.0} ({:.2} ms)\n  \
+         worst batch of all runs: {} cycles ({:.2} ms), after {} new flows\n  \
+         making the datapath: {:.1} ms, {} page faults; during the flood: {} page faults\n",
+        r.packets,
+        r.runs,
+        r.cycles_per_packet,
+        r.batch_p50,
+        r.batch_p99,
+        r.batch_p999,
+        r.batch_max,
+        ms(r.batch_max),
+        r.worst_batch,
+        ms(r.worst_batch as f64),
+        r.worst_batch_at,
+        ms(r.make_cycles),
+        r.faults_at_start,
+        r.faults_in_flood,
+    )
+}

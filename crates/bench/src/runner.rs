@@ -3,6 +3,7 @@
 use crate::harness::Harness;
 use crate::workload;
 use flowpath_base::clock::{rdtsc, tsc_hz};
+use flowpath_base::BATCH;
 use flowpath_datapath::{DatapathConfig, DatapathStats};
 use flowpath_gen::InMemorySource;
 use flowpath_pipeline::{Backend, RuleStore};
@@ -387,6 +388,93 @@ pub fn packets_at(base: u64, m: f64, floor: u64) -> u64 {
         ((base as f64 * 0.1 / m) as u64).max(floor.min(base))
     } else {
         base
+    }
+}
+
+/// What a freshly made datapath's first new-flow flood cost, batch by batch.
+#[derive(Clone, Debug, Serialize)]
+pub struct FirstFloodResult {
+    /// New flows in the flood (twice `megaflow_max`: the cache fills, then evicts).
+    pub packets: u64,
+    /// TSC cycles per packet over the whole flood (median of the runs).
+    pub cycles_per_packet: f64,
+    /// Batch cycles at the 50th, 99th and 99.9th percentile, and the worst batch (each the
+    /// median of the runs).
+    pub batch_p50: f64,
+    pub batch_p99: f64,
+    pub batch_p999: f64,
+    pub batch_max: f64,
+    /// The worst batch of all runs, and where it fell (new flows before it).
+    pub worst_batch: u64,
+    pub worst_batch_at: u64,
+    /// TSC cycles to make the datapath (median): what its tables cost before the first
+    /// packet.
+    pub make_cycles: f64,
+    /// Minor page faults while the datapath was made, and during the flood (medians).
+    pub faults_at_start: u64,
+    pub faults_in_flood: u64,
+    pub runs: usize,
+}
+
+/// Make a datapath with the miss case's rules and configuration, then send it
+/// 2 × `megaflow_max` new flows from its first packet, timing every batch. The cost cases
+/// warm up first and so never see what a switch does when a flood meets it fresh: the
+/// first time its tables grow and its memory is first touched. Runs `cfg.runs` times,
+/// each on a new datapath.
+pub fn measure_first_flood(cfg: &BenchConfig) -> FirstFloodResult {
+    use flowpath_base::table_memory::minor_page_faults;
+    let packets = cfg.megaflow_max as u64 * 2;
+    let mut per_run = Vec::new();
+    let mut worst = (0u64, 0u64);
+    for _ in 0..cfg.runs.max(1) {
+        let (rules, source, dp_cfg, _, _) = setup(Case::Miss, cfg);
+        let store = Arc::new(RuleStore::new(cfg.backend));
+        store.add(rules).expect("bench rules are valid");
+        let f0 = minor_page_faults();
+        let t0 = rdtsc();
+        let mut h = Harness::new(store, dp_cfg, source);
+        let make = rdtsc() - t0;
+        h.set_new_flow_share(1.0);
+        let f1 = minor_page_faults();
+        let mut batches = h.pump_timed_batches(packets);
+        let f2 = minor_page_faults();
+        let total: u64 = batches.iter().sum();
+        if let Some((i, &c)) = batches.iter().enumerate().max_by_key(|&(_, &c)| c) {
+            if c > worst.0 {
+                worst = (c, i as u64 * BATCH as u64);
+            }
+        }
+        batches.sort_unstable();
+        let pct = |p: f64| batches[((batches.len() - 1) as f64 * p).round() as usize] as f64;
+        per_run.push([
+            total as f64 / packets as f64,
+            pct(0.5),
+            pct(0.99),
+            pct(0.999),
+            pct(1.0),
+            (f1 - f0) as f64,
+            (f2 - f1) as f64,
+            make as f64,
+        ]);
+    }
+    let median = |k: usize| {
+        let mut v: Vec<f64> = per_run.iter().map(|r| r[k]).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    FirstFloodResult {
+        packets,
+        cycles_per_packet: median(0),
+        batch_p50: median(1),
+        batch_p99: median(2),
+        batch_p999: median(3),
+        batch_max: median(4),
+        worst_batch: worst.0,
+        worst_batch_at: worst.1,
+        make_cycles: median(7),
+        faults_at_start: median(5) as u64,
+        faults_in_flood: median(6) as u64,
+        runs: per_run.len(),
     }
 }
 

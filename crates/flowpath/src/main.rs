@@ -180,6 +180,12 @@ struct BenchArgs {
     /// every megaflow versus flushing them (text output only).
     #[arg(long)]
     rule_change: bool,
+    /// Also time a freshly made datapath's first new-flow flood batch by batch (131,072 new
+    /// flows, twice its megaflow cache, through the miss case's rules from its first packet):
+    /// cycles per packet, the batch percentiles and worst batch, and the page faults it
+    /// took. The cost cases warm up and never see this (text output only).
+    #[arg(long)]
+    first_flood: bool,
     /// Also time `flowpath flows replace` of N flows (/24 routes) over N others: parsing,
     /// the one atomic rule-set swap, and the state-file save (text output only).
     #[arg(long, value_name = "N")]
@@ -382,6 +388,10 @@ fn bench(args: BenchArgs) -> ExitCode {
         eprint!("\rmeasuring a rule change (revalidate vs flush)...");
         flowpath_bench::measure_rule_change(&cfg)
     });
+    let first_flood = (args.first_flood && !args.json).then(|| {
+        eprint!("\rtiming a fresh datapath's first flood...        ");
+        flowpath_bench::measure_first_flood(&cfg)
+    });
     let replace = match args.replace {
         Some(n) if !args.json && n > 0 => {
             eprint!("\rtiming replace of {n} flows...                ");
@@ -409,6 +419,10 @@ fn bench(args: BenchArgs) -> ExitCode {
         if let Some(rc) = rule_change {
             println!();
             print!("{}", report::rule_change(&rc));
+        }
+        if let Some(f) = first_flood {
+            println!();
+            print!("{}", report::first_flood(&f));
         }
         if let Some(t) = replace {
             println!();

@@ -1,0 +1,25 @@
+//! `flowpath bench --first-flood`: a fresh datapath's first flood, batch by batch.
+
+use flowpath_base::BATCH;
+use flowpath_bench::{measure_first_flood, BenchConfig};
+
+#[test]
+fn the_first_flood_is_timed_batch_by_batch_on_fresh_datapaths() {
+    let cfg = BenchConfig {
+        runs: 3,
+        megaflow_max: 1024,
+        flows: 64,
+        ..BenchConfig::default()
+    };
+    let r = measure_first_flood(&cfg);
+    assert_eq!(r.runs, 3);
+    assert_eq!(r.packets, 2048, "twice the megaflow cache");
+    assert!(r.cycles_per_packet > 0.0 && r.make_cycles > 0.0);
+    // Medians of per-run percentiles keep their order, and no run's worst exceeds the
+    // worst of all runs.
+    assert!(r.batch_p50 > 0.0);
+    assert!(r.batch_p50 <= r.batch_p99 && r.batch_p99 <= r.batch_p999);
+    assert!(r.batch_p999 <= r.batch_max && r.batch_max <= r.worst_batch as f64);
+    assert!(r.worst_batch_at < r.packets);
+    assert_eq!(r.worst_batch_at % BATCH as u64, 0, "a batch's start");
+}
