@@ -16,6 +16,7 @@
 
 use crate::megaflow::MegaflowCache;
 use crate::prefetch_line;
+use flowpath_base::TableMemory;
 use flowpath_packet::{FlowKey, NARROW_WORDS};
 
 /// A wide entry is two cache lines, aligned, so a lookup touches at most two lines. The
@@ -110,8 +111,8 @@ fn narrow_words_eq(words: &[u64; 6], key: &FlowKey) -> bool {
 }
 
 pub struct ExactMatchCache {
-    narrow: Box<[NarrowEntry]>,
-    wide: Box<[Entry]>,
+    narrow: TableMemory<NarrowEntry>,
+    wide: TableMemory<Entry>,
     mask: u32,
     insert_inv_prob: u32,
     rng: u64,
@@ -123,17 +124,16 @@ impl ExactMatchCache {
     pub fn new(entries: usize, insert_inv_prob: u32) -> ExactMatchCache {
         let n = entries.max(2).next_power_of_two();
         ExactMatchCache {
-            narrow: vec![NarrowEntry::EMPTY; n].into_boxed_slice(),
-            wide: vec![
+            narrow: TableMemory::new(n, NarrowEntry::EMPTY),
+            wide: TableMemory::new(
+                n,
                 Entry {
                     hash: 0,
                     slot: 0,
                     gen: 0,
                     key: FlowKey::ZERO,
-                };
-                n
-            ]
-            .into_boxed_slice(),
+                },
+            ),
             mask: n as u32 - 1,
             insert_inv_prob: insert_inv_prob.max(1),
             rng: 0x9e37_79b9_7f4a_7c15,

@@ -19,6 +19,7 @@
 
 use crate::slot_index::SlotIndex;
 use crate::tier::{MegaflowEvent, MegaflowId, MegaflowView};
+use flowpath_base::table_memory;
 use flowpath_packet::key::wide_hash;
 use flowpath_packet::{Action, FlowKey, SubtableMask};
 use flowpath_pipeline::rule::now_ns;
@@ -204,6 +205,20 @@ pub struct MegaflowCache {
     events: Option<Vec<MegaflowEvent>>,
 }
 
+/// An empty entry arena with room for `n`: advised onto huge pages and faulted in.
+fn arena(n: usize) -> Vec<MegaflowEntry> {
+    let mut v = Vec::with_capacity(n);
+    let spare = v.spare_capacity_mut();
+    let (ptr, len) = (
+        spare.as_mut_ptr().cast::<u8>(),
+        std::mem::size_of_val(spare),
+    );
+    table_memory::advise_huge_pages(ptr, len);
+    // SAFETY: a new Vec's spare capacity: allocated, owned, and holding no value yet.
+    unsafe { table_memory::fault_in(ptr, len) };
+    v
+}
+
 /// The smallest the dynamic flow limit goes.
 pub const MIN_FLOW_LIMIT: usize = 1024;
 
@@ -213,9 +228,14 @@ impl MegaflowCache {
     }
 
     /// A cache of at most `max_entries` megaflows in at most `max_masks` subtables.
+    ///
+    /// The arena of `max_entries` entries (256 bytes each: 16 MB for 65,536) is allocated
+    /// and faulted in here, on huge pages where the kernel gives them, so that a flood of
+    /// new flows on a fresh datapath neither copies the arena as it grows nor faults its
+    /// pages in one by one (see `flowpath_base::table_memory`).
     pub fn with_limits(max_entries: usize, max_masks: usize, seed: u64) -> MegaflowCache {
         MegaflowCache {
-            entries: Vec::new(),
+            entries: arena(max_entries.max(1)),
             free: Vec::new(),
             subtables: Vec::new(),
             order: Vec::new(),

@@ -14,6 +14,8 @@
 //! this one took 2 % of the instructions off a 16-subtable search and 2 % off `many_flows`
 //! (callgrind), ~3 % of `megaflow_hit_16`'s cycles, and costs a miss's install +0.5 %.
 
+use flowpath_base::TableMemory;
+
 /// Ways per bucket: seven hashes (28 bytes), the overflow count, seven slots.
 const WAYS: usize = 7;
 /// A way's slot when the way is empty.
@@ -74,7 +76,7 @@ fn hash_matches(bucket: &Bucket, h: u32) -> u32 {
 
 /// Megaflow slots by the 32-bit hash of their masked key (several slots may share a hash).
 pub struct SlotIndex {
-    buckets: Box<[Bucket]>,
+    buckets: TableMemory<Bucket>,
     /// Buckets - 1 (a power of two buckets).
     mask: usize,
     len: usize,
@@ -95,7 +97,7 @@ impl SlotIndex {
     fn with_buckets(n: usize) -> SlotIndex {
         debug_assert!(n.is_power_of_two());
         SlotIndex {
-            buckets: vec![EMPTY_BUCKET; n].into_boxed_slice(),
+            buckets: TableMemory::new(n, EMPTY_BUCKET),
             mask: n - 1,
             len: 0,
         }
