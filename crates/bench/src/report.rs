@@ -136,6 +136,7 @@ pub fn first_flood(r: &crate::runner::FirstFloodResult) -> String {
         "first flood: a new datapath meets {} new flows (median of {} runs):\n  \
          {:.0} cycles per packet over the flood\n  \
          batch cycles: p50 {:.0}, p99 {:.0}, p99.9 {:.0}, worst {:.0} ({:.2} ms)\n  \
+         worst batch once the megaflow cache was full: {:.0} cycles ({:.2} ms)\n  \
          worst batch of all runs: {} cycles ({:.2} ms), after {} new flows\n  \
          making the datapath: {:.1} ms, {} page faults; during the flood: {} page faults\n",
         r.packets,
@@ -146,6 +147,8 @@ pub fn first_flood(r: &crate::runner::FirstFloodResult) -> String {
         r.batch_p999,
         r.batch_max,
         ms(r.batch_max),
+        r.batch_max_full,
+        ms(r.batch_max_full),
         r.worst_batch,
         ms(r.worst_batch as f64),
         r.worst_batch_at,

@@ -11,7 +11,7 @@ fn the_first_flood_is_timed_batch_by_batch_on_fresh_datapaths() {
         flows: 64,
         ..BenchConfig::default()
     };
-    let r = measure_first_flood(&cfg);
+    let r = measure_first_flood(&cfg, 2048);
     assert_eq!(r.runs, 3);
     assert_eq!(r.packets, 2048, "twice the megaflow cache");
     assert!(r.cycles_per_packet > 0.0 && r.make_cycles > 0.0);
@@ -20,6 +20,7 @@ fn the_first_flood_is_timed_batch_by_batch_on_fresh_datapaths() {
     assert!(r.batch_p50 > 0.0);
     assert!(r.batch_p50 <= r.batch_p99 && r.batch_p99 <= r.batch_p999);
     assert!(r.batch_p999 <= r.batch_max && r.batch_max <= r.worst_batch as f64);
+    assert!(r.batch_max_full > 0.0 && r.batch_max_full <= r.worst_batch as f64);
     assert!(r.worst_batch_at < r.packets);
     assert_eq!(r.worst_batch_at % BATCH as u64, 0, "a batch's start");
 }

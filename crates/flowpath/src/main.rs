@@ -180,12 +180,13 @@ struct BenchArgs {
     /// every megaflow versus flushing them (text output only).
     #[arg(long)]
     rule_change: bool,
-    /// Also time a freshly made datapath's first new-flow flood batch by batch (131,072 new
-    /// flows, twice its megaflow cache, through the miss case's rules from its first packet):
-    /// cycles per packet, the batch percentiles and worst batch, and the page faults it
-    /// took. The cost cases warm up and never see this (text output only).
-    #[arg(long)]
-    first_flood: bool,
+    /// Also time a freshly made datapath's first new-flow flood batch by batch: N new flows
+    /// (262,144 if not given: four times the megaflow cache) through the miss case's rules
+    /// from its first packet. Reports cycles per packet, the batch percentiles and worst
+    /// batch, what making the datapath cost, and the page faults. The cost cases warm up
+    /// and never see this (text output only).
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "262144")]
+    first_flood: Option<u64>,
     /// Also time `flowpath flows replace` of N flows (/24 routes) over N others: parsing,
     /// the one atomic rule-set swap, and the state-file save (text output only).
     #[arg(long, value_name = "N")]
@@ -388,9 +389,9 @@ fn bench(args: BenchArgs) -> ExitCode {
         eprint!("\rmeasuring a rule change (revalidate vs flush)...");
         flowpath_bench::measure_rule_change(&cfg)
     });
-    let first_flood = (args.first_flood && !args.json).then(|| {
+    let first_flood = args.first_flood.filter(|_| !args.json).map(|flows| {
         eprint!("\rtiming a fresh datapath's first flood...        ");
-        flowpath_bench::measure_first_flood(&cfg)
+        flowpath_bench::measure_first_flood(&cfg, flows)
     });
     let replace = match args.replace {
         Some(n) if !args.json && n > 0 => {
