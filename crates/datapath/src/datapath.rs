@@ -59,6 +59,7 @@ pub struct DatapathConfig {
     /// off). It pays once the active flows outnumber the EMC (see `smc.rs`).
     pub smc_entries: usize,
     /// Most megaflows held before CLOCK eviction (the dynamic flow limit starts here).
+    /// Their arena, 256 bytes each, is allocated and faulted in when the datapath is made.
     pub megaflow_max: usize,
     /// Most megaflow subtables (distinct masks).
     pub max_masks: usize,

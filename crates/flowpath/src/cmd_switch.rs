@@ -32,7 +32,7 @@ const SWITCH_EXAMPLE: &str = "Example config:
   emc = true
   emc_insert_inv_prob = 100
   smc_entries = 1048576     # signature-match cache per worker (0 = off; used while it pays)
-  megaflow_max = 65536
+  megaflow_max = 65536      # per worker; 256 B each, allocated at start (16 MB)
   idle_sleep_max_us = 500   # 0 = never nap
   # miss-storm defence (defaults shown; `flowpath stats` shows every limit and its drops)
   max_masks = 512              # megaflow subtables per worker

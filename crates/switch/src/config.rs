@@ -101,6 +101,8 @@ pub struct DatapathSection {
     /// Signature-match cache entries per worker (0 = off); it runs while it pays.
     #[serde(default = "default_smc_entries")]
     pub smc_entries: usize,
+    /// Most megaflows per worker. Each worker allocates and faults in 256 bytes for each
+    /// at start (16 MB for the default 65,536), so a flood finds the memory in place.
     #[serde(default = "default_megaflows")]
     pub megaflow_max: usize,
     /// Most megaflow subtables (distinct masks) per worker.
