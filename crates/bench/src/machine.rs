@@ -26,27 +26,23 @@ impl Machine {
         let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .map(|s| s.trim().to_string())
             .unwrap_or_else(|_| "unknown".into());
-        // The revision of the working directory's repository, else of the source tree
-        // this binary was built from (if it is still there); "-dirty" when tracked files
-        // differ from it.
-        let git = |dir: Option<&str>, args: &[&str]| {
-            let mut cmd = std::process::Command::new("git");
-            if let Some(d) = dir {
-                cmd.args(["-C", d]);
-            }
-            cmd.args(args)
-                .stderr(std::process::Stdio::null())
-                .output()
-                .ok()
-        };
-        let git_rev = [None, Some(env!("CARGO_MANIFEST_DIR"))]
-            .into_iter()
-            .find_map(|dir| {
-                let out =
-                    git(dir, &["rev-parse", "--short", "HEAD"]).filter(|o| o.status.success())?;
+        // The revision this binary was built from (recorded by build.rs); without one (built
+        // outside a git checkout), the working directory's repository's, else "unknown".
+        let git_rev = Some(env!("FLOWPATH_BUILD_REV"))
+            .filter(|r| !r.is_empty())
+            .map(str::to_string)
+            .or_else(|| {
+                let git = |args: &[&str]| {
+                    std::process::Command::new("git")
+                        .args(args)
+                        .stderr(std::process::Stdio::null())
+                        .output()
+                        .ok()
+                };
+                let out = git(&["rev-parse", "--short", "HEAD"]).filter(|o| o.status.success())?;
                 let rev = String::from_utf8_lossy(&out.stdout).trim().to_string();
-                let dirty = git(dir, &["diff", "--quiet", "HEAD"])
-                    .is_some_and(|o| o.status.code() == Some(1));
+                let dirty =
+                    git(&["diff", "--quiet", "HEAD"]).is_some_and(|o| o.status.code() == Some(1));
                 Some(if dirty { rev + "-dirty" } else { rev })
             })
             .unwrap_or_else(|| "unknown".into());
