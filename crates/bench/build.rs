@@ -31,9 +31,12 @@ fn main() {
         "cargo:rustc-env=FLOWPATH_BUILD_REV={}",
         rev.as_deref().unwrap_or("")
     );
-    // Again when HEAD moves (a commit, a checkout) or the index changes. Only paths that
-    // exist: Cargo reruns a script on every build for a path that does not.
+    // Again when HEAD moves (a commit, a checkout), the index changes, or any source in the
+    // workspace's crates does (so "-dirty" follows edits; this crate depends on most of
+    // them and is rebuilt then anyway). Only paths that exist: Cargo reruns a script on
+    // every build for a path that does not.
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=..");
     let mut watch = vec!["HEAD".to_string(), "index".into(), "packed-refs".into()];
     watch.extend(git(&["symbolic-ref", "-q", "HEAD"]));
     for p in watch {

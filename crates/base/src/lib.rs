@@ -1,5 +1,6 @@
 //! The floor every flowpath crate stands on: the packet view and the batch (with the one
-//! batch capacity, [`BATCH`]), the [`Port`] trait, capture files, the TSC clock, CPU pinning, table memory.
+//! batch capacity, [`BATCH`]), the [`Port`] trait, capture files, the TSC clock, CPU
+//! pinning, memory for big tables.
 //!
 //! Nothing here knows about flow keys, caches, rules or traffic generation: `packet`,
 //! `ports`, `gen` and `datapath` all build on this crate, and none of them on each other

@@ -122,7 +122,7 @@ pub const STATS_PUSH_INTERVAL_MS: f64 = 1.25;
 /// pushes, at most 8,192 entries per 10 ms as before). Before this, every push swept the
 /// whole cache: with the cache full, as under a new-flow flood, that took 5–15 % of the
 /// core and stalled a batch for ~0.5 ms. Then slices of 8,192 every 4,096 batches still
-/// stalled their batch for 0.6–1.7 M cycles (~0.3–0.7 ms) once every 131,072 packets of
+/// stalled their batch for 0.6–2.2 M cycles (~0.3–0.9 ms) once every 131,072 packets of
 /// a flood; slices an eighth the size, eight times as often, cost the same in all and
 /// stall a batch an eighth as long.
 pub const STATS_PUSH_SLICE: usize = 1024;
