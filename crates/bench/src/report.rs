@@ -136,7 +136,7 @@ pub fn first_flood(r: &crate::runner::FirstFloodResult) -> String {
         "first flood: a new datapath meets {} new flows (median of {} runs):\n  \
          {:.0} cycles per packet over the flood\n  \
          batch cycles: p50 {:.0}, p99 {:.0}, p99.9 {:.0}, worst {:.0} ({:.2} ms)\n  \
-         worst batch once the megaflow cache was full: {:.0} cycles ({:.2} ms)\n  \
+         worst batch once the megaflow cache was full: {}\n  \
          worst batch of all runs: {} cycles ({:.2} ms), after {} new flows\n  \
          making the datapath: {:.1} ms, {} page faults; during the flood: {} page faults\n",
         r.packets,
@@ -147,8 +147,10 @@ pub fn first_flood(r: &crate::runner::FirstFloodResult) -> String {
         r.batch_p999,
         r.batch_max,
         ms(r.batch_max),
-        r.batch_max_full,
-        ms(r.batch_max_full),
+        r.batch_max_full.map_or_else(
+            || "none (the flood did not fill it)".to_string(),
+            |c| format!("{c:.0} cycles ({:.2} ms)", ms(c))
+        ),
         r.worst_batch,
         ms(r.worst_batch as f64),
         r.worst_batch_at,

@@ -406,7 +406,8 @@ pub struct FirstFloodResult {
     pub batch_max: f64,
     /// The worst batch after the first `megaflow_max` new flows, once the cache is full and
     /// evicts (median of the runs): the periodic work of a full cache, not its growth.
-    pub batch_max_full: f64,
+    /// None when the flood is too short to fill the cache.
+    pub batch_max_full: Option<f64>,
     /// The worst batch of all runs, and where it fell (new flows before it).
     pub worst_batch: u64,
     pub worst_batch_at: u64,
@@ -445,7 +446,7 @@ pub fn measure_first_flood(cfg: &BenchConfig, flows: u64) -> FirstFloodResult {
         let f2 = minor_page_faults();
         let total: u64 = batches.iter().sum();
         let full_from = cfg.megaflow_max.div_ceil(BATCH);
-        let max_full = batches.iter().skip(full_from).max().copied().unwrap_or(0);
+        let max_full = batches.iter().skip(full_from).max().copied();
         if let Some((i, &c)) = batches.iter().enumerate().max_by_key(|&(_, &c)| c) {
             if c > worst.0 {
                 worst = (c, i as u64 * BATCH as u64);
@@ -462,7 +463,7 @@ pub fn measure_first_flood(cfg: &BenchConfig, flows: u64) -> FirstFloodResult {
             (f1 - f0) as f64,
             (f2 - f1) as f64,
             make as f64,
-            max_full as f64,
+            max_full.map_or(f64::NAN, |c| c as f64),
         ]);
     }
     let median = |k: usize| {
@@ -477,7 +478,7 @@ pub fn measure_first_flood(cfg: &BenchConfig, flows: u64) -> FirstFloodResult {
         batch_p99: median(2),
         batch_p999: median(3),
         batch_max: median(4),
-        batch_max_full: median(8),
+        batch_max_full: Some(median(8)).filter(|m| !m.is_nan()),
         worst_batch: worst.0,
         worst_batch_at: worst.1,
         make_cycles: median(7),

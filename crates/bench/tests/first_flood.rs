@@ -20,7 +20,21 @@ fn the_first_flood_is_timed_batch_by_batch_on_fresh_datapaths() {
     assert!(r.batch_p50 > 0.0);
     assert!(r.batch_p50 <= r.batch_p99 && r.batch_p99 <= r.batch_p999);
     assert!(r.batch_p999 <= r.batch_max && r.batch_max <= r.worst_batch as f64);
-    assert!(r.batch_max_full > 0.0 && r.batch_max_full <= r.worst_batch as f64);
+    let full = r.batch_max_full.expect("twice the cache fills it");
+    assert!(full > 0.0 && full <= r.worst_batch as f64);
     assert!(r.worst_batch_at < r.packets);
     assert_eq!(r.worst_batch_at % BATCH as u64, 0, "a batch's start");
+}
+
+#[test]
+fn a_flood_too_short_to_fill_the_cache_has_no_full_cache_batch() {
+    let cfg = BenchConfig {
+        runs: 1,
+        megaflow_max: 1024,
+        flows: 64,
+        ..BenchConfig::default()
+    };
+    let r = measure_first_flood(&cfg, 1024);
+    assert_eq!(r.batch_max_full, None);
+    assert!(r.batch_max > 0.0);
 }
