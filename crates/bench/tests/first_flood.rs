@@ -3,15 +3,19 @@
 use flowpath_base::BATCH;
 use flowpath_bench::{measure_first_flood, BenchConfig};
 
-#[test]
-fn the_first_flood_is_timed_batch_by_batch_on_fresh_datapaths() {
-    let cfg = BenchConfig {
-        runs: 3,
+/// `runs` runs on a megaflow cache of 1,024.
+fn small_cache(runs: usize) -> BenchConfig {
+    BenchConfig {
+        runs,
         megaflow_max: 1024,
         flows: 64,
         ..BenchConfig::default()
-    };
-    let r = measure_first_flood(&cfg, 2048);
+    }
+}
+
+#[test]
+fn the_first_flood_is_timed_batch_by_batch_on_fresh_datapaths() {
+    let r = measure_first_flood(&small_cache(3), 2048);
     assert_eq!(r.runs, 3);
     assert_eq!(r.packets, 2048, "twice the megaflow cache");
     assert!(r.cycles_per_packet > 0.0 && r.make_cycles > 0.0);
@@ -28,13 +32,7 @@ fn the_first_flood_is_timed_batch_by_batch_on_fresh_datapaths() {
 
 #[test]
 fn a_flood_too_short_to_fill_the_cache_has_no_full_cache_batch() {
-    let cfg = BenchConfig {
-        runs: 1,
-        megaflow_max: 1024,
-        flows: 64,
-        ..BenchConfig::default()
-    };
-    let r = measure_first_flood(&cfg, 1024);
+    let r = measure_first_flood(&small_cache(1), 1024);
     assert_eq!(r.batch_max_full, None);
     assert!(r.batch_max > 0.0);
 }
