@@ -116,6 +116,59 @@ impl Default for DatapathConfig {
     }
 }
 
+/// Most exact-match cache entries in each of its two tables (192 MB in all).
+pub const EMC_ENTRIES_LIMIT: usize = 1 << 20;
+/// Most signature-match cache entries (512 MB).
+pub const SMC_ENTRIES_LIMIT: usize = 1 << 26;
+/// Most megaflows: their arena, allocated whole when the datapath is made, then takes 1 GB.
+pub const MEGAFLOW_MAX_LIMIT: usize = 1 << 22;
+
+impl DatapathConfig {
+    /// Bytes of tables a datapath of this configuration allocates and writes when it is
+    /// made, before its first packet: the megaflow arena, the EMC's tables and the SMC.
+    /// (Subtable indexes, the free list and the scratch arrays come on top, as traffic
+    /// needs them.)
+    pub fn memory_at_start(&self) -> u64 {
+        let smc = if self.smc_entries > 0 {
+            crate::smc::SignatureMatchCache::bytes_for(self.smc_entries)
+        } else {
+            0
+        };
+        crate::megaflow::MegaflowCache::bytes_for(self.megaflow_max)
+            + crate::emc::ExactMatchCache::bytes_for(self.emc_entries)
+            + smc
+    }
+
+    /// The sizes a datapath can be made with. The tables are allocated whole when it is
+    /// made, so a size past these (or past the memory there is) would abort the process
+    /// there; the error names the field as this struct does.
+    pub fn check(&self) -> Result<(), String> {
+        if self.megaflow_max == 0 || self.megaflow_max > MEGAFLOW_MAX_LIMIT {
+            return Err(format!(
+                "megaflow_max: {} is not in 1..={MEGAFLOW_MAX_LIMIT} (256 bytes a megaflow, \
+                 allocated at start: 1 GB per worker at most)",
+                self.megaflow_max
+            ));
+        }
+        if self.smc_entries > SMC_ENTRIES_LIMIT {
+            return Err(format!(
+                "smc_entries: {} is more than {SMC_ENTRIES_LIMIT} (512 MB per worker); 0 turns it off",
+                self.smc_entries
+            ));
+        }
+        if self.emc_entries > EMC_ENTRIES_LIMIT {
+            return Err(format!(
+                "emc_entries: {} is more than {EMC_ENTRIES_LIMIT} (192 MB per worker)",
+                self.emc_entries
+            ));
+        }
+        if self.max_masks == 0 || self.max_masks > u16::MAX as usize {
+            return Err(format!("max_masks: {} is not in 1..=65535", self.max_masks));
+        }
+        Ok(())
+    }
+}
+
 /// Least time between two periodic pushes of megaflow counters to rule counters.
 pub const STATS_PUSH_INTERVAL_MS: f64 = 1.25;
 /// Megaflow entries one periodic push visits (a full cache of 65,536 is swept in 64
@@ -193,7 +246,14 @@ pub struct Datapath {
 }
 
 impl Datapath {
+    /// A datapath over `store`'s rules, its tables allocated and written now.
+    ///
+    /// Panics, naming the field, on sizes [`DatapathConfig::check`] refuses (callers that
+    /// take sizes from users check first, to report them as their own errors).
     pub fn new(store: Arc<RuleStore>, cfg: DatapathConfig) -> Datapath {
+        if let Err(e) = cfg.check() {
+            panic!("Datapath::new: {e}");
+        }
         let mut cfg = cfg;
         if let Some(t) = &cfg.tunnels {
             // The parser decapsulates the tunnel ports' UDP port.
@@ -1651,4 +1711,49 @@ fn random_seed() -> u64 {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u64(rdtsc());
     h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_past_the_bounds_are_refused_by_name() {
+        assert!(DatapathConfig::default().check().is_ok());
+        let with = |f: fn(&mut DatapathConfig)| {
+            let mut c = DatapathConfig::default();
+            f(&mut c);
+            c.check().unwrap_err()
+        };
+        assert!(with(|c| c.megaflow_max = 0).starts_with("megaflow_max: 0 "));
+        assert!(with(|c| c.megaflow_max = MEGAFLOW_MAX_LIMIT + 1).starts_with("megaflow_max: "));
+        assert!(with(|c| c.smc_entries = SMC_ENTRIES_LIMIT + 1).starts_with("smc_entries: "));
+        assert!(with(|c| c.emc_entries = EMC_ENTRIES_LIMIT + 1).starts_with("emc_entries: "));
+        assert!(with(|c| c.max_masks = 0).starts_with("max_masks: 0 "));
+        let mut at_bounds = DatapathConfig {
+            megaflow_max: MEGAFLOW_MAX_LIMIT,
+            smc_entries: SMC_ENTRIES_LIMIT,
+            emc_entries: EMC_ENTRIES_LIMIT,
+            max_masks: u16::MAX as usize,
+            ..DatapathConfig::default()
+        };
+        assert!(at_bounds.check().is_ok());
+        // 1 GB of megaflows, 512 MB of SMC, 192 MB of EMC.
+        assert_eq!(at_bounds.memory_at_start(), (1024 + 512 + 192) << 20);
+        at_bounds.smc_entries = 0;
+        assert_eq!(at_bounds.memory_at_start(), (1024 + 192) << 20);
+    }
+
+    #[test]
+    #[should_panic(expected = "Datapath::new: megaflow_max: 0 is not in")]
+    fn making_a_datapath_past_the_bounds_panics_naming_the_field() {
+        let store = Arc::new(RuleStore::new(flowpath_pipeline::Backend::TupleSpace));
+        let _ = Datapath::new(
+            store,
+            DatapathConfig {
+                megaflow_max: 0,
+                ..DatapathConfig::default()
+            },
+        );
+    }
 }

@@ -119,10 +119,21 @@ pub struct ExactMatchCache {
 }
 
 impl ExactMatchCache {
+    /// Entries of each table for `entries` asked for (a power of two, at least 2).
+    fn table_len(entries: usize) -> usize {
+        entries.max(2).next_power_of_two()
+    }
+
+    /// Bytes the two tables of a cache of `entries` take (both are written when made).
+    pub fn bytes_for(entries: usize) -> u64 {
+        let n = Self::table_len(entries) as u64;
+        n * (std::mem::size_of::<NarrowEntry>() + std::mem::size_of::<Entry>()) as u64
+    }
+
     /// `entries` (per key shape: narrow and wide) is rounded up to a power of two (at
     /// least 2). `insert_inv_prob` of 1 inserts every flow; N inserts one in N on average.
     pub fn new(entries: usize, insert_inv_prob: u32) -> ExactMatchCache {
-        let n = entries.max(2).next_power_of_two();
+        let n = Self::table_len(entries);
         ExactMatchCache {
             narrow: TableMemory::new(n, NarrowEntry::EMPTY),
             wide: TableMemory::new(

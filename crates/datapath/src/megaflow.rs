@@ -227,6 +227,11 @@ impl MegaflowCache {
         MegaflowCache::with_limits(max_entries, usize::MAX, seed)
     }
 
+    /// Bytes the arena of a cache of `max_entries` takes from the start.
+    pub fn bytes_for(max_entries: usize) -> u64 {
+        max_entries.max(1) as u64 * std::mem::size_of::<MegaflowEntry>() as u64
+    }
+
     /// A cache of at most `max_entries` megaflows in at most `max_masks` subtables.
     ///
     /// The arena of `max_entries` entries (256 bytes each: 16 MB for 65,536) is allocated

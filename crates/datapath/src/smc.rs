@@ -67,11 +67,21 @@ impl SignatureMatchCache {
     /// At least `entries` entries: a power of two buckets of ten (1 << 20 asked gives
     /// 131,072 buckets, 1,310,720 entries, 8 MB).
     pub fn new(entries: usize) -> SignatureMatchCache {
-        let n = entries.div_ceil(WAYS).max(1).next_power_of_two();
+        let n = Self::buckets_for(entries);
         SignatureMatchCache {
             buckets: TableMemory::new(n, Bucket::default()),
             mask: n as u32 - 1,
         }
+    }
+
+    /// Buckets for `entries` asked for (a power of two, at least one).
+    fn buckets_for(entries: usize) -> usize {
+        entries.div_ceil(WAYS).max(1).next_power_of_two()
+    }
+
+    /// Bytes a cache of `entries` takes (written when made).
+    pub fn bytes_for(entries: usize) -> u64 {
+        (Self::buckets_for(entries) * std::mem::size_of::<Bucket>()) as u64
     }
 
     pub fn capacity(&self) -> usize {

@@ -298,6 +298,14 @@ fn bench(args: BenchArgs) -> ExitCode {
         eprintln!("flowpath bench: --runs and --packets must be at least 1");
         return ExitCode::from(2);
     }
+    if args.smc_entries > flowpath_datapath::datapath::SMC_ENTRIES_LIMIT {
+        eprintln!(
+            "flowpath bench: --smc-entries: {} is more than {} (512 MB); 0 turns it off",
+            args.smc_entries,
+            flowpath_datapath::datapath::SMC_ENTRIES_LIMIT
+        );
+        return ExitCode::from(2);
+    }
     let cfg = BenchConfig {
         runs: args.runs,
         packets: args.packets,

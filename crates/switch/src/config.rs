@@ -102,7 +102,8 @@ pub struct DatapathSection {
     #[serde(default = "default_smc_entries")]
     pub smc_entries: usize,
     /// Most megaflows per worker. Each worker allocates and faults in 256 bytes for each
-    /// at start (16 MB for the default 65,536), so a flood finds the memory in place.
+    /// at start (16 MB for the default 65,536), so a flood finds the memory in place; at
+    /// most 4,194,304 (1 GB), and all workers' tables must fit in the available memory.
     #[serde(default = "default_megaflows")]
     pub megaflow_max: usize,
     /// Most megaflow subtables (distinct masks) per worker.
@@ -217,21 +218,11 @@ impl DaemonConfig {
                 d.slow_path_share
             ));
         }
-        if d.max_masks == 0 || d.max_masks > u16::MAX as usize {
-            return Err(format!(
-                "datapath.max_masks: {} is not in 1..=65535",
-                d.max_masks
-            ));
-        }
-        if d.smc_entries > 1 << 26 {
-            return Err(format!(
-                "datapath.smc_entries: {} is more than 67108864 (512 MB per worker); 0 turns it off",
-                d.smc_entries
-            ));
-        }
-        if d.megaflow_max == 0 {
-            return Err("datapath.megaflow_max: must be at least 1".into());
-        }
+        // The table sizes, as the datapath bounds them (its fields are named as here).
+        self.datapath_config()
+            .check()
+            .map_err(|e| format!("datapath.{e}"))?;
+        self.validate_memory()?;
         if d.mac_table_size == 0 {
             return Err("datapath.mac_table_size: must be at least 1".into());
         }
@@ -290,6 +281,39 @@ impl DaemonConfig {
             cfg.packet_in_rate = r;
         }
         Ok(cfg)
+    }
+
+    /// The workers' tables, allocated whole when the switch starts, fit in the memory the
+    /// host has available; otherwise the start would be killed for memory part-way.
+    fn validate_memory(&self) -> Result<(), String> {
+        match std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|m| mem_available(&m))
+        {
+            Some(available) => self.check_memory(available),
+            None => Ok(()),
+        }
+    }
+
+    /// [`DaemonConfig::validate_memory`] against `available` bytes.
+    fn check_memory(&self, available: u64) -> Result<(), String> {
+        let workers = self.workers.len().max(1) as u64;
+        let per_worker = self.datapath_config().memory_at_start();
+        let need = workers * per_worker;
+        if need > available {
+            let mb = |b: u64| b.div_ceil(1 << 20);
+            return Err(format!(
+                "datapath.megaflow_max: {workers} worker(s) × {} MB of tables made at start \
+                 (megaflow_max {} × 256 B, smc_entries {}, the EMC) = {} MB, more than the {} MB \
+                 this host has available; lower datapath.megaflow_max or datapath.smc_entries",
+                mb(per_worker),
+                self.datapath.megaflow_max,
+                self.datapath.smc_entries,
+                mb(need),
+                mb(available)
+            ));
+        }
+        Ok(())
     }
 
     /// Pinned cores exist and are not shared.
@@ -452,6 +476,18 @@ impl DaemonConfig {
     }
 }
 
+/// `MemAvailable` of a `/proc/meminfo`, in bytes.
+fn mem_available(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let mut words = line.split_whitespace().skip(1);
+    let n: u64 = words.next()?.parse().ok()?;
+    match words.next() {
+        Some("kB") => Some(n * 1024),
+        None => Some(n),
+        Some(_) => None,
+    }
+}
+
 fn online_cpus() -> Option<usize> {
     // /sys/devices/system/cpu/online looks like "0-1" or "0,2-3".
     let s = std::fs::read_to_string("/sys/devices/system/cpu/online").ok()?;
@@ -461,4 +497,33 @@ fn online_cpus() -> Option<usize> {
         max = max.max(hi);
     }
     Some(max + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mem_available_reads_kilobytes() {
+        let m =
+            "MemTotal:       24609072 kB\nMemFree:         1000 kB\nMemAvailable:   20000000 kB\n";
+        assert_eq!(mem_available(m), Some(20_000_000 * 1024));
+        assert_eq!(mem_available("MemTotal: 5 kB\n"), None);
+        assert_eq!(mem_available("MemAvailable: lots kB\n"), None);
+    }
+
+    #[test]
+    fn tables_that_do_not_fit_name_the_field_and_the_sizes() {
+        let text = "[datapath]\nmegaflow_max = 1048576\nsmc_entries = 0\n\
+                    [[port]]\nname = \"a\"\nnumber = 1\ntype = \"generator\"\n";
+        let cfg = DaemonConfig::parse(text).expect("fits this host");
+        // 1,048,576 megaflows × 256 B = 256 MB, and 1.5 MB of EMC.
+        let e = cfg.check_memory(200 << 20).unwrap_err();
+        assert!(
+            e.starts_with("datapath.megaflow_max: 1 worker(s) × 258 MB"),
+            "{e}"
+        );
+        assert!(e.contains("more than the 200 MB"), "{e}");
+        assert!(cfg.check_memory(300 << 20).is_ok());
+    }
 }

@@ -315,6 +315,14 @@ fn config_errors_name_the_field() {
             "datapath.smc_entries",
         ),
         (
+            &format!("[datapath]\nmegaflow_max = 0\n{base}"),
+            "datapath.megaflow_max: 0 is not in 1..=4194304",
+        ),
+        (
+            &format!("[datapath]\nmegaflow_max = 100000000000\n{base}"),
+            "datapath.megaflow_max: 100000000000 is not in",
+        ),
+        (
             "[[port]]\nname = \"a\"\nnumber = 0\ntype = \"generator\"\n",
             "port[0].number: 0",
         ),
