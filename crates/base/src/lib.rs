@@ -19,4 +19,4 @@ pub use batch::{PacketBatch, BATCH, FRAME, MAX_FRAME};
 pub use packet::{Packet, HEADROOM};
 pub use port::{Port, PortInfo, PortStats};
 pub use rng::SplitMix64;
-pub use table_memory::TableMemory;
+pub use table_memory::{TableBuilder, TableMemory};

@@ -84,28 +84,26 @@ impl<T: Copy> TableMemory<T> {
     /// If the table's size overflows `isize`; aborts if the allocator has no memory, as a
     /// `Vec` does.
     pub fn new(len: usize, fill: T) -> TableMemory<T> {
+        TableBuilder::new(len, fill).finish()
+    }
+
+    /// Allocate room for `len` Ts, nothing written; advised onto huge pages (before the
+    /// first write, so that write faults huge pages in) when the table is big enough.
+    /// Returns the pointer (dangling for a zero size) and whether the advice was taken.
+    fn allocate(len: usize) -> (NonNull<T>, bool) {
         let layout = Self::layout(len);
         if layout.size() == 0 {
-            return TableMemory {
-                ptr: NonNull::dangling(),
-                len,
-                huge: false,
-            };
+            return (NonNull::dangling(), false);
         }
         // SAFETY: the layout's size is not zero.
         let raw = unsafe { alloc::alloc(layout) };
         let Some(ptr) = NonNull::new(raw.cast::<T>()) else {
             alloc::handle_alloc_error(layout)
         };
-        // Advised before the first write, so that write faults in huge pages.
-        let huge = layout.align() == HUGE_PAGE && advise_huge_pages(raw, layout.size());
         // (The rounding's tail past `len` is never written: it comes with the huge page,
         // or without one is never faulted in.)
-        for i in 0..len {
-            // SAFETY: i < len, inside the allocation of len Ts.
-            unsafe { ptr.as_ptr().add(i).write(fill) };
-        }
-        TableMemory { ptr, len, huge }
+        let huge = layout.align() == HUGE_PAGE && advise_huge_pages(raw, layout.size());
+        (ptr, huge)
     }
 
     /// A table of at least [`HUGE_TABLE`] bytes takes whole huge pages, aligned; a smaller
@@ -160,6 +158,98 @@ impl<T: Copy + std::fmt::Debug> std::fmt::Debug for TableMemory<T> {
         f.debug_struct("TableMemory")
             .field("len", &self.len)
             .field("huge", &self.huge)
+            .finish()
+    }
+}
+
+/// A [`TableMemory`] made a part at a time: allocated when the builder is made, written
+/// (and so faulted in) a few elements at a time by [`TableBuilder::write`], spread over
+/// whatever work comes before the table is needed, and handed over by
+/// [`TableBuilder::finish`], which writes what is left. For a table that will be needed
+/// later (the next size of an index that is filling up) without its page faults landing
+/// all in the one batch that needs it.
+pub struct TableBuilder<T: Copy> {
+    ptr: NonNull<T>,
+    len: usize,
+    huge: bool,
+    /// Elements `..written` hold `fill`; the rest hold nothing yet.
+    written: usize,
+    fill: T,
+}
+
+// SAFETY: a TableBuilder owns its allocation like a Box<[MaybeUninit<T>]> does.
+unsafe impl<T: Copy + Send> Send for TableBuilder<T> {}
+// SAFETY: as above; a shared builder hands out nothing.
+unsafe impl<T: Copy + Sync> Sync for TableBuilder<T> {}
+
+impl<T: Copy> TableBuilder<T> {
+    /// A table of `len` copies of `fill`, none written yet.
+    ///
+    /// # Panics
+    /// As [`TableMemory::new`].
+    pub fn new(len: usize, fill: T) -> TableBuilder<T> {
+        let (ptr, huge) = TableMemory::<T>::allocate(len);
+        TableBuilder {
+            ptr,
+            len,
+            huge,
+            written: 0,
+            fill,
+        }
+    }
+
+    /// The length of the table it makes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Elements still to write.
+    pub fn remaining(&self) -> usize {
+        self.len - self.written
+    }
+
+    /// Write up to `n` more elements.
+    pub fn write(&mut self, n: usize) {
+        let end = self.written.saturating_add(n).min(self.len);
+        for i in self.written..end {
+            // SAFETY: i < len, inside the allocation of len Ts.
+            unsafe { self.ptr.as_ptr().add(i).write(self.fill) };
+        }
+        self.written = end;
+    }
+
+    /// The table, with what was not written yet written now.
+    pub fn finish(mut self) -> TableMemory<T> {
+        self.write(self.len);
+        let this = std::mem::ManuallyDrop::new(self);
+        TableMemory {
+            ptr: this.ptr,
+            len: this.len,
+            huge: this.huge,
+        }
+    }
+}
+
+impl<T: Copy> Drop for TableBuilder<T> {
+    fn drop(&mut self) {
+        // The table was never finished: free its memory (T: Copy needs no drop).
+        drop(TableMemory {
+            ptr: self.ptr,
+            len: self.len,
+            huge: self.huge,
+        });
+    }
+}
+
+impl<T: Copy> std::fmt::Debug for TableBuilder<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableBuilder")
+            .field("len", &self.len)
+            .field("written", &self.written)
             .finish()
     }
 }
@@ -227,6 +317,36 @@ mod tests {
             faults < 256,
             "{faults} page faults writing a made 8 MB table"
         );
+    }
+
+    /// What a builder finishes holds the fill everywhere, whether written ahead or at the
+    /// end, and writing the finished table faults nothing more. (How many faults the
+    /// writes ahead take is not asserted: the allocator may hand back pages it already
+    /// had.)
+    #[test]
+    fn a_builder_finishes_whole_and_faulted_in() {
+        let mut b = TableBuilder::new(256 * BASE_PAGE / 8, 5u64);
+        assert_eq!(b.remaining(), b.len());
+        b.write(b.len() / 2);
+        assert_eq!(b.remaining(), b.len() - b.len() / 2);
+        b.write(usize::MAX);
+        assert_eq!(b.remaining(), 0);
+        let mut b = TableBuilder::new(256 * BASE_PAGE / 8, 5u64);
+        b.write(b.len() / 2 + 3);
+        let mut t = b.finish();
+        assert!(t.iter().all(|&x| x == 5));
+        let before = minor_faults();
+        for i in (0..t.len()).step_by(BASE_PAGE / 8) {
+            t[i] = 1;
+        }
+        let after = minor_faults() - before;
+        assert!(after < 16, "{after} faults writing a finished table");
+        // Dropped unfinished, a builder frees what it allocated (run under Miri or a leak
+        // checker to see it; here it must not crash).
+        let mut unfinished = TableBuilder::new(1000, 1u32);
+        unfinished.write(10);
+        drop(unfinished);
+        assert_eq!(TableBuilder::new(0, 1u8).finish().len(), 0);
     }
 
     #[test]

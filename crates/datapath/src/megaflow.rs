@@ -122,10 +122,11 @@ struct Subtable {
 }
 
 impl Subtable {
-    fn new(mask: FlowKey) -> Subtable {
+    /// A subtable for `mask` in a cache of at most `max_entries`.
+    fn new(mask: FlowKey, max_entries: usize) -> Subtable {
         Subtable {
             search: SubtableMask::new(mask),
-            slots: SlotIndex::new(),
+            slots: SlotIndex::holding_at_most(max_entries),
             hits: 0,
         }
     }
@@ -621,7 +622,7 @@ impl MegaflowCache {
         let si = match hint {
             Some(si) => si,
             None => {
-                let fresh = Subtable::new(tr.mask);
+                let fresh = Subtable::new(tr.mask, self.max_entries);
                 let si = match self.free_subtables.pop() {
                     Some(si) => {
                         let old = std::mem::replace(&mut self.subtables[si as usize], fresh);
