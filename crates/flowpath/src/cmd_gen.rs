@@ -194,24 +194,11 @@ fn parsed<T: std::str::FromStr<Err = String>>(
         .transpose()
 }
 
-/// `5%` or `0.05`.
+/// `5%` or `0.05` (the planner's share syntax).
 fn share(flag: &str, s: &Option<String>) -> Result<Option<f64>, Bad> {
-    let Some(v) = s.as_deref() else {
-        return Ok(None);
-    };
-    let (n, scale) = match v.trim().strip_suffix('%') {
-        Some(n) => (n, 100.0),
-        None => (v.trim(), 1.0),
-    };
-    let x: f64 = n
-        .trim()
-        .parse()
-        .map_err(|_| bad(flag, format!("'{v}' is not a share like 5% or 0.05")))?;
-    let x = x / scale;
-    if !(0.0..=1.0).contains(&x) {
-        return Err(bad(flag, format!("'{v}' is outside 0%..100%")));
-    }
-    Ok(Some(x))
+    s.as_deref()
+        .map(|v| flowpath_planner::units::parse_share(v).map_err(|e| bad(flag, e)))
+        .transpose()
 }
 
 /// Refuse the first of `flags` (name, given) that was given, saying `why`.

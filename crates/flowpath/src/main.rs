@@ -142,7 +142,7 @@ struct BenchArgs {
     #[arg(long, default_value_t = 1024)]
     flows: usize,
     /// Share of packets that start a new flow in the mixed case, e.g. 0.1 or 10%.
-    #[arg(long, default_value = "10%", value_parser = parse_share)]
+    #[arg(long, default_value = "10%", value_parser = flowpath_planner::units::parse_share)]
     miss_rate: f64,
     /// Frame size in bytes including FCS (RFC 2544 convention: 64 → 60 bytes in memory).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(64..=9018))]
@@ -164,7 +164,7 @@ struct BenchArgs {
     #[arg(long, value_name = "PPS", value_parser = parse_rate)]
     attack_rate: Option<f64>,
     /// flood/tse: port A's offered rate as a share of what it reaches alone.
-    #[arg(long, default_value = "50%", value_parser = parse_share)]
+    #[arg(long, default_value = "50%", value_parser = flowpath_planner::units::parse_share)]
     established_load: f64,
     /// tse: the ACL (ClassBench filters or a flows file) instead of the built-in one.
     #[arg(long, value_name = "FILE")]
@@ -214,22 +214,6 @@ fn parse_rate(s: &str) -> Result<f64, String> {
         return Err(format!("'{s}' must be above 0"));
     }
     Ok(v * scale)
-}
-
-fn parse_share(s: &str) -> Result<f64, String> {
-    let (num, scale) = match s.strip_suffix('%') {
-        Some(n) => (n, 100.0),
-        None => (s, 1.0),
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a number or percentage"))?;
-    let v = v / scale;
-    if !(0.0..=1.0).contains(&v) {
-        return Err(format!("'{s}' is outside 0%..100%"));
-    }
-    Ok(v)
 }
 
 fn main() -> ExitCode {
