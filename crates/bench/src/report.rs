@@ -138,6 +138,7 @@ pub fn first_flood(r: &crate::runner::FirstFloodResult) -> String {
          batch cycles: p50 {:.0}, p99 {:.0}, p99.9 {:.0}, worst {:.0} ({:.2} ms)\n  \
          worst batch once the megaflow cache was full: {}\n  \
          worst batch of all runs: {} cycles ({:.2} ms), after {} new flows\n  \
+         the five longest batches of all runs: {}\n  \
          making the datapath: {:.1} ms, {} page faults; during the flood: {} page faults\n",
         r.packets,
         r.runs,
@@ -154,6 +155,11 @@ pub fn first_flood(r: &crate::runner::FirstFloodResult) -> String {
         r.worst_batch,
         ms(r.worst_batch as f64),
         r.worst_batch_at,
+        r.longest_batches
+            .iter()
+            .map(|&(c, at, run)| format!("{:.2} M after {at} (run {})", c as f64 / 1e6, run + 1))
+            .collect::<Vec<_>>()
+            .join(", "),
         ms(r.make_cycles),
         r.faults_at_start,
         r.faults_in_flood,

@@ -411,6 +411,10 @@ pub struct FirstFloodResult {
     /// The worst batch of all runs, and where it fell (new flows before it).
     pub worst_batch: u64,
     pub worst_batch_at: u64,
+    /// The five longest batches of all runs, longest first: (cycles, new flows before it,
+    /// run from 0). A table growing stands out at the same place in every run; a stall
+    /// of the machine's at a different place each time.
+    pub longest_batches: Vec<(u64, u64, usize)>,
     /// TSC cycles to make the datapath (median): what its tables cost before the first
     /// packet.
     pub make_cycles: f64,
@@ -429,10 +433,22 @@ pub struct FirstFloodResult {
 /// each on a new datapath.
 pub fn measure_first_flood(cfg: &BenchConfig, flows: u64) -> FirstFloodResult {
     use flowpath_base::table_memory::minor_page_faults;
+    /// What one run saw.
+    struct Run {
+        cycles_per_packet: f64,
+        p50: f64,
+        p99: f64,
+        p999: f64,
+        max: f64,
+        max_full: Option<f64>,
+        make_cycles: f64,
+        faults_at_start: f64,
+        faults_in_flood: f64,
+    }
     let packets = flows.max(1);
-    let mut per_run = Vec::new();
-    let mut worst = (0u64, 0u64);
-    for _ in 0..cfg.runs.max(1) {
+    let mut runs: Vec<Run> = Vec::new();
+    let mut longest: Vec<(u64, u64, usize)> = Vec::new();
+    for run in 0..cfg.runs.max(1) {
         let (rules, source, dp_cfg, _, _) = setup(Case::Miss, cfg);
         let store = Arc::new(RuleStore::new(cfg.backend));
         store.add(rules).expect("bench rules are valid");
@@ -447,44 +463,52 @@ pub fn measure_first_flood(cfg: &BenchConfig, flows: u64) -> FirstFloodResult {
         let total: u64 = batches.iter().sum();
         let full_from = cfg.megaflow_max.div_ceil(BATCH);
         let max_full = batches.iter().skip(full_from).max().copied();
-        if let Some((i, &c)) = batches.iter().enumerate().max_by_key(|&(_, &c)| c) {
-            if c > worst.0 {
-                worst = (c, i as u64 * BATCH as u64);
-            }
-        }
+        longest.extend(
+            batches
+                .iter()
+                .enumerate()
+                .map(|(i, &c)| (c, (i * BATCH) as u64, run)),
+        );
+        longest.sort_unstable_by_key(|b| std::cmp::Reverse(b.0));
+        longest.truncate(5);
         batches.sort_unstable();
         let pct = |p: f64| batches[((batches.len() - 1) as f64 * p).round() as usize] as f64;
-        per_run.push([
-            total as f64 / packets as f64,
-            pct(0.5),
-            pct(0.99),
-            pct(0.999),
-            pct(1.0),
-            (f1 - f0) as f64,
-            (f2 - f1) as f64,
-            make as f64,
-            max_full.map_or(f64::NAN, |c| c as f64),
-        ]);
+        runs.push(Run {
+            cycles_per_packet: total as f64 / packets as f64,
+            p50: pct(0.5),
+            p99: pct(0.99),
+            p999: pct(0.999),
+            max: pct(1.0),
+            max_full: max_full.map(|c| c as f64),
+            make_cycles: make as f64,
+            faults_at_start: (f1 - f0) as f64,
+            faults_in_flood: (f2 - f1) as f64,
+        });
     }
-    let median = |k: usize| {
-        let mut v: Vec<f64> = per_run.iter().map(|r| r[k]).collect();
+    let median = |f: fn(&Run) -> f64| {
+        let mut v: Vec<f64> = runs.iter().map(f).collect();
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
+    let (worst_batch, worst_batch_at, _) = longest[0];
     FirstFloodResult {
         packets,
-        cycles_per_packet: median(0),
-        batch_p50: median(1),
-        batch_p99: median(2),
-        batch_p999: median(3),
-        batch_max: median(4),
-        batch_max_full: Some(median(8)).filter(|m| !m.is_nan()),
-        worst_batch: worst.0,
-        worst_batch_at: worst.1,
-        make_cycles: median(7),
-        faults_at_start: median(5) as u64,
-        faults_in_flood: median(6) as u64,
-        runs: per_run.len(),
+        cycles_per_packet: median(|r| r.cycles_per_packet),
+        batch_p50: median(|r| r.p50),
+        batch_p99: median(|r| r.p99),
+        batch_p999: median(|r| r.p999),
+        batch_max: median(|r| r.max),
+        // (Every run fills the cache or none does: the flood is the same length.)
+        batch_max_full: runs[0]
+            .max_full
+            .map(|_| median(|r| r.max_full.unwrap_or(0.0))),
+        worst_batch,
+        worst_batch_at,
+        longest_batches: longest,
+        make_cycles: median(|r| r.make_cycles),
+        faults_at_start: median(|r| r.faults_at_start) as u64,
+        faults_in_flood: median(|r| r.faults_in_flood) as u64,
+        runs: runs.len(),
     }
 }
 

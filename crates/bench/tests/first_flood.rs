@@ -28,6 +28,17 @@ fn the_first_flood_is_timed_batch_by_batch_on_fresh_datapaths() {
     assert!(full > 0.0 && full <= r.worst_batch as f64);
     assert!(r.worst_batch_at < r.packets);
     assert_eq!(r.worst_batch_at % BATCH as u64, 0, "a batch's start");
+    // The five longest, longest first, the worst among them; each at a batch's start
+    // within the flood, in one of the runs.
+    assert_eq!(r.longest_batches.len(), 5);
+    assert_eq!(
+        r.longest_batches[0],
+        (r.worst_batch, r.worst_batch_at, r.longest_batches[0].2)
+    );
+    assert!(r.longest_batches.windows(2).all(|w| w[0].0 >= w[1].0));
+    for &(c, at, run) in &r.longest_batches {
+        assert!(c > 0 && at < r.packets && at % BATCH as u64 == 0 && run < 3);
+    }
 }
 
 #[test]
