@@ -133,8 +133,7 @@ impl Table {
 
     /// Put `(h, slot)` in the first bucket from its home with an empty way, counting the
     /// overflow on every full bucket passed (there is always room: the fill stays below
-    /// the ways).
-    /// Returns the bucket it went in.
+    /// the ways); returns that bucket.
     fn place(&mut self, h: u32, slot: u32) -> usize {
         let mut b = h as usize & self.mask;
         loop {
@@ -192,7 +191,7 @@ impl Table {
     }
 }
 
-/// The table an index will double into, made while the index fills its last quarters:
+/// The table an index will double into, made while the index fills its last three eighths:
 /// first written (faulted in) a few buckets an insert, then filled with the entries of
 /// the index's buckets before `cursor`, also a few an insert, the index's inserts and
 /// removals in those buckets done in both tables meanwhile. The index's lookups see only
