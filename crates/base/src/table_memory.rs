@@ -87,13 +87,17 @@ impl<T: Copy> TableMemory<T> {
         TableBuilder::new(len, fill).finish()
     }
 
-    /// Allocate room for `len` Ts, nothing written; advised onto huge pages (before the
+    /// Room for `len` Ts with nothing written yet, advised onto huge pages (before the
     /// first write, so that write faults huge pages in) when the table is big enough.
-    /// Returns the pointer (dangling for a zero size) and whether the advice was taken.
-    fn allocate(len: usize) -> (NonNull<T>, bool) {
+    /// Only [`TableBuilder`] holds one of these, and hands it out once all is written.
+    fn unwritten(len: usize) -> TableMemory<T> {
         let layout = Self::layout(len);
         if layout.size() == 0 {
-            return (NonNull::dangling(), false);
+            return TableMemory {
+                ptr: NonNull::dangling(),
+                len,
+                huge: false,
+            };
         }
         // SAFETY: the layout's size is not zero.
         let raw = unsafe { alloc::alloc(layout) };
@@ -103,7 +107,7 @@ impl<T: Copy> TableMemory<T> {
         // (The rounding's tail past `len` is never written: it comes with the huge page,
         // or without one is never faulted in.)
         let huge = layout.align() == HUGE_PAGE && advise_huge_pages(raw, layout.size());
-        (ptr, huge)
+        TableMemory { ptr, len, huge }
     }
 
     /// A table of at least [`HUGE_TABLE`] bytes takes whole huge pages, aligned; a smaller
@@ -147,7 +151,7 @@ impl<T: Copy> Drop for TableMemory<T> {
     fn drop(&mut self) {
         let layout = Self::layout(self.len);
         if layout.size() != 0 {
-            // SAFETY: allocated in `new` with this same layout (T: Copy needs no drop).
+            // SAFETY: allocated in `unwritten` with this same layout (T: Copy needs no drop).
             unsafe { alloc::dealloc(self.ptr.as_ptr().cast(), layout) };
         }
     }
@@ -169,18 +173,12 @@ impl<T: Copy + std::fmt::Debug> std::fmt::Debug for TableMemory<T> {
 /// later (the next size of an index that is filling up) without its page faults landing
 /// all in the one batch that needs it.
 pub struct TableBuilder<T: Copy> {
-    ptr: NonNull<T>,
-    len: usize,
-    huge: bool,
-    /// Elements `..written` hold `fill`; the rest hold nothing yet.
+    /// Elements `..written` hold `fill`; the rest hold nothing yet, so this is never read
+    /// (or dereferenced) before [`TableBuilder::finish`]. Dropped unfinished, it frees.
+    memory: TableMemory<T>,
     written: usize,
     fill: T,
 }
-
-// SAFETY: a TableBuilder owns its allocation like a Box<[MaybeUninit<T>]> does.
-unsafe impl<T: Copy + Send> Send for TableBuilder<T> {}
-// SAFETY: as above; a shared builder hands out nothing.
-unsafe impl<T: Copy + Sync> Sync for TableBuilder<T> {}
 
 impl<T: Copy> TableBuilder<T> {
     /// A table of `len` copies of `fill`, none written yet.
@@ -188,11 +186,8 @@ impl<T: Copy> TableBuilder<T> {
     /// # Panics
     /// As [`TableMemory::new`].
     pub fn new(len: usize, fill: T) -> TableBuilder<T> {
-        let (ptr, huge) = TableMemory::<T>::allocate(len);
         TableBuilder {
-            ptr,
-            len,
-            huge,
+            memory: TableMemory::unwritten(len),
             written: 0,
             fill,
         }
@@ -200,55 +195,40 @@ impl<T: Copy> TableBuilder<T> {
 
     /// The length of the table it makes.
     pub fn len(&self) -> usize {
-        self.len
+        self.memory.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.memory.len == 0
     }
 
     /// Elements still to write.
     pub fn remaining(&self) -> usize {
-        self.len - self.written
+        self.memory.len - self.written
     }
 
     /// Write up to `n` more elements.
     pub fn write(&mut self, n: usize) {
-        let end = self.written.saturating_add(n).min(self.len);
+        let end = self.written.saturating_add(n).min(self.memory.len);
         for i in self.written..end {
-            // SAFETY: i < len, inside the allocation of len Ts.
-            unsafe { self.ptr.as_ptr().add(i).write(self.fill) };
+            // SAFETY: i < len, inside the allocation of len Ts (written through the
+            // pointer: the memory is not yet a slice of initialised Ts).
+            unsafe { self.memory.ptr.as_ptr().add(i).write(self.fill) };
         }
         self.written = end;
     }
 
     /// The table, with what was not written yet written now.
     pub fn finish(mut self) -> TableMemory<T> {
-        self.write(self.len);
-        let this = std::mem::ManuallyDrop::new(self);
-        TableMemory {
-            ptr: this.ptr,
-            len: this.len,
-            huge: this.huge,
-        }
-    }
-}
-
-impl<T: Copy> Drop for TableBuilder<T> {
-    fn drop(&mut self) {
-        // The table was never finished: free its memory (T: Copy needs no drop).
-        drop(TableMemory {
-            ptr: self.ptr,
-            len: self.len,
-            huge: self.huge,
-        });
+        self.write(self.memory.len);
+        self.memory
     }
 }
 
 impl<T: Copy> std::fmt::Debug for TableBuilder<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TableBuilder")
-            .field("len", &self.len)
+            .field("len", &self.memory.len)
             .field("written", &self.written)
             .finish()
     }
