@@ -282,11 +282,15 @@ fn bench(args: BenchArgs) -> ExitCode {
         eprintln!("flowpath bench: --runs and --packets must be at least 1");
         return ExitCode::from(2);
     }
-    if args.smc_entries > flowpath_datapath::datapath::SMC_ENTRIES_LIMIT {
+    // The one datapath size a flag sets, bounded as the datapath bounds it.
+    let sizes = flowpath_datapath::DatapathConfig {
+        smc_entries: args.smc_entries,
+        ..Default::default()
+    };
+    if let Err(e) = sizes.check() {
         eprintln!(
-            "flowpath bench: --smc-entries: {} is more than {} (512 MB); 0 turns it off",
-            args.smc_entries,
-            flowpath_datapath::datapath::SMC_ENTRIES_LIMIT
+            "flowpath bench: --smc-entries: {}",
+            e.trim_start_matches("smc_entries: ")
         );
         return ExitCode::from(2);
     }
