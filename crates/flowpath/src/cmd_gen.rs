@@ -49,7 +49,8 @@ packet, the recurring ones never end). Popularity is uniform (--zipf is refused)
 100% makes every packet a new flow. A veth only accepts these frames when its PEER has an XDP \
 program attached (an AF_XDP port does; for the Linux stack attach an XDP_PASS program), \
 otherwise they are dropped silently. Nothing reports frames the receiver had no room for: use \
---rate to pace (bursts of at most 256 frames).
+--rate to pace (below 250k pps bursts of a few frames with sleeps between them; from 250k up \
+the kernel program sends each frame when it is due, which keeps the sender's core busy).
   flowpath gen --tx veth0 --flows 1000 --miss-rate 5% --size imix --duration 10 --rate 1M
   flowpath gen --replay in.pcap --tx veth0 --packets 1000000 --json";
 
@@ -150,8 +151,8 @@ struct GenFlags {
     /// With --tx: seconds to transmit [default: 10, or until --packets are sent].
     #[arg(long, value_name = "SECS", allow_hyphen_values = true)]
     duration: Option<String>,
-    /// With --tx: pace to this many packets per second, e.g. 500k, 1M, 2.5M [default: as
-    /// fast as possible].
+    /// With --tx: pace to this many packets per second, e.g. 500k, 1M, 2.5M; from 250k up
+    /// the sender's core stays busy [default: as fast as possible].
     #[arg(long, value_name = "PPS", allow_hyphen_values = true)]
     rate: Option<String>,
     /// Attack traffic instead of a workload: `tse` = tuple-space explosion against --rules

@@ -23,6 +23,16 @@
 //!   untouched (it only acts on frames carrying its metadata magic) and calls cost ~20 µs,
 //!   which allows short paced bursts. When that attach is refused (the interface already
 //!   has an XDP program), calls stay slow and [`LiveFrameTx::fast_calls`] says so.
+//! - A call's page pool is made for it and destroyed after it, and a pool whose frames are
+//!   still in flight (queued at a peer served on another CPU) lingers registered for about
+//!   a second; unregistering one walks every registered pool. Pacing by many short calls
+//!   (bursts of ≤ 256 frames, sleeping between them) therefore paid a pool per burst and
+//!   capped a paced sender at ~0.7 Mpps into a veth whose peer runs on another CPU (`perf`:
+//!   `mem_allocator_disconnect`, the frame copies into fresh pages, the pool allocator),
+//!   whatever rate was asked. From [`KERNEL_PACE_FROM`] up the program paces itself
+//!   instead (`gen_pace`): it sends a frame only when it is due by its own clock and drops
+//!   the slot otherwise, untouched, so a call of thousands of slots sends at the rate asked
+//!   in bursts of a few frames. The sender's CPU is busy for the whole run then.
 //! - aya 0.14 exposes the live-frame mode (`TestRunAttrs::xdp_live_frames`), so no
 //!   hand-laid `bpf_attr` is needed; `send` counts what actually ran from the program's own
 //!   counter (a run interrupted by a signal stops early).
@@ -45,6 +55,18 @@ const FRAMES_PER_PROG_RUN_BATCH: u32 = 256;
 const CHUNK: u64 = 4096;
 /// The same when every call costs an RCU grace period (see the module docs): ~0.5 s.
 const SLOW_CHUNK: u64 = 1 << 21;
+/// Rates (packets per second) from which the program paces itself (see the module docs);
+/// below, bursts of a few frames with sleeps between them, which cost little CPU and hold
+/// the rate there (100k and 500k measured exact into a veth; 1M gave 0.70).
+pub const KERNEL_PACE_FROM: u64 = 250_000;
+/// How long a self-paced call should run: long enough that its pool's setup is a small
+/// share, short enough that the duration and the templates' turns stay fine-grained.
+const PACED_CALL: Duration = Duration::from_millis(2);
+/// The same when every call costs an RCU grace period.
+const SLOW_PACED_CALL: Duration = Duration::from_millis(500);
+/// Most frames a self-paced program sends late in a row to catch up (a call's setup, a
+/// preemption): the peer's ring holds 256.
+const MAX_CATCH_UP: u64 = 128;
 /// gen_cfg entries (templates per run); must match GEN_TEMPLATES in the program.
 pub const MAX_TEMPLATES: usize = 1024;
 /// First word of the metadata that marks a frame as ours; must match GEN_MAGIC.
@@ -77,6 +99,41 @@ struct GenCfg {
 unsafe impl aya::Pod for GenCfg {}
 
 const _: () = assert!(std::mem::size_of::<GenCfg>() == 48);
+
+/// The program's pacing state; must match `struct gen_pace` in `bpf/gen_tx.bpf.c`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct GenPace {
+    interval_ns: u64,
+    next_ns: u64,
+    max_lag_ns: u64,
+    interval_frac: u32,
+    next_frac: u32,
+}
+
+// SAFETY: plain C struct of integers without padding.
+unsafe impl aya::Pod for GenPace {}
+
+const _: () = assert!(std::mem::size_of::<GenPace>() == 32);
+
+impl GenPace {
+    /// `rate_pps` from the first slot on (0: unpaced).
+    fn at(rate_pps: u64) -> GenPace {
+        if rate_pps == 0 {
+            return GenPace::default();
+        }
+        // The interval in 2^-32 ns, split into whole ns and the fraction.
+        let fixed = (1_000_000_000u128 << 32) / u128::from(rate_pps);
+        let interval_ns = (fixed >> 32) as u64;
+        GenPace {
+            interval_ns,
+            next_ns: 0,
+            max_lag_ns: interval_ns.saturating_mul(MAX_CATCH_UP),
+            interval_frac: fixed as u32,
+            next_frac: 0,
+        }
+    }
+}
 
 /// How the program changes the flow of each packet.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
@@ -118,8 +175,9 @@ pub struct TxPlan {
     pub duration: Duration,
     /// Stop after this many packets (whichever comes first).
     pub packets: Option<u64>,
-    /// Pace to this many packets per second (short bursts, sleeping in between); `None`
-    /// sends as fast as the kernel goes.
+    /// Pace to this many packets per second: below [`KERNEL_PACE_FROM`] short bursts
+    /// with sleeps between them, from it up paced by the program itself (see the module
+    /// docs); `None` sends as fast as the kernel goes.
     pub rate_pps: Option<u64>,
     pub vary: Vary,
 }
@@ -141,6 +199,9 @@ pub struct LiveFrameTx {
     pin: Option<XdpLinkId>,
     cfg: Array<MapData, GenCfg>,
     ctr: Array<MapData, u64>,
+    pace: Array<MapData, GenPace>,
+    /// Whether `pace` holds a rate (cleared before an unpaced send).
+    paced: bool,
     ifname: String,
     ifindex: u32,
     last_cfg: Option<GenCfg>,
@@ -167,10 +228,14 @@ impl LiveFrameTx {
             .map_err(|e| io::Error::other(format!("gen_cfg: {e}")))?;
         let ctr = Array::try_from(take(&mut ebpf, "gen_ctr")?)
             .map_err(|e| io::Error::other(format!("gen_ctr: {e}")))?;
+        let pace = Array::try_from(take(&mut ebpf, "gen_pace")?)
+            .map_err(|e| io::Error::other(format!("gen_pace: {e}")))?;
         let mut tx = LiveFrameTx {
             ebpf,
             cfg,
             ctr,
+            pace,
+            paced: false,
             ifname: ifname.to_string(),
             ifindex: idx,
             last_cfg: None,
@@ -212,11 +277,24 @@ impl LiveFrameTx {
             .map_err(|e| io::Error::other(format!("gen_cfg[{slot}]: {e}")))
     }
 
+    /// Let the program pace itself to `rate_pps` from its next slot on (0: unpaced).
+    fn set_pace(&mut self, rate_pps: u64) -> io::Result<()> {
+        if rate_pps == 0 && !self.paced {
+            return Ok(());
+        }
+        self.pace
+            .set(0, GenPace::at(rate_pps), 0)
+            .map_err(|e| io::Error::other(format!("gen_pace: {e}")))?;
+        self.paced = rate_pps != 0;
+        Ok(())
+    }
+
     /// Transmit `frame` `count` times, changing flows as `vary` says (the flow sequence
     /// continues from the previous call). Returns the packets actually run (fewer only if a
     /// signal interrupted the run).
     pub fn send(&mut self, frame: &[u8], count: u64, vary: &Vary) -> io::Result<u64> {
         let cfg = config_for(frame, vary)?;
+        self.set_pace(0)?;
         if self.last_cfg != Some(cfg) {
             self.set_cfg(0, cfg)?;
             self.last_cfg = Some(cfg);
@@ -288,6 +366,10 @@ impl LiveFrameTx {
             data.push(with_meta(t.as_ref(), i as u32));
         }
         self.last_cfg = None;
+        match plan.rate_pps {
+            Some(r) if r >= KERNEL_PACE_FROM => return self.run_self_paced(&data, plan, r),
+            _ => self.set_pace(0)?,
+        }
         let chunk = match (plan.rate_pps, self.fast_calls()) {
             // ~200 µs of traffic per burst, at most one kernel batch.
             (Some(r), true) => (r / 5000).clamp(1, u64::from(FRAMES_PER_PROG_RUN_BATCH)),
@@ -325,6 +407,59 @@ impl LiveFrameTx {
             }
             i = (i + 1) % templates.len();
         }
+        let seconds = start.elapsed().as_secs_f64();
+        Ok(TxReport {
+            packets: sent,
+            seconds,
+            mpps: if seconds > 0.0 {
+                sent as f64 / seconds / 1e6
+            } else {
+                0.0
+            },
+        })
+    }
+}
+
+impl LiveFrameTx {
+    /// [`LiveFrameTx::run`] at `rate_pps` paced by the program: calls of as many slots as
+    /// take about [`PACED_CALL`] (never more than the packets left, since a slot sends at
+    /// most one), templates taking turns by call.
+    fn run_self_paced(
+        &mut self,
+        data: &[Vec<u8>],
+        plan: &TxPlan,
+        rate_pps: u64,
+    ) -> io::Result<TxReport> {
+        self.set_pace(rate_pps)?;
+        let call = if self.fast_calls() {
+            PACED_CALL
+        } else {
+            SLOW_PACED_CALL
+        };
+        let limit = plan.packets.unwrap_or(u64::MAX);
+        let start = Instant::now();
+        let mut sent = 0u64;
+        let mut slots = 4096u64;
+        let mut i = 0usize;
+        let result = loop {
+            if sent >= limit || start.elapsed() >= plan.duration {
+                break Ok(());
+            }
+            let t = Instant::now();
+            match self.send_raw(&data[i], slots.min(limit - sent)) {
+                Ok(ran) => sent += ran,
+                Err(e) => break Err(e),
+            }
+            // Scale the next call to the time this one took (at most 4x either way).
+            let took = t.elapsed().as_secs_f64().max(1e-6);
+            let scale = (call.as_secs_f64() / took).clamp(0.25, 4.0);
+            slots = ((slots as f64 * scale) as u64).clamp(256, 1 << 24);
+            i = (i + 1) % data.len();
+        };
+        // Whatever happened, later sends are not paced by a stale clock.
+        let unpaced = self.set_pace(0);
+        result?;
+        unpaced?;
         let seconds = start.elapsed().as_secs_f64();
         Ok(TxReport {
             packets: sent,

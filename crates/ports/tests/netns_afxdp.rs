@@ -2,7 +2,9 @@
 //! namespace (needs root, `ip` and BPF; skips with a message otherwise).
 
 use flowpath_ports::afxdp::{AfXdpOptions, AfXdpPort};
-use flowpath_ports::xdpgen::{attach_xdp_drop, attach_xdp_pass, LiveFrameTx, TxPlan, Vary};
+use flowpath_ports::xdpgen::{
+    attach_xdp_drop, attach_xdp_pass, LiveFrameTx, TxPlan, Vary, KERNEL_PACE_FROM,
+};
 use flowpath_ports::{PacketBatch, Port, XdpMode};
 use std::os::fd::AsRawFd;
 use std::process::Command;
@@ -600,6 +602,66 @@ fn live_frames_arrive_exactly_with_the_flows_asked_for() {
         "without XDP on the peer: {} of 1000 arrived",
         ns.rx_packets("xb1") - before
     );
+}
+
+/// From `KERNEL_PACE_FROM` up the program paces itself: it never runs ahead of the rate
+/// (a frame is sent only once due by its clock, so by any time T at most 1 + R * T have
+/// gone), a packet limit is met exactly with every frame delivered, and a plain send after
+/// a paced run is not paced.
+#[test]
+fn self_paced_live_frames_never_run_ahead_of_the_rate() {
+    let Some(ns) = Netns::new("c") else { return };
+    ns.veth("xc0", "xc1");
+    let t = udp_template();
+    let mut port = open_port("xc1");
+    let mut tx = LiveFrameTx::open("xc0").unwrap();
+    let rate = 2 * KERNEL_PACE_FROM;
+    let vary = Vary::Flows {
+        flows: 100,
+        new_share: 0.0,
+    };
+
+    // A duration and no limit: sent within what the rate allows over the run's time.
+    let plan = TxPlan {
+        duration: Duration::from_millis(300),
+        packets: None,
+        rate_pps: Some(rate),
+        vary,
+    };
+    let r = tx.run(&[&t], &plan).unwrap();
+    let allowed = rate as f64 * r.seconds + 2.0;
+    eprintln!(
+        "self-paced at {rate} pps: {} sent in {:.3} s ({:.3} Mpps), at most {allowed:.0} allowed",
+        r.packets, r.seconds, r.mpps
+    );
+    assert!(r.packets > 0, "a paced run sent nothing");
+    assert!(
+        r.packets as f64 <= allowed,
+        "{} frames in {:.3} s at {rate} pps: ran ahead of the rate",
+        r.packets,
+        r.seconds
+    );
+    drain(&mut port, usize::MAX, Duration::from_millis(200), |_| true);
+
+    // A packet limit: exactly that many, every one delivered (in parts the port's ring holds).
+    let mut got = 0;
+    for _ in 0..4 {
+        let part = TxPlan {
+            duration: Duration::from_secs(10),
+            packets: Some(1000),
+            ..plan.clone()
+        };
+        let r = tx.run(&[&t], &part).unwrap();
+        assert_eq!(r.packets, 1000, "a paced run's packet limit");
+        got += drain(&mut port, 1000, Duration::from_secs(2), |f| {
+            flow_of(f).is_some()
+        })
+        .len();
+    }
+    assert_eq!(got, 4000, "paced live frames lost or duplicated");
+
+    // The pacing ends with the run: a plain send runs every packet it is asked for.
+    assert_eq!(tx.send(&t, 500, &Vary::AsIs).unwrap(), 500);
 }
 
 /// Figures, not a test: `cargo test -p flowpath-ports --test netns_afxdp -- --ignored
