@@ -161,8 +161,10 @@ pub struct LabArgs {
     /// Pace the generator to this many packets per second in all (e.g. 500k, 2.2M; with
     /// several generators each sends its share) instead of as fast as it goes. Near a
     /// switch's capacity this takes out what an overloading generator costs the switch CPU
-    /// (frames it cannot deliver go back to the page pool the switch CPU returns to).
-    /// `flowpath gen` only.
+    /// (frames it cannot deliver go back to the page pool the switch CPU returns to). A
+    /// row offered less than 95 % of the rate says so. Below a row's capacity its CPU idles
+    /// between frames and the wake-ups raise its cycles per packet, so compare paced rows
+    /// near capacity. `flowpath gen` only.
     #[arg(long, value_name = "PPS", value_parser = crate::parse_rate)]
     gen_rate: Option<f64>,
     /// The generator driving the switches: auto (flowpath gen --tx when this build has

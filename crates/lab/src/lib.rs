@@ -17,7 +17,7 @@ pub use config::*;
 use generator::Generator;
 use measure::Path3;
 pub use measure::{
-    annotate_generator_bound, annotate_scaling, annotate_xdp_parse_split,
+    annotate_generator_bound, annotate_pacing, annotate_scaling, annotate_xdp_parse_split,
     annotate_xdp_tier_per_core, annotate_xdp_tier_ratio,
 };
 use report::Row;
@@ -146,6 +146,7 @@ impl Lab {
             self.run_round(on_row)
         };
         annotate_generator_bound(&mut rows);
+        annotate_pacing(&mut rows, self.cfg.gen_rate);
         annotate_xdp_tier_ratio(&mut rows);
         annotate_xdp_parse_split(&mut rows);
         annotate_xdp_tier_per_core(&mut rows);

@@ -600,6 +600,29 @@ pub fn annotate_xdp_tier_per_core(rows: &mut [Row]) {
     }
 }
 
+/// With `--gen-rate` (packets per second in all): mark rows whose generator offered less
+/// than 95 % of that rate (median of the windows), so a paced comparison says when a row
+/// was not offered the rate asked (a generator that cannot keep up, or one sharing its
+/// CPU with the switch's receive).
+pub fn annotate_pacing(rows: &mut [Row], gen_rate: Option<f64>) {
+    let Some(asked) = gen_rate.map(|r| r / 1e6) else {
+        return;
+    };
+    for r in rows.iter_mut() {
+        if r.system == "trafgen" {
+            continue; // --gen-rate paces flowpath gen only
+        }
+        let Some(offered) = r.offered_mpps else {
+            continue;
+        };
+        if offered < 0.95 * asked {
+            r.notes.push(format!(
+                "PACED BELOW THE RATE ASKED: the generator offered {offered:.3} of the {asked:.3} Mpps asked (--gen-rate)"
+            ));
+        }
+    }
+}
+
 /// Mark rows whose rate is within 10 % of what the generator alone reaches for that case:
 /// there the generator, not the switch, may be the limit.
 pub fn annotate_generator_bound(rows: &mut [Row]) {
@@ -691,6 +714,28 @@ mod tests {
             b.notes.iter().filter(|n| n.starts_with("upcalls")).count(),
             1
         );
+    }
+
+    #[test]
+    fn a_row_offered_less_than_the_paced_rate_says_so() {
+        let mk = |system: &str, offered: Option<f64>| Row {
+            system: system.into(),
+            offered_mpps: offered,
+            ..Row::default()
+        };
+        let mut rows = vec![
+            mk("xdp-forward", Some(1.96)),
+            mk("flowpath-xdp", Some(1.66)),
+            mk("trafgen", Some(0.4)),
+            mk("linux", None),
+        ];
+        annotate_pacing(&mut rows, None);
+        assert!(rows.iter().all(|r| r.notes.is_empty()), "unpaced: no notes");
+        annotate_pacing(&mut rows, Some(2e6));
+        assert!(rows[0].notes.is_empty(), "1.96 of 2: within 5 %");
+        assert!(rows[1].notes[0].contains("offered 1.660 of the 2.000 Mpps asked"));
+        assert!(rows[2].notes.is_empty(), "trafgen is not paced");
+        assert!(rows[3].notes.is_empty(), "nothing offered to judge");
     }
 
     #[test]
