@@ -192,6 +192,22 @@ pub struct TxReport {
     pub mpps: f64,
 }
 
+impl TxReport {
+    /// `packets` sent from `start` until now.
+    fn since(start: Instant, packets: u64) -> TxReport {
+        let seconds = start.elapsed().as_secs_f64();
+        TxReport {
+            packets,
+            seconds,
+            mpps: if seconds > 0.0 {
+                packets as f64 / seconds / 1e6
+            } else {
+                0.0
+            },
+        }
+    }
+}
+
 /// The transmitter bound to one interface (in the caller's network namespace).
 pub struct LiveFrameTx {
     ebpf: Ebpf,
@@ -407,20 +423,9 @@ impl LiveFrameTx {
             }
             i = (i + 1) % templates.len();
         }
-        let seconds = start.elapsed().as_secs_f64();
-        Ok(TxReport {
-            packets: sent,
-            seconds,
-            mpps: if seconds > 0.0 {
-                sent as f64 / seconds / 1e6
-            } else {
-                0.0
-            },
-        })
+        Ok(TxReport::since(start, sent))
     }
-}
 
-impl LiveFrameTx {
     /// [`LiveFrameTx::run`] at `rate_pps` paced by the program: calls of as many slots as
     /// take about [`PACED_CALL`] (never more than the packets left, since a slot sends at
     /// most one), templates taking turns by call.
@@ -460,16 +465,7 @@ impl LiveFrameTx {
         let unpaced = self.set_pace(0);
         result?;
         unpaced?;
-        let seconds = start.elapsed().as_secs_f64();
-        Ok(TxReport {
-            packets: sent,
-            seconds,
-            mpps: if seconds > 0.0 {
-                sent as f64 / seconds / 1e6
-            } else {
-                0.0
-            },
-        })
+        Ok(TxReport::since(start, sent))
     }
 }
 
