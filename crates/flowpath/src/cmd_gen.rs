@@ -13,6 +13,7 @@ use flowpath_gen::{Churn, Encap, Lifetime, Popularity, Proto, Sizes, TrafficSpec
 mod jobs;
 mod report;
 
+use flowpath_ports::xdpgen::FlowOrder;
 use jobs::{Failure, Looped, TxFrames, TxJob};
 
 const ABOUT: &str = "How it works: the flags describe a workload (flows, popularity, frame \
@@ -42,7 +43,8 @@ the summary as JSON (the spec is what bench results record).
 Transmitting (--tx IFACE, root): frames go out of IFACE through XDP live frames (BPF_PROG_RUN \
 in the kernel, one core, several Mpps into a veth). The spec's sizes, protocol and encapsulation \
 become template frames (one flow); a program in the kernel rewrites each packet's flow: the \
-outermost source port (then source address) cycles round-robin over --flows flows, and the \
+outermost source port (then source address) cycles round-robin over --flows flows (--order \
+random: each packet's flow at random, uniform), and the \
 long-run new-flow rate of --miss-rate / --lifetime / --mean-lifetime becomes that share of \
 packets carrying never-seen flows, spread evenly (lifetimes are not kept: every new flow is one \
 packet, the recurring ones never end). Popularity is uniform (--zipf is refused). --miss-rate \
@@ -155,6 +157,12 @@ struct GenFlags {
     /// the sender's core stays busy [default: as fast as possible].
     #[arg(long, value_name = "PPS", allow_hyphen_values = true)]
     rate: Option<String>,
+    /// With --tx: the order packets visit the --flows flows: `round-robin` (each flow every
+    /// N packets) or `random` (uniform per packet, as traffic interleaved from many hosts:
+    /// a cache laid out in arrival order is then not read as a stream) [default:
+    /// round-robin].
+    #[arg(long, value_name = "ORDER", allow_hyphen_values = true)]
+    order: Option<String>,
     /// Attack traffic instead of a workload: `tse` = tuple-space explosion against --rules
     /// (each packet inside a random rule with one bit flipped, at a random depth, in some of
     /// the address and port fields, so megaflows get new masks). Writes --out; the summary
@@ -358,6 +366,7 @@ fn execute(a: &GenFlags) -> Result<String, Bad> {
             ("--duration", a.duration.is_some()),
             ("--rate", a.rate.is_some()),
             ("--outer-sport", a.outer_sport.is_some()),
+            ("--order", a.order.is_some()),
         ],
         "only applies with --tx IFACE",
     )?;
@@ -517,7 +526,8 @@ fn transmit(a: &GenFlags) -> Result<String, Bad> {
         (
             "--zipf",
             a.zipf.is_some(),
-            "popularity is uniform with --tx (the kernel program cycles flows round-robin)",
+            "popularity is uniform with --tx (the kernel program visits the flows \
+             round-robin or, with --order random, at random)",
         ),
         ("--slots", a.slots.is_some(), "does not apply with --tx"),
     ] {
@@ -536,12 +546,26 @@ fn transmit(a: &GenFlags) -> Result<String, Bad> {
         (None, None) => Duration::from_secs(10),
     };
     let outer_sport = num::<u16>("--outer-sport", &a.outer_sport, "a UDP port (0..65535)")?;
+    let order = match a.order.as_deref() {
+        None => FlowOrder::RoundRobin,
+        Some(s) => FlowOrder::parse(s).ok_or_else(|| {
+            bad(
+                "--order",
+                format!("'{s}' is not an order: round-robin or random"),
+            )
+        })?,
+    };
     let what = match a.replay.as_deref() {
-        Some(_) if outer_sport.is_some() => {
+        Some(_) if outer_sport.is_some() || a.order.is_some() => {
+            let flag = if outer_sport.is_some() {
+                "--outer-sport"
+            } else {
+                "--order"
+            };
             return Err(bad(
-                "--outer-sport",
+                flag,
                 "cannot be used with --replay --tx (the capture is sent as it is)",
-            ))
+            ));
         }
         Some(path) => TxFrames::Capture {
             path,
@@ -565,6 +589,7 @@ fn transmit(a: &GenFlags) -> Result<String, Bad> {
         rate_pps,
         json: a.json,
         outer_sport,
+        order,
     };
     jobs::transmit(&job, what).map_err(failed)
 }

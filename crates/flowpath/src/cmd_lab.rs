@@ -167,6 +167,13 @@ pub struct LabArgs {
     /// near capacity. `flowpath gen` only.
     #[arg(long, value_name = "PPS", value_parser = crate::parse_rate)]
     gen_rate: Option<f64>,
+    /// The order the hit case's packets visit its flows: round-robin (each flow every
+    /// --flows packets) or random (uniform per packet, as traffic interleaved from many
+    /// hosts). Round-robin lets a cache whose entries sit in the order the flows arrived be
+    /// read as a stream the hardware prefetcher runs ahead of; random does not. `flowpath
+    /// gen` only.
+    #[arg(long, default_value = "round-robin", value_parser = ["round-robin", "random"])]
+    flow_order: String,
     /// The generator driving the switches: auto (flowpath gen --tx when this build has
     /// it, else trafgen), flowpath or trafgen.
     #[arg(long, default_value = "auto")]
@@ -323,6 +330,7 @@ fn config(args: &LabArgs) -> Result<LabConfig, String> {
         warmup: args.warmup,
         flows: args.flows.max(1),
         gen_rate: args.gen_rate,
+        random_order: args.flow_order == "random",
         switch_cpu: args.switch_cpu,
         gen_cpu: args.gen_cpu,
         ovs_xdp_mode: args.ovs_xdp_mode.clone(),

@@ -122,6 +122,10 @@ pub struct LabConfig {
     /// near a switch's capacity, the switch CPU's cycles per packet are its own work, not
     /// also the contention an overloading generator causes (see the README's XDP tier).
     pub gen_rate: Option<f64>,
+    /// Visit the hit case's flows in random order (`flowpath gen --order random`), not
+    /// round-robin: entries laid out in the order the flows arrived (the XDP tier's, a
+    /// megaflow cache's) are then not read as a stream the prefetcher runs ahead of.
+    pub random_order: bool,
     /// Run `swin`'s receive (NAPI: XDP programs, the copy into AF_XDP sockets, the
     /// kernel stack) in a thread pinned to the switch CPU, so that every system's
     /// figure is one core's work. False: it runs in the generator CPU's softirq, as a
@@ -149,6 +153,7 @@ impl Default for LabConfig {
             ovs_xdp_mode: "native".into(),
             generator: GenChoice::Auto,
             gen_rate: None,
+            random_order: false,
             napi_on_switch_cpu: true,
             xdp_build: XdpBuild::assumed(),
         }

@@ -38,6 +38,9 @@ pub struct GenJob<'a> {
     pub part: (u32, u32),
     /// Packets per second for this generator (`flowpath gen --rate`), or as fast as it goes.
     pub rate: Option<f64>,
+    /// Visit the hit case's flows in random order (`flowpath gen --order random`) instead
+    /// of round-robin.
+    pub random_order: bool,
     /// Where configs and logs go.
     pub dir: &'a Path,
 }
@@ -157,6 +160,13 @@ impl Generator {
                 if job.rate.is_some() {
                     return Err("--gen-rate paces `flowpath gen --tx` only, not trafgen".into());
                 }
+                if job.random_order {
+                    return Err(
+                        "--flow-order random needs `flowpath gen --tx` (trafgen's config \
+                                counts through the flows)"
+                            .into(),
+                    );
+                }
                 let cfg = job.dir.join(format!("trafgen-{}.cfg", job.case.name()));
                 std::fs::write(&cfg, trafgen_config(job))
                     .map_err(|e| format!("{}: {e}", cfg.display()))?;
@@ -203,6 +213,14 @@ impl Generator {
                         return Err("this flowpath gen has no --rate to pace with".into());
                     }
                     v.extend(["--rate".into(), format!("{:.0}", r.max(1.0))]);
+                }
+                if job.random_order && job.case == Case::Hit {
+                    if !has("--order") {
+                        return Err(
+                            "this flowpath gen has no --order to visit flows at random".into()
+                        );
+                    }
+                    v.extend(["--order".into(), "random".into()]);
                 }
                 let v6 = job.class == Class::Ipv6;
                 match (job.case, v6) {
@@ -335,6 +353,7 @@ mod tests {
             cpu: 0,
             part: (0, 1),
             rate: None,
+            random_order: false,
             dir,
         }
     }
@@ -467,6 +486,44 @@ mod tests {
                 ..job(Case::Hit, &d)
             })
             .is_err());
+    }
+
+    #[test]
+    fn random_flow_order_goes_to_flowpath_gen_in_the_hit_case_only() {
+        let d = std::env::temp_dir();
+        let gen = |help: &str| Generator {
+            kind: GenKind::Flowpath {
+                exe: "/bin/flowpath".into(),
+                flags: help_flags(help),
+            },
+        };
+        let random = |g: &Generator, case| {
+            g.argv(&GenJob {
+                random_order: true,
+                ..job(case, &d)
+            })
+            .map(|v| v.join(" "))
+        };
+        let g = gen("  --tx <IFACE>\n  --order <ORDER>");
+        let hit = random(&g, Case::Hit).unwrap();
+        assert!(hit.contains(" --order random "), "{hit}");
+        let miss = random(&g, Case::Miss).unwrap();
+        assert!(!miss.contains("--order"), "every packet new: {miss}");
+        let plain = g.argv(&job(Case::Hit, &d)).unwrap().join(" ");
+        assert!(!plain.contains("--order"), "{plain}");
+        assert!(
+            random(&gen("  --tx <IFACE>"), Case::Hit).is_err(),
+            "no --order"
+        );
+        let t = Generator {
+            kind: GenKind::Trafgen {
+                exe: "/usr/sbin/trafgen".into(),
+            },
+        };
+        assert!(
+            random(&t, Case::Hit).is_err(),
+            "trafgen counts through the flows"
+        );
     }
 
     #[test]

@@ -301,12 +301,15 @@ impl Lab {
 
     /// One paragraph on how the table was made: TSC rate, generator, CPUs, windows.
     pub fn summary(&self) -> String {
-        let paced = self.cfg.gen_rate.map_or(String::new(), |r| {
+        let mut paced = self.cfg.gen_rate.map_or(String::new(), |r| {
             format!(
                 " The generator was paced to {:.3} Mpps in all (--gen-rate).",
                 r / 1e6
             )
         });
+        if self.cfg.random_order {
+            paced.push_str(" Hit-case flows visited in random order (--flow-order random).");
+        }
         let s = format!(
             "Cycles are TSC cycles at {:.3} GHz (flowpath_base::clock::tsc_hz) of the measured CPU's \
              busy time (/proc/stat); switch on CPU {}, generator ({}) on CPU {}; {} windows of {} s \

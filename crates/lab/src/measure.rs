@@ -165,6 +165,7 @@ impl Lab {
                 cpu,
                 part: (k as u32, n),
                 rate: self.cfg.gen_rate.map(|r| r / f64::from(n.max(1))),
+                random_order: self.cfg.random_order,
                 dir: &self.topo.dir,
             };
             match g.spawn(&job) {

@@ -41,7 +41,8 @@ struct gen_cfg {
 	__u16 base_l4_csum_raw;
 	__u8 ip_ver;       /* 4 or 6 */
 	__u8 l4_pseudo;    /* L4 checksum covers the source address */
-	__u8 pad[6];
+	__u8 order;        /* recurring flows: 0 = round-robin, 1 = at random (uniform) */
+	__u8 pad[5];
 };
 
 #define GEN_MAGIC 0x66706774 /* "fpgt" */
@@ -93,6 +94,17 @@ static __always_inline __u32 add32(__u32 sum, __u32 old_raw, __u32 new_raw)
 	return sum;
 }
 
+/* A 64-bit finaliser (splitmix64's): a bijection, so consecutive counts give unrelated
+ * values. */
+static __always_inline __u64 mix64(__u64 x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ULL;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebULL;
+	return x ^ (x >> 31);
+}
+
 SEC("xdp")
 int gen_tx(struct xdp_md *ctx)
 {
@@ -124,18 +136,25 @@ int gen_tx(struct xdp_md *ctx)
 	if (cfg->mode == 0)
 		return XDP_TX;
 
-	/* Which flow: recurring ones round-robin, new ones spread evenly (Bresenham). */
+	/* Which flow: new ones spread evenly (Bresenham), recurring ones round-robin or at
+	 * random (a mix of their packet number: uniform over the flows, no cycle a cache
+	 * laid out in the order flows arrived could stream through). */
 	__u32 flows = cfg->flows ? cfg->flows : 1;
-	__u32 f;
+	__u64 r = c; /* the recurring packets' count before this one */
+	__u32 f = 0, is_new = 0;
 	if (cfg->new_share) {
 		/* a = new flows before packet c; the recurring ones take the other packets in
 		 * turn, so each of them keeps its share. */
 		__u64 a = (c * cfg->new_share) >> 24;
 		__u64 b = ((c + 1) * cfg->new_share) >> 24;
-		f = a != b ? flows + (__u32)b : (__u32)((c - a) % flows);
-	} else {
-		f = (__u32)(c % flows);
+		r = c - a;
+		if (a != b) {
+			f = flows + (__u32)b;
+			is_new = 1;
+		}
 	}
+	if (!is_new)
+		f = (__u32)((cfg->order ? mix64(r) : r) % flows);
 	__u32 span = cfg->port_span ? cfg->port_span : 1;
 	__u32 src = cfg->base_src + f / span;
 	__u16 port = cfg->base_port + (__u16)(f % span);

@@ -92,7 +92,8 @@ struct GenCfg {
     base_l4_csum_raw: u16,
     ip_ver: u8,
     l4_pseudo: u8,
-    pad: [u8; 6],
+    order: u8,
+    pad: [u8; 5],
 }
 
 // SAFETY: plain C struct of integers without padding holes that matter to the kernel.
@@ -141,21 +142,59 @@ impl GenPace {
 pub enum Vary {
     /// Send the templates unchanged (program mode 0).
     AsIs,
-    /// Round-robin over `flows` flows per packet by rewriting the source port (then the
-    /// source address once the ports run out), and make `new_share` (0.0..=1.0) of the
-    /// packets never-seen flows, spread evenly. `flows: N, new_share: 0` is "vary the source
-    /// port over N values"; `new_share: 1` is "every packet a new flow".
-    Flows { flows: u32, new_share: f64 },
+    /// Spread packets over `flows` flows (in `order`) by rewriting the source port (then
+    /// the source address once the ports run out), and make `new_share` (0.0..=1.0) of
+    /// the packets never-seen flows, spread evenly. `flows: N, new_share: 0` is "vary the
+    /// source port over N values"; `new_share: 1` is "every packet a new flow".
+    Flows {
+        flows: u32,
+        new_share: f64,
+        order: FlowOrder,
+    },
+}
+
+/// The sequence in which packets visit the recurring flows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FlowOrder {
+    /// Flow 0, 1, …, N−1, 0, 1, …: each flow comes back every N packets. A cache whose
+    /// entries were laid out in the order the flows arrived is then read as a sequential
+    /// stream, which the hardware prefetcher runs ahead of.
+    #[default]
+    RoundRobin,
+    /// Each packet's flow is a mix of its number, uniform over the N flows: no order a
+    /// cache's layout could follow, as with traffic interleaved from many hosts.
+    Random,
+}
+
+impl FlowOrder {
+    /// `round-robin` or `random`.
+    pub fn parse(s: &str) -> Option<FlowOrder> {
+        match s {
+            "round-robin" => Some(FlowOrder::RoundRobin),
+            "random" => Some(FlowOrder::Random),
+            _ => None,
+        }
+    }
 }
 
 impl Vary {
     /// Round-robin over `flows` flows with `new_share` of the packets new flows, or the
     /// templates as they are when that changes nothing (one flow, no new ones).
     pub fn for_flows(flows: u32, new_share: f64) -> Vary {
+        Vary::for_flows_in(flows, new_share, FlowOrder::RoundRobin)
+    }
+
+    /// [`Vary::for_flows`] with the recurring flows visited in `order`.
+    pub fn for_flows_in(flows: u32, new_share: f64, order: FlowOrder) -> Vary {
         if flows <= 1 && new_share == 0.0 {
             Vary::AsIs
         } else {
-            Vary::Flows { flows, new_share }
+            Vary::Flows {
+                flows,
+                new_share,
+                order,
+            }
         }
     }
 
@@ -164,6 +203,7 @@ impl Vary {
         Vary::Flows {
             flows: 1,
             new_share: 1.0,
+            order: FlowOrder::RoundRobin,
         }
     }
 }
@@ -513,9 +553,13 @@ fn config_for(frame: &[u8], vary: &Vary) -> io::Result<GenCfg> {
             "template frame shorter than an Ethernet header",
         ));
     }
-    let (flows, new_share) = match *vary {
+    let (flows, new_share, order) = match *vary {
         Vary::AsIs => return Ok(GenCfg::default()),
-        Vary::Flows { flows, new_share } => (flows.max(1), new_share),
+        Vary::Flows {
+            flows,
+            new_share,
+            order,
+        } => (flows.max(1), new_share, order),
     };
     if !(0.0..=1.0).contains(&new_share) {
         return Err(io::Error::new(
@@ -534,6 +578,7 @@ fn config_for(frame: &[u8], vary: &Vary) -> io::Result<GenCfg> {
         mode: 1,
         flows,
         new_share: (new_share * f64::from(1u32 << 24)).round() as u32,
+        order: u8::from(order == FlowOrder::Random),
         ip_off: ip as u16,
         ..GenCfg::default()
     };

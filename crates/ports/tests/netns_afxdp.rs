@@ -3,7 +3,7 @@
 
 use flowpath_ports::afxdp::{AfXdpOptions, AfXdpPort};
 use flowpath_ports::xdpgen::{
-    attach_xdp_drop, attach_xdp_pass, LiveFrameTx, TxPlan, Vary, KERNEL_PACE_FROM,
+    attach_xdp_drop, attach_xdp_pass, FlowOrder, LiveFrameTx, TxPlan, Vary, KERNEL_PACE_FROM,
 };
 use flowpath_ports::{PacketBatch, Port, XdpMode};
 use std::os::fd::AsRawFd;
@@ -504,6 +504,7 @@ fn live_frames_arrive_exactly_with_the_flows_asked_for() {
         vary: Vary::Flows {
             flows,
             new_share: 0.1,
+            order: FlowOrder::RoundRobin,
         },
     };
     // Receive on another thread? The port is single-owner; interleave instead: send in
@@ -604,6 +605,70 @@ fn live_frames_arrive_exactly_with_the_flows_asked_for() {
     );
 }
 
+/// The two flow orders, on what arrives: round-robin visits flow i+1 after flow i every
+/// time; random visits every flow about equally often (20,000 packets over 100 flows:
+/// binomial, mean 200, sd 14; the bounds are seven sd) with hardly any successor steps
+/// (1 % expected by chance).
+#[test]
+fn flow_orders_round_robin_and_random_differ_as_documented() {
+    let Some(ns) = Netns::new("o") else { return };
+    ns.veth("xo0", "xo1");
+    let t = udp_template();
+    let mut port = open_port("xo1");
+    let mut tx = LiveFrameTx::open("xo0").unwrap();
+    const FLOWS: usize = 100;
+    const N: u64 = 20_000;
+    for order in [FlowOrder::RoundRobin, FlowOrder::Random] {
+        let plan = TxPlan {
+            duration: Duration::from_secs(10),
+            packets: Some(1000),
+            rate_pps: Some(100_000),
+            vary: Vary::for_flows_in(FLOWS as u32, 0.0, order),
+        };
+        let mut seq = Vec::new();
+        for _ in 0..N / 1000 {
+            assert_eq!(tx.run(&[&t], &plan).unwrap().packets, 1000);
+            seq.extend(
+                drain(&mut port, 1000, Duration::from_secs(2), |f| {
+                    flow_of(f).is_some()
+                })
+                .iter()
+                .filter_map(|f| flow_of(f)),
+            );
+        }
+        assert_eq!(seq.len() as u64, N, "{order:?}: frames lost");
+        // Flows numbered in the order they first came.
+        let mut number = std::collections::HashMap::new();
+        let idx: Vec<usize> = seq
+            .iter()
+            .map(|f| {
+                let n = number.len();
+                *number.entry(f.clone()).or_insert(n)
+            })
+            .collect();
+        assert_eq!(number.len(), FLOWS, "{order:?}: distinct flows");
+        let mut count = [0u32; FLOWS];
+        idx.iter().for_each(|&i| count[i] += 1);
+        let steps = idx
+            .windows(2)
+            .filter(|w| w[1] == (w[0] + 1) % FLOWS)
+            .count() as f64
+            / (idx.len() - 1) as f64;
+        let (lo, hi) = (count.iter().min().unwrap(), count.iter().max().unwrap());
+        eprintln!("{order:?}: per-flow packets {lo}..{hi}, successor steps {steps:.3}");
+        match order {
+            FlowOrder::RoundRobin => {
+                assert_eq!((*lo, *hi), (200, 200), "round-robin shares");
+                assert_eq!(steps, 1.0, "round-robin: every packet the next flow");
+            }
+            FlowOrder::Random => {
+                assert!(*lo >= 100 && *hi <= 300, "random: shares {lo}..{hi}");
+                assert!(steps < 0.05, "random: {steps:.3} of steps to the next flow");
+            }
+        }
+    }
+}
+
 /// From `KERNEL_PACE_FROM` up the program paces itself: it never runs ahead of the rate
 /// (a frame is sent only once due by its clock, so by any time T at most 1 + R * T have
 /// gone), a packet limit is met exactly with every frame delivered, and a plain send after
@@ -619,6 +684,7 @@ fn self_paced_live_frames_never_run_ahead_of_the_rate() {
     let vary = Vary::Flows {
         flows: 100,
         new_share: 0.0,
+        order: FlowOrder::RoundRobin,
     };
 
     // A duration and no limit: sent within what the rate allows over the run's time.
@@ -681,6 +747,7 @@ fn measure() {
             Vary::Flows {
                 flows: 1000,
                 new_share: 0.0,
+                order: FlowOrder::RoundRobin,
             },
         ),
         ("every packet new", Vary::churn()),
@@ -762,6 +829,7 @@ fn probe_call_cost() {
     let vary = Vary::Flows {
         flows: 100,
         new_share: 0.1,
+        order: FlowOrder::RoundRobin,
     };
     for peer in ["drop", "pass", "afxdp"] {
         let g = match peer {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use flowpath_gen::pcap::{self, Capture, Summary};
 use flowpath_gen::spec::SpecError;
 use flowpath_gen::{Churn, InMemorySource, TrafficSpec};
-use flowpath_ports::xdpgen::{LiveFrameTx, TxPlan, Vary, MAX_TEMPLATES};
+use flowpath_ports::xdpgen::{FlowOrder, LiveFrameTx, TxPlan, Vary, MAX_TEMPLATES};
 
 use super::report::{self, Verb};
 
@@ -100,6 +100,8 @@ pub struct TxJob<'a> {
     pub json: bool,
     /// Rewrite the outer UDP source port of VXLAN templates to this.
     pub outer_sport: Option<u16>,
+    /// The sequence of the recurring flows (generated traffic only).
+    pub order: FlowOrder,
 }
 
 /// What `--tx` sends.
@@ -123,7 +125,7 @@ struct Templates<'a> {
 pub fn transmit(job: &TxJob<'_>, what: TxFrames<'_>) -> Result<String, Failure> {
     let mut t = match what {
         TxFrames::Capture { path, cap } => capture_templates(path, cap)?,
-        TxFrames::Spec(spec) => spec_templates(spec)?,
+        TxFrames::Spec(spec) => spec_templates(spec, job.order)?,
     };
     if let Some(port) = job.outer_sport {
         for f in &mut t.frames {
@@ -186,18 +188,18 @@ fn capture_templates(path: &str, cap: Capture) -> Result<Templates<'_>, Failure>
     })
 }
 
-/// The spec's frame mix as one flow's frames; the kernel program makes the flows (round
-/// robin) and new flows (the churn's long-run rate).
-fn spec_templates(spec: TrafficSpec) -> Result<Templates<'static>, Failure> {
+/// The spec's frame mix as one flow's frames; the kernel program makes the flows (in
+/// `order`) and new flows (the churn's long-run rate).
+fn spec_templates(spec: TrafficSpec, order: FlowOrder) -> Result<Templates<'static>, Failure> {
     let frames = spec
         .frame_mix_templates(MAX_TEMPLATES)
         .map_err(Failure::Spec)?;
     let flows = u32::try_from(spec.flows.count).unwrap_or(u32::MAX);
     let share = spec.churn.new_flow_rate();
     Ok(Templates {
-        head: report::tx_spec_head(&spec, share, frames.len()),
+        head: report::tx_spec_head(&spec, share, order, frames.len()),
         frames,
-        vary: Vary::for_flows(flows, share),
+        vary: Vary::for_flows_in(flows, share, order),
         spec: Some(spec),
         replay: None,
     })

@@ -3,7 +3,7 @@
 
 use flowpath_gen::pcap::Summary;
 use flowpath_gen::TrafficSpec;
-use flowpath_ports::xdpgen::TxReport;
+use flowpath_ports::xdpgen::{FlowOrder, TxReport};
 pub use flowpath_report::{grouped, pct};
 
 /// How the packets of a report came about.
@@ -55,11 +55,15 @@ pub fn capture_head(path: &str, format: &str, count: usize, truncated: u64) -> S
 }
 
 /// What `--tx` sends from a spec: flows varied in the kernel, new-flow `share`.
-pub fn tx_spec_head(spec: &TrafficSpec, share: f64, templates: usize) -> String {
+pub fn tx_spec_head(spec: &TrafficSpec, share: f64, order: FlowOrder, templates: usize) -> String {
     format!(
-        "{} flows {} round-robin, {}, sizes {}, {} new flows; {} template frames",
+        "{} flows {} {}, {}, sizes {}, {} new flows; {} template frames",
         spec.flows.count,
         spec.flows.proto,
+        match order {
+            FlowOrder::RoundRobin => "round-robin",
+            FlowOrder::Random => "in random order",
+        },
         spec.encap,
         spec.sizes,
         pct(share),

@@ -69,6 +69,9 @@ const BAD: &[&str] = &[
     "--tx lo !--outer-sport 65535",
     "--tx lo --encap vxlan4-ipv4 !--outer-sport 70000",
     "--tx lo --replay x.pcap !--outer-sport 1",
+    "--order random",
+    "--tx lo !--order zigzag",
+    "--tx lo --replay x.pcap !--order random",
 ];
 
 #[test]

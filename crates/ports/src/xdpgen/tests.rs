@@ -65,16 +65,33 @@ fn one_flow_without_new_ones_is_sent_as_is() {
         Vary::for_flows(1, 0.5),
         Vary::Flows {
             flows: 1,
-            new_share: 0.5
+            new_share: 0.5,
+            order: FlowOrder::RoundRobin,
         }
     );
     assert_eq!(
         Vary::for_flows(7, 0.0),
         Vary::Flows {
             flows: 7,
-            new_share: 0.0
+            new_share: 0.0,
+            order: FlowOrder::RoundRobin,
         }
     );
+}
+
+#[test]
+fn the_flow_order_reaches_the_program() {
+    let t = {
+        let s = flowpath_gen::TrafficSpec::default();
+        s.source().unwrap().template(0).to_vec()
+    };
+    for (order, byte) in [(FlowOrder::RoundRobin, 0), (FlowOrder::Random, 1)] {
+        let c = config_for(&t, &Vary::for_flows_in(10, 0.0, order)).unwrap();
+        assert_eq!((c.order, c.flows), (byte, 10), "{order:?}");
+    }
+    assert_eq!(FlowOrder::parse("random"), Some(FlowOrder::Random));
+    assert_eq!(FlowOrder::parse("round-robin"), Some(FlowOrder::RoundRobin));
+    assert_eq!(FlowOrder::parse("shuffled"), None);
 }
 
 #[test]
@@ -96,6 +113,7 @@ fn rewritten_checksums_verify() {
                 &Vary::Flows {
                     flows: 10,
                     new_share: 0.5,
+                    order: FlowOrder::Random,
                 },
             )
             .unwrap();
