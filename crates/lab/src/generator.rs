@@ -358,6 +358,16 @@ mod tests {
         }
     }
 
+    /// `flowpath gen` at /bin/flowpath whose `--help` lists the flags in `help`.
+    fn flowpath_gen(help: &str) -> Generator {
+        Generator {
+            kind: GenKind::Flowpath {
+                exe: "/bin/flowpath".into(),
+                flags: help_flags(help),
+            },
+        }
+    }
+
     #[test]
     fn trafgen_hit_config_cycles_through_the_flows() {
         let d = std::env::temp_dir();
@@ -379,12 +389,7 @@ mod tests {
     #[test]
     fn flowpath_gen_gets_only_the_flags_it_has() {
         let d = std::env::temp_dir();
-        let g = Generator {
-            kind: GenKind::Flowpath {
-                exe: "/bin/flowpath".into(),
-                flags: help_flags("  --tx <IFACE>  send\n  --dst-mac <MAC>\n  --duration <S>"),
-            },
-        };
+        let g = flowpath_gen("  --tx <IFACE>  send\n  --dst-mac <MAC>\n  --duration <S>");
         let v = g.argv(&job(Case::Miss, &d)).unwrap();
         let s = v.join(" ");
         assert!(
@@ -399,12 +404,7 @@ mod tests {
     #[test]
     fn the_classes_make_their_frames() {
         let d = std::env::temp_dir();
-        let g = Generator {
-            kind: GenKind::Flowpath {
-                exe: "/bin/flowpath".into(),
-                flags: help_flags("  --tx <IFACE>\n  --outer-sport <PORT>"),
-            },
-        };
+        let g = flowpath_gen("  --tx <IFACE>\n  --outer-sport <PORT>");
         let argv = |class, case| {
             g.argv(&GenJob {
                 class,
@@ -452,12 +452,7 @@ mod tests {
         assert_eq!(share(10, 1001, (0, 2)), (10, 500));
         assert_eq!(share(10, 1001, (1, 2)), (510, 501));
         let d = std::env::temp_dir();
-        let g = Generator {
-            kind: GenKind::Flowpath {
-                exe: "/bin/flowpath".into(),
-                flags: help_flags("  --tx <IFACE>"),
-            },
-        };
+        let g = flowpath_gen("  --tx <IFACE>");
         let argv = |case, part, class| {
             g.argv(&GenJob {
                 part,
@@ -491,12 +486,6 @@ mod tests {
     #[test]
     fn random_flow_order_goes_to_flowpath_gen_in_the_hit_case_only() {
         let d = std::env::temp_dir();
-        let gen = |help: &str| Generator {
-            kind: GenKind::Flowpath {
-                exe: "/bin/flowpath".into(),
-                flags: help_flags(help),
-            },
-        };
         let random = |g: &Generator, case| {
             g.argv(&GenJob {
                 random_order: true,
@@ -504,7 +493,7 @@ mod tests {
             })
             .map(|v| v.join(" "))
         };
-        let g = gen("  --tx <IFACE>\n  --order <ORDER>");
+        let g = flowpath_gen("  --tx <IFACE>\n  --order <ORDER>");
         let hit = random(&g, Case::Hit).unwrap();
         assert!(hit.contains(" --order random "), "{hit}");
         let miss = random(&g, Case::Miss).unwrap();
@@ -512,7 +501,7 @@ mod tests {
         let plain = g.argv(&job(Case::Hit, &d)).unwrap().join(" ");
         assert!(!plain.contains("--order"), "{plain}");
         assert!(
-            random(&gen("  --tx <IFACE>"), Case::Hit).is_err(),
+            random(&flowpath_gen("  --tx <IFACE>"), Case::Hit).is_err(),
             "no --order"
         );
         let t = Generator {
@@ -529,12 +518,6 @@ mod tests {
     #[test]
     fn a_paced_generator_gets_its_rate() {
         let d = std::env::temp_dir();
-        let gen = |help: &str| Generator {
-            kind: GenKind::Flowpath {
-                exe: "/bin/flowpath".into(),
-                flags: help_flags(help),
-            },
-        };
         let paced = |g: &Generator| {
             g.argv(&GenJob {
                 rate: Some(1.1e6),
@@ -542,13 +525,13 @@ mod tests {
             })
             .map(|v| v.join(" "))
         };
-        let g = gen("  --tx <IFACE>\n  --rate <PPS>");
+        let g = flowpath_gen("  --tx <IFACE>\n  --rate <PPS>");
         let v = paced(&g).unwrap();
         assert!(v.contains(" --rate 1100000 "), "{v}");
         let unpaced = g.argv(&job(Case::Hit, &d)).unwrap().join(" ");
         assert!(!unpaced.contains("--rate"), "{unpaced}");
         assert!(
-            paced(&gen("  --tx <IFACE>")).is_err(),
+            paced(&flowpath_gen("  --tx <IFACE>")).is_err(),
             "no --rate to pace with"
         );
         let t = Generator {
