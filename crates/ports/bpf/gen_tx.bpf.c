@@ -139,22 +139,14 @@ int gen_tx(struct xdp_md *ctx)
 	/* Which flow: new ones spread evenly (Bresenham), recurring ones round-robin or at
 	 * random (a mix of their packet number: uniform over the flows, no cycle a cache
 	 * laid out in the order flows arrived could stream through). */
-	__u32 flows = cfg->flows ? cfg->flows : 1;
-	__u64 r = c; /* the recurring packets' count before this one */
-	__u32 f = 0, is_new = 0;
-	if (cfg->new_share) {
-		/* a = new flows before packet c; the recurring ones take the other packets in
-		 * turn, so each of them keeps its share. */
-		__u64 a = (c * cfg->new_share) >> 24;
-		__u64 b = ((c + 1) * cfg->new_share) >> 24;
-		r = c - a;
-		if (a != b) {
-			f = flows + (__u32)b;
-			is_new = 1;
-		}
-	}
-	if (!is_new)
-		f = (__u32)((cfg->order ? mix64(r) : r) % flows);
+	__u32 flows = cfg->flows ? cfg->flows : 1, f;
+	/* a = new flows before packet c; the recurring ones take the other packets in turn,
+	 * so each of them keeps its share (c - a of them came before this one). */
+	__u64 a = (c * cfg->new_share) >> 24, b = ((c + 1) * cfg->new_share) >> 24;
+	if (a != b)
+		f = flows + (__u32)b;
+	else
+		f = (__u32)((cfg->order ? mix64(c - a) : c - a) % flows);
 	__u32 span = cfg->port_span ? cfg->port_span : 1;
 	__u32 src = cfg->base_src + f / span;
 	__u16 port = cfg->base_port + (__u16)(f % span);
