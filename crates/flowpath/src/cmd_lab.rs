@@ -120,6 +120,8 @@ const EXAMPLES: &str = "Examples:
   flowpath lab --systems flowpath-afxdp,flowpath-xdp --class ipv4,vxlan_decap,vxlan_encap
   flowpath lab --systems generator,flowpath-afxdp,flowpath-afxdp-2w   # 1 -> 2 workers
   flowpath lab --systems flowpath-xdp,xdp-forward --cases hit --interleave   # a fair ratio
+  flowpath lab --systems flowpath-xdp,xdp-forward,xdp-parse-forward --cases hit --prog-time
+                                                   # the XDP programs' own ns a run
   flowpath lab --json > lab.jsonl                  # one JSON object per line (JSON Lines)
   flowpath lab --out lab-results                   # also results.json and chart.svg there
   flowpath lab --cleanup                           # remove leftovers of killed runs
@@ -174,6 +176,14 @@ pub struct LabArgs {
     /// gen` only.
     #[arg(long, default_value = "round-robin", value_parser = ["round-robin", "random"])]
     flow_order: String,
+    /// Time the XDP program on the switch's ingress in every window with the kernel's BPF
+    /// run-time statistics (on for this run only): nanoseconds a run in each row, and for
+    /// the XDP tier its program's time over redirect-only's and parse-then-redirect's,
+    /// without the driver's and the stack's work that the cycles also hold. The
+    /// statistics add two clock reads a run to every XDP row's cycles, so compare the rows
+    /// of such a run with each other, not with a run without it.
+    #[arg(long)]
+    prog_time: bool,
     /// The generator driving the switches: auto (flowpath gen --tx when this build has
     /// it, else trafgen), flowpath or trafgen.
     #[arg(long, default_value = "auto")]
@@ -331,6 +341,7 @@ fn config(args: &LabArgs) -> Result<LabConfig, String> {
         flows: args.flows.max(1),
         gen_rate: args.gen_rate,
         random_order: args.flow_order == "random",
+        prog_time: args.prog_time,
         switch_cpu: args.switch_cpu,
         gen_cpu: args.gen_cpu,
         ovs_xdp_mode: args.ovs_xdp_mode.clone(),

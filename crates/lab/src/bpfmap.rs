@@ -1,7 +1,8 @@
-//! Reading the sink's XDP counter (`sink_vxlan` in bpf/xdp_sink.c: frames that are VXLAN
-//! over IPv4) straight through the bpf(2) system call, so the lab needs no bpftool: the
-//! program attached to an interface (its id from `ip -j link show`), its first map, the
-//! per-CPU values of key 0 summed.
+//! Reading XDP programs straight through the bpf(2) system call, so the lab needs no
+//! bpftool: the sink's counter (`sink_vxlan` in bpf/xdp_sink.c: frames that are VXLAN over
+//! IPv4; the program attached to an interface, its id from `ip -j link show`, its first
+//! map, the per-CPU values of key 0 summed), and a program's run-time statistics (its
+//! runs and the nanoseconds they took, which the kernel keeps while BPF_ENABLE_STATS is on).
 
 use crate::sh;
 
@@ -9,6 +10,14 @@ const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
 const BPF_PROG_GET_FD_BY_ID: libc::c_long = 13;
 const BPF_MAP_GET_FD_BY_ID: libc::c_long = 14;
 const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
+const BPF_ENABLE_STATS: libc::c_long = 32;
+/// `enum bpf_stats_type`: run time and run count of every program.
+const BPF_STATS_RUN_TIME: u32 = 0;
+
+/// `struct bpf_prog_info` as of Linux 6.x (232 bytes); the offsets used are checked
+/// against `<linux/bpf.h>` with offsetof: nr_map_ids 52, map_ids 56, name 64 (16 bytes),
+/// run_time_ns 192, run_cnt 200. Fields the kernel does not have stay zero.
+const PROG_INFO_LEN: usize = 232;
 
 /// `union bpf_attr`, large enough for every command used here (the kernel reads only the
 /// size passed, zeroes beyond the fields matter).
@@ -82,13 +91,12 @@ fn prog_id(ns: &str, ifname: &str) -> Result<u32, String> {
         .ok_or_else(|| format!("no XDP program on {ifname}"))
 }
 
-/// The sum over CPUs of key 0 of the first map of the XDP program on `ifname` in `ns`.
-pub fn xdp_counter(ns: &str, ifname: &str) -> Result<u64, String> {
+/// `struct bpf_prog_info` of the XDP program on `ifname` in `ns`, its first
+/// `map_ids.len()` map ids written to `map_ids`.
+fn prog_info(ns: &str, ifname: &str, map_ids: &mut [u32]) -> Result<[u8; PROG_INFO_LEN], String> {
     let id = prog_id(ns, ifname)?;
     let prog = Fd(bpf(BPF_PROG_GET_FD_BY_ID, &mut Attr::new().u32_at(0, id))? as i32);
-    // struct bpf_prog_info: nr_map_ids at 52, map_ids (a pointer) at 56; 64 bytes cover them.
-    let mut info = [0u8; 64];
-    let mut map_ids = [0u32; 4];
+    let mut info = [0u8; PROG_INFO_LEN];
     info[52..56].copy_from_slice(&(map_ids.len() as u32).to_ne_bytes());
     info[56..64].copy_from_slice(&(map_ids.as_mut_ptr() as u64).to_ne_bytes());
     bpf(
@@ -98,6 +106,17 @@ pub fn xdp_counter(ns: &str, ifname: &str) -> Result<u64, String> {
             .u32_at(4, info.len() as u32)
             .u64_at(8, info.as_mut_ptr() as u64),
     )?;
+    Ok(info)
+}
+
+fn u64_at(info: &[u8], off: usize) -> u64 {
+    u64::from_ne_bytes(info[off..off + 8].try_into().expect("8 bytes"))
+}
+
+/// The sum over CPUs of key 0 of the first map of the XDP program on `ifname` in `ns`.
+pub fn xdp_counter(ns: &str, ifname: &str) -> Result<u64, String> {
+    let mut map_ids = [0u32; 4];
+    let info = prog_info(ns, ifname, &mut map_ids)?;
     let nr = u32::from_ne_bytes(info[52..56].try_into().unwrap());
     if nr == 0 {
         return Err(format!("the XDP program on {ifname} has no map"));
@@ -115,9 +134,83 @@ pub fn xdp_counter(ns: &str, ifname: &str) -> Result<u64, String> {
     Ok(values.iter().sum())
 }
 
+/// An XDP program's run-time statistics at one moment: its name, how often it has run and
+/// the nanoseconds those runs took in all (both only counted while some process holds
+/// [`RunTimeStats`] on, or `kernel.bpf_stats_enabled` is 1).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProgRuns {
+    pub name: String,
+    pub run_time_ns: u64,
+    pub run_cnt: u64,
+}
+
+impl ProgRuns {
+    /// Nanoseconds a run between `earlier` and this reading of the same program (None
+    /// when it did not run, or the readings are of different programs).
+    pub fn ns_per_run_since(&self, earlier: &ProgRuns) -> Option<f64> {
+        let runs = self.run_cnt.checked_sub(earlier.run_cnt)?;
+        let ns = self.run_time_ns.checked_sub(earlier.run_time_ns)?;
+        (self.name == earlier.name && runs > 0).then(|| ns as f64 / runs as f64)
+    }
+}
+
+/// The run-time statistics of the XDP program on `ifname` in `ns`.
+pub fn prog_runs(ns: &str, ifname: &str) -> Result<ProgRuns, String> {
+    let info = prog_info(ns, ifname, &mut [])?;
+    let name = &info[64..80];
+    let len = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    Ok(ProgRuns {
+        name: String::from_utf8_lossy(&name[..len]).into_owned(),
+        run_time_ns: u64_at(&info, 192),
+        run_cnt: u64_at(&info, 200),
+    })
+}
+
+/// The kernel's run-time statistics of BPF programs, on while this lives (BPF_ENABLE_STATS:
+/// an fd, so they go off again when the lab ends however it ends, and no sysctl is left
+/// changed). They cost every program two clock reads a run.
+pub struct RunTimeStats {
+    _fd: Fd,
+}
+
+/// Turn the run-time statistics on (root; Linux 5.8 and later).
+pub fn enable_run_time_stats() -> Result<RunTimeStats, String> {
+    let fd = bpf(
+        BPF_ENABLE_STATS,
+        &mut Attr::new().u32_at(0, BPF_STATS_RUN_TIME),
+    )?;
+    Ok(RunTimeStats { _fd: Fd(fd as i32) })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ns_per_run_is_the_difference_of_two_readings_of_one_program() {
+        let at = |name: &str, ns, cnt| ProgRuns {
+            name: name.into(),
+            run_time_ns: ns,
+            run_cnt: cnt,
+        };
+        let a = at("flow_tier", 1_000, 10);
+        assert_eq!(at("flow_tier", 3_000, 20).ns_per_run_since(&a), Some(200.0));
+        assert_eq!(
+            at("flow_tier", 3_000, 10).ns_per_run_since(&a),
+            None,
+            "no runs"
+        );
+        assert_eq!(
+            at("xdp_fwd_all", 3_000, 20).ns_per_run_since(&a),
+            None,
+            "another program"
+        );
+        assert_eq!(
+            at("flow_tier", 500, 5).ns_per_run_since(&a),
+            None,
+            "counts went back"
+        );
+    }
 
     #[test]
     fn cpu_lists() {

@@ -126,6 +126,11 @@ pub struct LabConfig {
     /// round-robin: entries laid out in the order the flows arrived (the XDP tier's, a
     /// megaflow cache's) are then not read as a stream the prefetcher runs ahead of.
     pub random_order: bool,
+    /// Time the XDP program on the switch's ingress (`swin`) in each window with the
+    /// kernel's run-time statistics (BPF_ENABLE_STATS, on for the lab's run only):
+    /// nanoseconds a run, the program's own cost without the driver's and the stack's.
+    /// The statistics' two clock reads a run are then in every XDP row's cycles too.
+    pub prog_time: bool,
     /// Run `swin`'s receive (NAPI: XDP programs, the copy into AF_XDP sockets, the
     /// kernel stack) in a thread pinned to the switch CPU, so that every system's
     /// figure is one core's work. False: it runs in the generator CPU's softirq, as a
@@ -154,6 +159,7 @@ impl Default for LabConfig {
             generator: GenChoice::Auto,
             gen_rate: None,
             random_order: false,
+            prog_time: false,
             napi_on_switch_cpu: true,
             xdp_build: XdpBuild::assumed(),
         }

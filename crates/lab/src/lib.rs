@@ -17,8 +17,8 @@ pub use config::*;
 use generator::Generator;
 use measure::Path3;
 pub use measure::{
-    annotate_generator_bound, annotate_pacing, annotate_scaling, annotate_xdp_parse_split,
-    annotate_xdp_tier_per_core, annotate_xdp_tier_ratio,
+    annotate_generator_bound, annotate_pacing, annotate_prog_time, annotate_scaling,
+    annotate_xdp_parse_split, annotate_xdp_tier_per_core, annotate_xdp_tier_ratio,
 };
 use report::Row;
 use std::path::PathBuf;
@@ -47,6 +47,8 @@ pub struct Lab {
     class: Class,
     tsc_hz: f64,
     tick_hz: f64,
+    /// The kernel's BPF run-time statistics, held on while the lab runs (`prog_time`).
+    run_time_stats: Option<bpfmap::RunTimeStats>,
 }
 
 /// How the error of a row that does not apply begins ("n/a: <reason>").
@@ -100,7 +102,17 @@ impl Lab {
             GenChoice::Trafgen => (trafgen.clone(), None),
         };
         let missing = peers::check(&cfg);
+        let run_time_stats = if cfg.prog_time {
+            Some(bpfmap::enable_run_time_stats().map_err(|e| {
+                format!(
+                    "--prog-time: the kernel's BPF run-time statistics could not be turned on: {e}"
+                )
+            })?)
+        } else {
+            None
+        };
         Ok(Lab {
+            run_time_stats,
             missing,
             tsc_hz: flowpath_base::clock::tsc_hz(),
             tick_hz: procstat::ticks_per_second(),
@@ -150,6 +162,7 @@ impl Lab {
         annotate_xdp_tier_ratio(&mut rows);
         annotate_xdp_parse_split(&mut rows);
         annotate_xdp_tier_per_core(&mut rows);
+        annotate_prog_time(&mut rows);
         annotate_scaling(
             &mut rows,
             std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -309,6 +322,12 @@ impl Lab {
         });
         if self.cfg.random_order {
             paced.push_str(" Hit-case flows visited in random order (--flow-order random).");
+        }
+        if self.cfg.prog_time {
+            paced.push_str(
+                " XDP programs timed with the kernel's run-time statistics (--prog-time): \
+                 their clock reads are in every XDP row's cycles too.",
+            );
         }
         let s = format!(
             "Cycles are TSC cycles at {:.3} GHz (flowpath_base::clock::tsc_hz) of the measured CPU's \
@@ -598,5 +617,81 @@ mod tests {
             .notes
             .join(";")
             .contains("offered 1.000 Mpps ~ delivered"));
+    }
+
+    #[test]
+    fn program_time_notes_give_each_row_its_ns_and_the_tier_its_difference_by_round() {
+        // Three interleaved rounds; a row's windows carry the program time (--prog-time).
+        let mk = |s: &str, prog: &str, ns: [f64; 3]| {
+            let mut r = Row {
+                system: s.into(),
+                case: "hit".into(),
+                class: "ipv4".into(),
+                tsc_hz: 2.5e9,
+                samples: ns
+                    .iter()
+                    .map(|&ns| report::Sample {
+                        xdp_prog: Some(prog.into()),
+                        prog_ns_per_run: Some(ns),
+                        ..report::Sample::default()
+                    })
+                    .collect(),
+                ..Row::default()
+            };
+            r.summarise();
+            r
+        };
+        let mut rows = vec![
+            mk("flowpath-xdp", "flow_tier", [180.0, 220.0, 200.0]),
+            mk("xdp-forward", "xdp_fwd_all", [80.0, 100.0, 60.0]),
+            mk(
+                systems::PARSE_FORWARD,
+                "parse_forward",
+                [100.0, 130.0, 110.0],
+            ),
+            mk("linux", "", [0.0; 3]),
+        ];
+        rows[3].samples.iter_mut().for_each(|s| {
+            s.xdp_prog = None;
+            s.prog_ns_per_run = None;
+        });
+        rows[3].summarise();
+        annotate_prog_time(&mut rows);
+        let n = rows[0].notes.join("; ");
+        assert!(
+            n.contains("XDP program flow_tier on swin: 200 ns a run [180..220]"),
+            "{n}"
+        );
+        // Per round 100, 120, 140 over redirect-only: median 120 = 300 cycles at 2.5 GHz.
+        assert!(
+            n.contains("120 ns a run [100..140] over xdp-forward's program (median of 3 per-round differences; 300 cycles"),
+            "{n}"
+        );
+        // Per round 80, 90, 90 over parse-then-redirect.
+        assert!(
+            n.contains("90 ns a run [80..90] over xdp-parse-forward's program"),
+            "{n}"
+        );
+        let n = rows[1].notes.join("; ");
+        assert!(
+            n.contains("XDP program xdp_fwd_all on swin: 80 ns a run [60..100]"),
+            "{n}"
+        );
+        assert!(
+            !n.contains("by program time"),
+            "only the tier compares: {n}"
+        );
+        assert!(rows[3].notes.is_empty(), "no program time, no note");
+
+        // Without a window-by-window match (one row lost a round) the medians' difference.
+        rows[1].samples.pop();
+        rows[1].summarise();
+        rows[0].notes.clear();
+        annotate_prog_time(&mut rows);
+        let n = rows[0].notes.join("; ");
+        assert!(
+            n.contains("110 ns a run over xdp-forward's program (275 cycles"),
+            "{n}"
+        );
     }
 }

@@ -209,7 +209,7 @@ impl Lab {
                     s.check()?;
                 }
                 progress(&format!(
-                    "  run {}/{}: {:.3} Mpps at the sink (offered {:.3}), {} cycles/pkt, cpu{} {:.0}% busy{}",
+                    "  run {}/{}: {:.3} Mpps at the sink (offered {:.3}), {} cycles/pkt, cpu{} {:.0}% busy{}{}",
                     run + 1,
                     self.cfg.runs,
                     sample.mpps,
@@ -220,6 +220,10 @@ impl Lab {
                     sample.worker_packets.as_ref().map_or(String::new(), |w| format!(
                         ", per worker {}",
                         w.iter().map(|&n| report::thousands(n as f64)).collect::<Vec<_>>().join(" / ")
+                    )),
+                    sample.prog_ns_per_run.map_or(String::new(), |ns| format!(
+                        ", {} {ns:.0} ns a run",
+                        sample.xdp_prog.as_deref().unwrap_or("XDP program")
                     ))
                 ));
                 row.samples.push(sample);
@@ -247,6 +251,14 @@ impl Lab {
         let vx0 = crate::bpfmap::xdp_counter(&t.sink, path.sink_if).ok();
         let sink0 = t.link_stats(&t.sink, path.sink_if)?;
         let gen0 = t.link_stats(&t.gen, path.gen_if)?;
+        // The program on swin, when asked to time it and there is one (no error: a system
+        // without an XDP program there has no figure).
+        let prog = || {
+            self.run_time_stats
+                .as_ref()
+                .and_then(|_| crate::bpfmap::prog_runs(&t.sw, topo::SWIN_IF).ok())
+        };
+        let p0 = prog();
         let c0 = procstat::read_cpus(&path.cost_cpus)?;
         let t0 = Instant::now();
         if !sh::sleep(Duration::from_secs_f64(self.cfg.duration)) {
@@ -254,6 +266,7 @@ impl Lab {
         }
         let c1 = procstat::read_cpus(&path.cost_cpus)?;
         let secs = t0.elapsed().as_secs_f64();
+        let p1 = prog();
         let sink1 = t.link_stats(&t.sink, path.sink_if)?;
         let vx1 = crate::bpfmap::xdp_counter(&t.sink, path.sink_if).ok();
         let gen1 = t.link_stats(&t.gen, path.gen_if)?;
@@ -275,6 +288,11 @@ impl Lab {
                 0.0
             },
             cycles_per_packet: (delivered > 0).then(|| busy_s * self.tsc_hz / delivered as f64),
+            prog_ns_per_run: p0
+                .as_ref()
+                .zip(p1.as_ref())
+                .and_then(|(a, b)| b.ns_per_run_since(a)),
+            xdp_prog: p1.map(|p| p.name),
             ..Sample::default()
         })
     }
@@ -598,6 +616,89 @@ pub fn annotate_xdp_tier_per_core(rows: &mut [Row]) {
             r.tsc_hz / 1e9,
             report::thousands(c)
         ));
+    }
+}
+
+/// `b` minus `a` in a figure of their windows, (median, min, max) and the rounds it is
+/// over: per-round differences when the rows have the same number of windows with the
+/// figure (as `--interleave` takes them: window i of each row in round i), so that a slow
+/// spell falls on both sides; else the difference of the rows' medians (one "round").
+fn difference(
+    a: &Row,
+    b: &Row,
+    window: impl Fn(&Sample) -> Option<f64>,
+    row: impl Fn(&Row) -> Option<f64>,
+) -> Option<((f64, f64, f64), usize)> {
+    let (wa, wb): (Vec<f64>, Vec<f64>) = (
+        a.samples.iter().filter_map(&window).collect(),
+        b.samples.iter().filter_map(&window).collect(),
+    );
+    if !wa.is_empty() && wa.len() == wb.len() && wa.len() == a.samples.len() {
+        let d: Vec<f64> = wb.iter().zip(&wa).map(|(b, a)| b - a).collect();
+        return Some((report::median_min_max(&d)?, d.len()));
+    }
+    let d = row(b)? - row(a)?;
+    Some(((d, d, d), 1))
+}
+
+/// With `--prog-time`: each row's XDP program time (the program on the switch's ingress,
+/// nanoseconds a run by the kernel's run-time statistics), and for the XDP tier's hit rows
+/// what that time is over redirect-only's and parse-then-redirect's programs in this run.
+/// That is the programs' own difference, without the driver's and the stack's work around
+/// them, which the rows' cycles also hold.
+pub fn annotate_prog_time(rows: &mut [Row]) {
+    let mut notes = Vec::new();
+    for (i, r) in rows.iter().enumerate() {
+        let Some(ns) = r.prog_ns_per_run else {
+            continue;
+        };
+        let name = r.xdp_prog.as_deref().unwrap_or("?");
+        let range = match (r.prog_ns_min, r.prog_ns_max) {
+            (Some(lo), Some(hi)) if r.runs > 1 => format!(" [{lo:.0}..{hi:.0}]"),
+            _ => String::new(),
+        };
+        notes.push((
+            i,
+            format!(
+                "XDP program {name} on swin: {ns:.0} ns a run{range} (the kernel's run-time \
+                 statistics, --prog-time)"
+            ),
+        ));
+        if r.system != "flowpath-xdp" || r.case != "hit" {
+            continue;
+        }
+        let other = |system: &str| {
+            rows.iter()
+                .find(|o| o.system == system && o.case == "hit" && o.class == r.class)
+        };
+        let ns_of = |s: &Sample| s.prog_ns_per_run;
+        let ns_row = |r: &Row| r.prog_ns_per_run;
+        let over = |system: &str| {
+            let ((m, lo, hi), rounds) = difference(other(system)?, r, ns_of, ns_row)?;
+            let cycles = m * r.tsc_hz / 1e9;
+            Some(if rounds > 1 {
+                format!(
+                    "{m:.0} ns a run [{lo:.0}..{hi:.0}] over {system}'s program (median of \
+                     {rounds} per-round differences; {} cycles at the TSC rate)",
+                    report::thousands(cycles)
+                )
+            } else {
+                format!(
+                    "{m:.0} ns a run over {system}'s program ({} cycles at the TSC rate)",
+                    report::thousands(cycles)
+                )
+            })
+        };
+        let parts: Vec<String> = ["xdp-forward", systems::PARSE_FORWARD]
+            .into_iter()
+            .filter_map(over)
+            .collect();
+        if !parts.is_empty() {
+            notes.push((i, format!("by program time: {}", parts.join("; "))));
+        }
+    }
+    for (i, n) in notes {
+        rows[i].notes.push(n);
     }
 }
 

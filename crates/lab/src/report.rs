@@ -37,6 +37,12 @@ pub struct Sample {
     /// Each worker's packets in the window (the multi-worker rows).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worker_packets: Option<Vec<u64>>,
+    /// With `--prog-time`: the XDP program on the switch's ingress (`swin`) and the
+    /// nanoseconds a run it took in the window, by the kernel's run-time statistics.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub xdp_prog: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prog_ns_per_run: Option<f64>,
 }
 
 /// One system and case: medians over the windows, with min and max.
@@ -73,6 +79,16 @@ pub struct Row {
     /// Each worker's packets over all windows (the multi-worker rows).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub worker_packets: Vec<u64>,
+    /// With `--prog-time`: the XDP program on the switch's ingress and its nanoseconds a
+    /// run, median and min–max of the windows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub xdp_prog: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prog_ns_per_run: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prog_ns_min: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prog_ns_max: Option<f64>,
     /// The TSC rate the cycles are counted at.
     pub tsc_hz: f64,
     pub runs: usize,
@@ -130,6 +146,12 @@ impl Row {
         if self.system.starts_with("ovs") {
             self.ovs_pmd_cycles_per_packet = self.own_cycles_per_packet;
         }
+        (self.prog_ns_per_run, self.prog_ns_min, self.prog_ns_max) =
+            match median_min_max(&col(&|s| s.prog_ns_per_run)) {
+                Some((m, lo, hi)) => (Some(m), Some(lo), Some(hi)),
+                None => (None, None, None),
+            };
+        self.xdp_prog = self.samples.iter().rev().find_map(|s| s.xdp_prog.clone());
         self.offered_mpps = median_min_max(&col(&|s| Some(s.offered_mpps))).map(|t| t.0);
         self.cpu_busy_pct = median_min_max(&col(&|s| Some(s.cpu_busy_pct))).map(|t| t.0);
         self.delivered = self.samples.iter().map(|s| s.delivered).sum();

@@ -1,10 +1,11 @@
 //! Root + netns: build the lab's topology, check a frame from the generator namespace
-//! reaches the sink only when Linux forwards it, and that nothing is left afterwards.
+//! reaches the sink only when Linux forwards it, that the sink's XDP program can be timed
+//! (`--prog-time`), and that nothing is left afterwards.
 //! Skips (passing, with a message) without root or `ip`.
 
 use flowpath_lab::systems::{self, Ctx};
 use flowpath_lab::topo::{self, Topology, SINK_IF, SINK_IP};
-use flowpath_lab::{sh, Case};
+use flowpath_lab::{bpfmap, sh, Case};
 use std::time::Duration;
 
 fn skip_reason() -> Option<String> {
@@ -94,8 +95,26 @@ fn frames_reach_the_sink_through_linux_forwarding_and_cleanup_leaves_nothing() {
             (sink_rx(&t) >= before + 5).then_some(())
         });
         let after = sink_rx(&t);
-        linux.stop(&ctx);
         assert!(got.is_some(), "sink counted {} of 5 frames", after - before);
+
+        // The sink's XDP program timed as `--prog-time` times the switch's: its runs and
+        // their nanoseconds grow with the frames while the statistics are on.
+        if obj.is_some() {
+            let stats = bpfmap::enable_run_time_stats().expect("BPF_ENABLE_STATS");
+            let a = bpfmap::prog_runs(&t.sink, SINK_IF).expect("the sink's program");
+            assert_eq!(a.name, "xdp_sink");
+            send(&t, 5);
+            sh::wait_for(Duration::from_secs(5), || {
+                (sink_rx(&t) >= after + 5).then_some(())
+            })
+            .expect("5 more frames at the sink");
+            let b = bpfmap::prog_runs(&t.sink, SINK_IF).expect("the sink's program");
+            assert!(b.run_cnt >= a.run_cnt + 5, "{a:?} -> {b:?}");
+            let ns = b.ns_per_run_since(&a);
+            assert!(ns.is_some_and(|ns| ns > 0.0), "{a:?} -> {b:?}");
+            drop(stats);
+        }
+        linux.stop(&ctx);
     }
     // Dropping the topology tore it down.
     assert!(lab_namespaces(&id).is_empty(), "{:?}", lab_namespaces(&id));
