@@ -180,8 +180,9 @@ pub struct LabArgs {
     /// run-time statistics (on for this run only): nanoseconds a run in each row, and for
     /// the XDP tier its program's time over redirect-only's and parse-then-redirect's,
     /// without the driver's and the stack's work that the cycles also hold. The
-    /// statistics add two clock reads a run to every XDP row's cycles, so compare the rows
-    /// of such a run with each other, not with a run without it.
+    /// statistics raise every XDP row's cycles (every program on the path reads the clock
+    /// twice a run; here redirect-only took ~1,500 cycles a packet with them against ~900
+    /// without), so compare the rows of such a run with each other only.
     #[arg(long)]
     prog_time: bool,
     /// The generator driving the switches: auto (flowpath gen --tx when this build has

@@ -168,7 +168,7 @@ pub fn prog_runs(ns: &str, ifname: &str) -> Result<ProgRuns, String> {
 
 /// The kernel's run-time statistics of BPF programs, on while this lives (BPF_ENABLE_STATS:
 /// an fd, so they go off again when the lab ends however it ends, and no sysctl is left
-/// changed). They cost every program two clock reads a run.
+/// changed). Every program reads the clock twice a run while they are on.
 pub struct RunTimeStats {
     _fd: Fd,
 }

@@ -129,7 +129,8 @@ pub struct LabConfig {
     /// Time the XDP program on the switch's ingress (`swin`) in each window with the
     /// kernel's run-time statistics (BPF_ENABLE_STATS, on for the lab's run only):
     /// nanoseconds a run, the program's own cost without the driver's and the stack's.
-    /// The statistics' two clock reads a run are then in every XDP row's cycles too.
+    /// The statistics raise every XDP row's cycles too (each program on the path reads
+    /// the clock twice a run), so such rows compare with each other only.
     pub prog_time: bool,
     /// Run `swin`'s receive (NAPI: XDP programs, the copy into AF_XDP sockets, the
     /// kernel stack) in a thread pinned to the switch CPU, so that every system's

@@ -326,7 +326,7 @@ impl Lab {
         if self.cfg.prog_time {
             paced.push_str(
                 " XDP programs timed with the kernel's run-time statistics (--prog-time): \
-                 their clock reads are in every XDP row's cycles too.",
+                 they raise every XDP row's cycles, so compare these rows with each other only.",
             );
         }
         let s = format!(
