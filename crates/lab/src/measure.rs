@@ -551,22 +551,18 @@ struct ParseSplit {
 
 impl ParseSplit {
     fn of(fwd: &Row, parse: &Row, tier: &Row) -> Option<ParseSplit> {
-        let windows = |r: &Row| -> Vec<f64> {
-            r.samples
-                .iter()
-                .filter_map(|s| s.cycles_per_packet)
-                .collect()
-        };
-        let (f, p, t) = (windows(fwd), windows(parse), windows(tier));
-        if !f.is_empty() && f.len() == p.len() && p.len() == t.len() {
-            let diff = |a: &[f64], b: &[f64]| -> Vec<f64> {
-                a.iter().zip(b).map(|(a, b)| a - b).collect()
-            };
-            return Some(ParseSplit {
-                rounds: f.len(),
-                read: report::median_min_max(&diff(&p, &f))?,
-                own: report::median_min_max(&diff(&t, &p))?,
-            });
+        let cycles = |s: &Sample| s.cycles_per_packet;
+        if let (Some(read), Some(own)) = (
+            per_round_difference(fwd, parse, cycles),
+            per_round_difference(parse, tier, cycles),
+        ) {
+            if read.len() == own.len() {
+                return Some(ParseSplit {
+                    rounds: read.len(),
+                    read: report::median_min_max(&read)?,
+                    own: report::median_min_max(&own)?,
+                });
+            }
         }
         let (f, p, t) = (
             fwd.cycles_per_packet?,
@@ -579,6 +575,20 @@ impl ParseSplit {
             own: (t - p, t - p, t - p),
         })
     }
+}
+
+/// `b` minus `a` window by window in a figure of their windows, when both rows have it in
+/// the same number of windows (as `--interleave` takes them: window i of each row in round
+/// i), so that a slow spell falls on both sides of each difference.
+fn per_round_difference(
+    a: &Row,
+    b: &Row,
+    window: impl Fn(&Sample) -> Option<f64>,
+) -> Option<Vec<f64>> {
+    let wa: Vec<f64> = a.samples.iter().filter_map(&window).collect();
+    let wb: Vec<f64> = b.samples.iter().filter_map(&window).collect();
+    (!wa.is_empty() && wa.len() == wb.len())
+        .then(|| wb.iter().zip(&wa).map(|(b, a)| b - a).collect())
 }
 
 /// Issue 18's other target for the XDP tier: cached flows at >= this many Mpps per core
@@ -619,22 +629,16 @@ pub fn annotate_xdp_tier_per_core(rows: &mut [Row]) {
     }
 }
 
-/// `b` minus `a` in a figure of their windows, (median, min, max) and the rounds it is
-/// over: per-round differences when the rows have the same number of windows with the
-/// figure (as `--interleave` takes them: window i of each row in round i), so that a slow
-/// spell falls on both sides; else the difference of the rows' medians (one "round").
+/// `b` minus `a` in a figure, (median, min, max) and the rounds it is over: the
+/// [`per_round_difference`]s when there are, else the difference of the rows' medians (one
+/// "round").
 fn difference(
     a: &Row,
     b: &Row,
     window: impl Fn(&Sample) -> Option<f64>,
     row: impl Fn(&Row) -> Option<f64>,
 ) -> Option<((f64, f64, f64), usize)> {
-    let (wa, wb): (Vec<f64>, Vec<f64>) = (
-        a.samples.iter().filter_map(&window).collect(),
-        b.samples.iter().filter_map(&window).collect(),
-    );
-    if !wa.is_empty() && wa.len() == wb.len() && wa.len() == a.samples.len() {
-        let d: Vec<f64> = wb.iter().zip(&wa).map(|(b, a)| b - a).collect();
+    if let Some(d) = per_round_difference(a, b, window) {
         return Some((report::median_min_max(&d)?, d.len()));
     }
     let d = row(b)? - row(a)?;
