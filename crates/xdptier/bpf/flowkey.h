@@ -152,8 +152,9 @@ _Static_assert(sizeof(struct fp_flow_value) == 80, "fp_flow_value size");
  * slots (one 64-byte cache line each), and fp_flows, an array of FP_TABLE_ENTRIES entries
  * that user space hands out lowest index first. A flow with lookup key k, h = fp_hash(k),
  * is in bucket h & (FP_INDEX_BUCKETS - 1) as a slot (FP_SIG(h) << 16) | entry index; a
- * slot of 0 is empty (FP_SIG is never 0). A hit reads one bucket line and the entry; a
- * miss under a mask reads the bucket line alone. The entries of N flows sit in the first
+ * slot of 0 is empty (FP_SIG is never 0). A hit reads one bucket line and the entry (or,
+ * first, the bucket's line of fp_hot alone, below); a miss under a mask reads the hot line
+ * (IPv4 keys) and the bucket line. The entries of N flows sit in the first
  * N * 160 bytes of fp_flows whatever their hashes, so the pages a hit touches stay few
  * (the former 2-way buckets of entries spread 8,000 flows over 5,000 pages of a 20 MB
  * array: a TLB miss on most hits, and in a VM a nested page walk).
@@ -198,6 +199,30 @@ static __always_inline __u64 fp_hash_finish(__u64 h)
 	h *= FP_HASH_MUL;
 	return h ^ (h >> 29);
 }
+
+/* fp_hot: one line per bucket (line b belongs to bucket b of fp_index, so the bucket's
+ * write lock covers it), holding a copy of at most one flow of the bucket in 64 bytes:
+ * a plain one (an output or a drop that changes nothing) whose masked lookup words 5 and
+ * 7 are zero (the addresses' last 8 bytes: IPv4, ARP and non-IP keys, and IPv6 ones under
+ * masks that keep at most the first 64 bits of each address). The program looks there
+ * first under each mask: a hit reads this one line, where the bucket and then the entry
+ * are two dependent reads of three lines. A flow that may not live there, or whose
+ * bucket's line another flow holds, is found through the bucket as before; when the
+ * line's flow goes, user space gives the line to another flow of the bucket that may hold
+ * it. Seqlock as an entry's: seq odd while user space writes the line. */
+#define FP_HOT_LINES FP_INDEX_BUCKETS
+#define FP_HOT_USED 0x80
+struct fp_hot {
+	__u32 seq;               /*  0 odd while user space writes the line */
+	__u16 mask_id;           /*  4 fp_flow_key.mask_id */
+	__u16 slot;              /*  6 fp_stats index (the entry's) */
+	__u64 w[6];              /*  8 lookup words 0, 1, 2, 3, 4 and 6 */
+	__u32 version;           /* 56 fp_actions.version */
+	__u16 out_port;          /* 60 fp_actions.out_port */
+	__u8 out_dev;            /* 62 fp_actions.out_dev */
+	__u8 flags;              /* 63 FP_HOT_USED (holds a flow) | FP_ACT_OUTPUT (else drop) */
+};
+_Static_assert(sizeof(struct fp_hot) == 64, "fp_hot size");
 
 /* fp_stats value (per CPU). bytes: frame length as received. */
 struct fp_stat {

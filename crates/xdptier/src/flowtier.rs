@@ -120,7 +120,7 @@ impl FlowTier {
             ))),
             None => Err(err(format!("object has no map {name}"))),
         };
-        let table = FlowTable::map(array("fp_flows")?, array("fp_index")?)?;
+        let table = FlowTable::map(array("fp_flows")?, array("fp_index")?, array("fp_hot")?)?;
         let mut t = FlowTier {
             ebpf,
             program,

@@ -1,7 +1,8 @@
-//! The kernel flow table, written from user space through mmaps of two BPF arrays:
+//! The kernel flow table, written from user space through mmaps of three BPF arrays:
 //! `fp_index`, buckets of 16 signature slots, naming entries of `fp_flows`, which are
-//! handed out lowest index first so that N flows occupy N entries side by side (see
-//! flowkey.h); a seqlock per entry.
+//! handed out lowest index first so that N flows occupy N entries side by side, and
+//! `fp_hot`, one line per bucket holding a copy of one plain flow of it, so that most hits
+//! read one cache line (see flowkey.h); a seqlock per entry and per line.
 //!
 //! Written by hand because no BPF map type does this: the kernel's own hash map costs a
 //! helper call, jhash and a memcmp on every packet (about half the program's time on the
@@ -34,6 +35,76 @@ pub struct FpEntry {
     pub val: FpFlowValue,
 }
 const _: () = assert!(size_of::<FpEntry>() == 160);
+
+/// `HOT_LINES`: lines of `fp_hot`, one per bucket (line b belongs to bucket b).
+pub const HOT_LINES: u32 = INDEX_BUCKETS;
+const HOT_USED: u8 = 0x80;
+
+/// `struct fp_hot`: one `fp_hot` line, a copy of one plain flow of its bucket in a single
+/// cache line: what a hit needs (key words 0..5 and 6, the IPv4 key's; words 5 and 7 must
+/// be zero), with narrower fields than an entry's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+#[repr(C)]
+pub struct FpHot {
+    /// Odd while user space writes the line.
+    pub seq: u32,
+    pub mask_id: u16,
+    /// `fp_stats` index.
+    pub slot: u16,
+    /// Lookup words 0, 1, 2, 3, 4 and 6 (little-endian loads of the masked key).
+    pub w: [u64; 6],
+    pub version: u32,
+    pub out_port: u16,
+    /// `fp_ports` index.
+    pub out_dev: u8,
+    /// `FP_HOT_USED` (0x80) when the line holds a flow, | `FP_ACT_OUTPUT` for an output.
+    pub flags: u8,
+}
+const _: () = assert!(size_of::<FpHot>() == 64 && std::mem::offset_of!(FpHot, version) == 56);
+
+/// Lookup word `i` of `k` as the program loads it.
+fn word(k: &FpFlowKey, i: usize) -> u64 {
+    u64::from_le_bytes(k.key[i * 8..i * 8 + 8].try_into().expect("8 bytes"))
+}
+
+impl FpHot {
+    /// `k` with value `v` as a hot line, when it may be one: a plain output or drop (no
+    /// rewrite, no VLAN change), words 5 and 7 zero (no IPv6 address), and every field
+    /// narrow enough.
+    pub fn of(k: &FpFlowKey, v: &FpFlowValue) -> Option<FpHot> {
+        let plain = v.act.flags & !crate::act::OUTPUT == 0 && v.act.pop_vlans == 0;
+        let narrow = k.mask_id <= 0xffff
+            && v.slot <= 0xffff
+            && v.act.out_port <= 0xffff
+            && v.act.out_dev <= 0xff;
+        if !plain || !narrow || word(k, 5) != 0 || word(k, 7) != 0 {
+            return None;
+        }
+        Some(FpHot {
+            seq: 0,
+            mask_id: k.mask_id as u16,
+            slot: v.slot as u16,
+            w: [0, 1, 2, 3, 4, 6].map(|i| word(k, i)),
+            version: v.act.version,
+            out_port: v.act.out_port as u16,
+            out_dev: v.act.out_dev as u8,
+            flags: HOT_USED | (v.act.flags & crate::act::OUTPUT) as u8,
+        })
+    }
+
+    fn is_used(&self) -> bool {
+        self.flags & HOT_USED != 0
+    }
+
+    /// Whether the line holds lookup key `k`.
+    fn holds(&self, k: &FpFlowKey) -> bool {
+        self.is_used()
+            && u32::from(self.mask_id) == k.mask_id
+            && self.w == [0, 1, 2, 3, 4, 6].map(|i| word(k, i))
+            && word(k, 5) == 0
+            && word(k, 7) == 0
+    }
+}
 
 /// `struct fp_bucket`: one `fp_index` element.
 type Bucket = [AtomicU32; INDEX_WAYS as usize];
@@ -136,6 +207,7 @@ impl Drop for Mapping {
 pub struct FlowTable {
     entries: Mapping,
     index: Mapping,
+    hot: Mapping,
     locks: Box<[AtomicBool]>,
     /// Free entry indices, the lowest last (taken first): live entries stay packed at the
     /// start of `fp_flows`.
@@ -170,10 +242,15 @@ pub enum TableFull {
 impl FlowTable {
     /// Map `fp_flows` (an mmapable array of [`TABLE_ENTRIES`] [`FpEntry`]) and `fp_index`
     /// (of [`INDEX_BUCKETS`] 64-byte buckets).
-    pub fn map(flows: &aya::maps::MapData, index: &aya::maps::MapData) -> io::Result<FlowTable> {
+    pub fn map(
+        flows: &aya::maps::MapData,
+        index: &aya::maps::MapData,
+        hot: &aya::maps::MapData,
+    ) -> io::Result<FlowTable> {
         Ok(FlowTable {
             entries: Mapping::new(flows, "fp_flows", TABLE_ENTRIES, size_of::<FpEntry>())?,
             index: Mapping::new(index, "fp_index", INDEX_BUCKETS, size_of::<Bucket>())?,
+            hot: Mapping::new(hot, "fp_hot", HOT_LINES, size_of::<FpHot>())?,
             locks: (0..WRITE_LOCKS).map(|_| AtomicBool::new(false)).collect(),
             free: Mutex::new((0..TABLE_ENTRIES).rev().collect()),
         })
@@ -194,6 +271,71 @@ impl FlowTable {
     fn seq(&self, i: u32) -> &AtomicU32 {
         // SAFETY: seq is the first, 4-byte aligned field of a live entry in the mapping.
         unsafe { AtomicU32::from_ptr(std::ptr::addr_of_mut!((*self.entry(i)).seq)) }
+    }
+
+    fn hot_line(&self, b: u32) -> *mut FpHot {
+        assert!(b < HOT_LINES);
+        // SAFETY: b is in bounds of the mapping.
+        unsafe { self.hot.base.cast::<FpHot>().add(b as usize) }
+    }
+
+    fn read_hot(&self, b: u32) -> FpHot {
+        // SAFETY: in bounds; only writers holding bucket b's lock write the line.
+        unsafe { std::ptr::read_volatile(self.hot_line(b)) }
+    }
+
+    /// Write hot line `b` (bucket `b`'s lock held), seqlock style as an entry.
+    fn write_hot(&self, b: u32, mut line: FpHot) {
+        let p = self.hot_line(b);
+        // SAFETY: seq is the first, 4-byte aligned field of the line.
+        let seq = unsafe { AtomicU32::from_ptr(std::ptr::addr_of_mut!((*p).seq)) };
+        let s = seq.load(Ordering::Relaxed);
+        seq.store(s | 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        line.seq = s | 1; // the whole line is written while seq stays odd
+                          // SAFETY: in bounds; the program treats the line as absent while seq is odd.
+        unsafe { std::ptr::write_volatile(p, line) };
+        fence(Ordering::Release);
+        seq.store((s | 1).wrapping_add(1), Ordering::Release);
+    }
+
+    /// `k` leaves its bucket's hot line, if it holds it (bucket `at.bucket`'s lock held):
+    /// before its entry is rewritten or removed, so that the line never says other than
+    /// the entry.
+    fn leave_hot(&self, at: Place, k: &FpFlowKey) {
+        if self.read_hot(at.bucket).holds(k) {
+            self.write_hot(at.bucket, FpHot::zeroed());
+        }
+    }
+
+    /// A free hot line goes to the first flow of its bucket that may live there, so the
+    /// line serves whenever it can (bucket `at.bucket`'s lock held; after every insert and
+    /// removal, once the bucket's slots say what the bucket holds).
+    fn fill_hot(&self, at: Place) {
+        if self.read_hot(at.bucket).is_used() {
+            return;
+        }
+        let next = self.bucket(at.bucket).iter().find_map(|s| {
+            let s = s.load(Ordering::Relaxed);
+            let e = (s != 0).then(|| self.read(s & 0xffff))?;
+            let key = FpFlowKey { pad: 0, ..e.key }; // the stored key keeps the slot there
+            (e.used == 1).then(|| FpHot::of(&key, &e.val))?
+        });
+        if let Some(line) = next {
+            self.write_hot(at.bucket, line);
+        }
+    }
+
+    /// Whether `k` is served from its bucket's hot line (as well as from its entry).
+    pub fn in_hot_line(&self, k: &FpFlowKey) -> bool {
+        self.read_hot(Place::of(k).bucket).holds(k)
+    }
+
+    /// Flows served from hot lines (a full scan: for tests and statistics).
+    pub fn hot_len(&self) -> usize {
+        (0..HOT_LINES)
+            .filter(|&b| self.read_hot(b).is_used())
+            .count()
     }
 
     /// Read entry `i`. Only called with its bucket's lock held (or by tests and scans,
@@ -273,7 +415,9 @@ impl FlowTable {
                 // One slot per signature in a bucket: the program takes the first.
                 return Err(TableFull::Bucket);
             }
+            self.leave_hot(at, &k);
             self.write(i, true, k, v);
+            self.fill_hot(at);
             return Ok(i);
         }
         let bucket = self.bucket(at.bucket);
@@ -290,6 +434,7 @@ impl FlowTable {
         self.write(i, true, k, v);
         // Published only once the entry is complete.
         bucket[way].store(at.sig << 16 | i, Ordering::Release);
+        self.fill_hot(at);
         Ok(i)
     }
 
@@ -300,24 +445,38 @@ impl FlowTable {
         let Some((way, i)) = self.locate(k, at) else {
             return false;
         };
-        // Unpublished first: a reader that still got the slot finds the entry's seq
-        // changed, or the entry's key no longer k's.
+        // Out of the hot line and unpublished first: a reader that still got the line or
+        // the slot finds its seq changed, or the key no longer k's.
+        self.leave_hot(at, k);
         self.bucket(at.bucket)[way].store(0, Ordering::Release);
         self.write(i, false, FpFlowKey::zeroed(), FpFlowValue::zeroed());
+        self.fill_hot(at);
         self.free.lock().unwrap_or_else(|p| p.into_inner()).push(i);
         true
     }
 
     /// Mark entry `i` as being written (`seq` odd) or done, without changing it: what
-    /// the program sees while a writer is in the middle of the entry. For tests.
+    /// the program sees while a writer is in the middle of the entry; the entry's hot
+    /// line, if it has one, alike. For tests.
     pub fn hold(&mut self, i: u32, held: bool) {
-        let seq = self.seq(i);
-        let s = seq.load(Ordering::Relaxed);
-        let next = match (held, s & 1 == 1) {
-            (true, false) | (false, true) => s.wrapping_add(1),
-            _ => s,
+        let flip = |seq: &AtomicU32| {
+            let s = seq.load(Ordering::Relaxed);
+            let next = match (held, s & 1 == 1) {
+                (true, false) | (false, true) => s.wrapping_add(1),
+                _ => s,
+            };
+            seq.store(next, Ordering::Release);
         };
-        seq.store(next, Ordering::Release);
+        let key = FpFlowKey {
+            pad: 0,
+            ..self.read(i).key
+        };
+        let b = Place::of(&key).bucket;
+        if self.read_hot(b).holds(&key) {
+            // SAFETY: seq is the first, 4-byte aligned field of the line.
+            flip(unsafe { AtomicU32::from_ptr(std::ptr::addr_of_mut!((*self.hot_line(b)).seq)) });
+        }
+        flip(self.seq(i));
     }
 
     /// Entries in use (a full scan: for tests and statistics).

@@ -1,14 +1,15 @@
 //! The kernel flow table (`fp_index` buckets of 16 signature slots naming `fp_flows`
 //! entries, both mmapped arrays): the program must find exactly what user space wrote,
 //! where `table_hash` put it; a bucket holds sixteen flows and refuses a seventeenth;
-//! entries are packed from index 0 whatever the hashes; an entry being rewritten is a miss.
+//! entries are packed from index 0 whatever the hashes; an entry being rewritten is a miss;
+//! a bucket's hot line (`fp_hot`) serves one plain flow of it and follows every change.
 
 mod common;
 
 use bytemuck::Zeroable;
 use common::*;
 use flowpath_gen::{build, FrameSpec};
-use flowpath_packet::{Action, FlowKey};
+use flowpath_packet::{Action, Field, FlowKey};
 use flowpath_xdptier::table::{bucket_of, TableFull, INDEX_WAYS, TABLE_ENTRIES};
 use flowpath_xdptier::{
     actions_from, flow_key, xdp_action, FlowTier, FpFlowKey, FpFlowValue, Reason,
@@ -25,6 +26,11 @@ fn setup() -> Option<FlowTier> {
 
 fn frame(sport: u16, dport: u16) -> Vec<u8> {
     build(&FrameSpec::udp4(v4(1, 1), v4(2, 2), sport, dport, 64))
+}
+
+/// The exact lookup key of frame `f`.
+fn lookup_key(f: &[u8]) -> FpFlowKey {
+    flow_key(0, &FlowKey::ONES, &key_of(f)).unwrap()
 }
 
 fn verdict(t: &FlowTier, f: &[u8]) -> (u32, Reason) {
@@ -158,6 +164,10 @@ fn an_entry_being_written_is_a_miss_not_a_forward() {
         .table()
         .find(&flow_key(0, &FlowKey::ONES, &k).unwrap())
         .unwrap();
+    assert!(
+        t.table().in_hot_line(&lookup_key(&f)),
+        "held below with its hot line"
+    );
     t.table_mut().hold(i, true); // seq odd: a writer is in the middle of the entry
     assert_eq!(verdict(&t, &f), (xdp_action::PASS, Reason::Miss));
     t.table_mut().hold(i, false);
@@ -234,4 +244,103 @@ fn workers_insert_and_remove_at_once_without_losing_a_flow() {
             assert_eq!(verdict(&t, f).1, Reason::Miss, "a removed flow still hits");
         }
     }
+}
+
+#[test]
+fn a_hot_line_serves_one_plain_flow_of_its_bucket_and_passes_to_the_next_when_it_goes() {
+    let Some(t) = setup() else { return };
+    let out = actions_from(&[Action::Output(5)], |p| (p == 5).then_some(DEV)).unwrap();
+    let frames = in_one_bucket(3);
+    let (a, b, stranger) = (&frames[0], &frames[1], &frames[2]);
+    t.insert(0, &FlowKey::ONES, &key_of(a), out, 0).unwrap();
+    t.insert(0, &FlowKey::ONES, &key_of(b), out, 1).unwrap();
+    let table = t.table();
+    assert!(
+        table.in_hot_line(&lookup_key(a)),
+        "the first flow takes the line"
+    );
+    assert!(!table.in_hot_line(&lookup_key(b)), "one flow a line");
+    assert_eq!(table.hot_len(), 1);
+    let hit = (xdp_action::REDIRECT, Reason::HitOutput);
+    let miss = (xdp_action::PASS, Reason::Miss);
+    assert_eq!(verdict(&t, a), hit);
+    assert_eq!(verdict(&t, b), hit, "found through the bucket");
+    // Same bucket, same line read, other ports: the line's key must be compared whole.
+    assert_eq!(verdict(&t, stranger), miss);
+    assert_eq!(
+        t.stats(0).unwrap().packets,
+        1,
+        "a hot hit counts in the entry's slot"
+    );
+    // The line's flow goes: the bucket's other flow takes the line.
+    t.remove(0, &FlowKey::ONES, &key_of(a)).unwrap();
+    assert_eq!(verdict(&t, a), miss);
+    assert!(t.table().in_hot_line(&lookup_key(b)), "the line passed on");
+    assert_eq!(verdict(&t, b), hit);
+    t.remove(0, &FlowKey::ONES, &key_of(b)).unwrap();
+    assert_eq!(verdict(&t, b), miss);
+    assert_eq!(t.table().hot_len(), 0);
+}
+
+#[test]
+fn a_flow_whose_actions_become_rewrites_leaves_the_hot_line_and_is_rewritten() {
+    let Some(t) = setup() else { return };
+    let f = frame(4000, 53);
+    let k = key_of(&f);
+    let dev = |p: u32| (p == 5).then_some(DEV);
+    let out = actions_from(&[Action::Output(5)], dev).unwrap();
+    t.insert(0, &FlowKey::ONES, &k, out, 3).unwrap();
+    assert!(t.table().in_hot_line(&lookup_key(&f)));
+    let mac = [2, 0, 0, 0, 0, 9];
+    let rewrite = actions_from(&[Action::SetEthDst(mac), Action::Output(5)], dev).unwrap();
+    t.insert(0, &FlowKey::ONES, &k, rewrite, 3).unwrap();
+    assert!(
+        !t.table().in_hot_line(&lookup_key(&f)),
+        "a rewrite is not plain"
+    );
+    let r = t.test_run(&f, LO).unwrap();
+    assert_eq!(r.action, xdp_action::REDIRECT);
+    assert_eq!(r.data[..6], mac, "the new actions ran, not the old line's");
+    // Back to plain (a drop): the line is the flow's again, with the drop.
+    let drop = actions_from(&[], dev).unwrap();
+    t.insert(0, &FlowKey::ONES, &k, drop, 3).unwrap();
+    assert!(t.table().in_hot_line(&lookup_key(&f)));
+    assert_eq!(verdict(&t, &f), (xdp_action::DROP, Reason::HitDrop));
+}
+
+#[test]
+fn ipv6_flows_are_found_through_their_bucket_not_a_hot_line() {
+    let Some(mut t) = setup() else { return };
+    let out = actions_from(&[Action::Output(5)], |p| (p == 5).then_some(DEV)).unwrap();
+    let f = build(&FrameSpec::udp6(v6(1), v6(2), 1000, 53, 80));
+    t.insert(0, &FlowKey::ONES, &key_of(&f), out, 4).unwrap();
+    assert!(
+        !t.table().in_hot_line(&lookup_key(&f)),
+        "an IPv6 address fills word 5"
+    );
+    assert_eq!(t.table().hot_len(), 0);
+    assert_eq!(verdict(&t, &f), (xdp_action::REDIRECT, Reason::HitOutput));
+    // Under a mask that keeps only a /64 of the destination, the masked key's words 5 and
+    // 7 are zero: the line serves it, and every address of that /64.
+    let mut m64 = FlowKey::ZERO;
+    m64.set_all(Field::InPort);
+    m64.set_all(Field::EthType);
+    m64.set(Field::Ipv6Dst, u128::MAX << 64);
+    t.set_masks(&[(0, FlowKey::ONES), (1, m64)]).unwrap();
+    let g = build(&FrameSpec::udp6(v6(1), v6(7), 1000, 53, 80));
+    t.insert(1, &m64, &key_of(&g), out, 5).unwrap();
+    assert!(t
+        .table()
+        .in_hot_line(&flow_key(1, &m64, &key_of(&g)).unwrap()));
+    let same64 = build(&FrameSpec::udp6(v6(9), v6(8), 7, 8, 80));
+    assert_eq!(
+        verdict(&t, &same64),
+        (xdp_action::REDIRECT, Reason::HitOutput)
+    );
+    assert_eq!(t.stats(5).unwrap().packets, 1);
+    let other64 = FrameSpec::udp6(v6(9), "fd00:0:0:1::8".parse().unwrap(), 7, 8, 80);
+    assert_eq!(
+        verdict(&t, &build(&other64)),
+        (xdp_action::PASS, Reason::Miss)
+    );
 }
