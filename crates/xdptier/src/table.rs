@@ -41,8 +41,8 @@ pub const HOT_LINES: u32 = INDEX_BUCKETS;
 const HOT_USED: u8 = 0x80;
 
 /// `struct fp_hot`: one `fp_hot` line, a copy of one plain flow of its bucket in a single
-/// cache line: what a hit needs (key words 0..5 and 6, the IPv4 key's; words 5 and 7 must
-/// be zero), with narrower fields than an entry's.
+/// cache line: what a hit needs (lookup words [`HOT_WORDS`], all an IPv4 key has; words 5
+/// and 7 must be zero), with narrower fields than an entry's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
 #[repr(C)]
 pub struct FpHot {
@@ -62,9 +62,18 @@ pub struct FpHot {
 }
 const _: () = assert!(size_of::<FpHot>() == 64 && std::mem::offset_of!(FpHot, version) == 56);
 
+/// The lookup words a hot line keeps; the other two (the addresses' last 8 bytes) must be
+/// zero.
+pub const HOT_WORDS: [usize; 6] = [0, 1, 2, 3, 4, 6];
+
 /// Lookup word `i` of `k` as the program loads it.
 fn word(k: &FpFlowKey, i: usize) -> u64 {
     u64::from_le_bytes(k.key[i * 8..i * 8 + 8].try_into().expect("8 bytes"))
+}
+
+/// `k`'s [`HOT_WORDS`], or None when one of the other two is not zero.
+fn hot_words(k: &FpFlowKey) -> Option<[u64; 6]> {
+    (word(k, 5) == 0 && word(k, 7) == 0).then(|| HOT_WORDS.map(|i| word(k, i)))
 }
 
 impl FpHot {
@@ -77,14 +86,14 @@ impl FpHot {
             && v.slot <= 0xffff
             && v.act.out_port <= 0xffff
             && v.act.out_dev <= 0xff;
-        if !plain || !narrow || word(k, 5) != 0 || word(k, 7) != 0 {
+        if !plain || !narrow {
             return None;
         }
         Some(FpHot {
             seq: 0,
             mask_id: k.mask_id as u16,
             slot: v.slot as u16,
-            w: [0, 1, 2, 3, 4, 6].map(|i| word(k, i)),
+            w: hot_words(k)?,
             version: v.act.version,
             out_port: v.act.out_port as u16,
             out_dev: v.act.out_dev as u8,
@@ -98,11 +107,7 @@ impl FpHot {
 
     /// Whether the line holds lookup key `k`.
     fn holds(&self, k: &FpFlowKey) -> bool {
-        self.is_used()
-            && u32::from(self.mask_id) == k.mask_id
-            && self.w == [0, 1, 2, 3, 4, 6].map(|i| word(k, i))
-            && word(k, 5) == 0
-            && word(k, 7) == 0
+        self.is_used() && u32::from(self.mask_id) == k.mask_id && hot_words(k) == Some(self.w)
     }
 }
 
@@ -240,8 +245,8 @@ pub enum TableFull {
 }
 
 impl FlowTable {
-    /// Map `fp_flows` (an mmapable array of [`TABLE_ENTRIES`] [`FpEntry`]) and `fp_index`
-    /// (of [`INDEX_BUCKETS`] 64-byte buckets).
+    /// Map `fp_flows` (an mmapable array of [`TABLE_ENTRIES`] [`FpEntry`]), `fp_index`
+    /// (of [`INDEX_BUCKETS`] 64-byte buckets) and `fp_hot` (of [`HOT_LINES`] [`FpHot`]).
     pub fn map(
         flows: &aya::maps::MapData,
         index: &aya::maps::MapData,
@@ -279,6 +284,11 @@ impl FlowTable {
         unsafe { self.hot.base.cast::<FpHot>().add(b as usize) }
     }
 
+    fn hot_seq(&self, b: u32) -> &AtomicU32 {
+        // SAFETY: seq is the first, 4-byte aligned field of a line in the mapping.
+        unsafe { AtomicU32::from_ptr(std::ptr::addr_of_mut!((*self.hot_line(b)).seq)) }
+    }
+
     fn read_hot(&self, b: u32) -> FpHot {
         // SAFETY: in bounds; only writers holding bucket b's lock write the line.
         unsafe { std::ptr::read_volatile(self.hot_line(b)) }
@@ -286,15 +296,14 @@ impl FlowTable {
 
     /// Write hot line `b` (bucket `b`'s lock held), seqlock style as an entry.
     fn write_hot(&self, b: u32, mut line: FpHot) {
-        let p = self.hot_line(b);
-        // SAFETY: seq is the first, 4-byte aligned field of the line.
-        let seq = unsafe { AtomicU32::from_ptr(std::ptr::addr_of_mut!((*p).seq)) };
+        let seq = self.hot_seq(b);
         let s = seq.load(Ordering::Relaxed);
         seq.store(s | 1, Ordering::Relaxed);
         fence(Ordering::Release);
-        line.seq = s | 1; // the whole line is written while seq stays odd
-                          // SAFETY: in bounds; the program treats the line as absent while seq is odd.
-        unsafe { std::ptr::write_volatile(p, line) };
+        // The whole line is written, its seq still odd.
+        line.seq = s | 1;
+        // SAFETY: in bounds; the program treats the line as absent while seq is odd.
+        unsafe { std::ptr::write_volatile(self.hot_line(b), line) };
         fence(Ordering::Release);
         seq.store((s | 1).wrapping_add(1), Ordering::Release);
     }
@@ -473,8 +482,7 @@ impl FlowTable {
         };
         let b = Place::of(&key).bucket;
         if self.read_hot(b).holds(&key) {
-            // SAFETY: seq is the first, 4-byte aligned field of the line.
-            flip(unsafe { AtomicU32::from_ptr(std::ptr::addr_of_mut!((*self.hot_line(b)).seq)) });
+            flip(self.hot_seq(b));
         }
         flip(self.seq(i));
     }
@@ -512,5 +520,43 @@ mod tests {
         let a = FpFlowKey::zeroed();
         let b = FpFlowKey { mask_id: 1, ..a };
         assert_ne!(table_hash(&a), table_hash(&b));
+    }
+
+    #[test]
+    fn only_plain_narrow_flows_without_address_tails_may_live_in_a_hot_line() {
+        let mut k = FpFlowKey::zeroed();
+        k.key[32..36].copy_from_slice(&[10, 0, 0, 1]); // ip_src, word 4
+        k.key[28..30].copy_from_slice(&[0, 80]); // tp_src, word 3
+        let mut v = FpFlowValue::zeroed();
+        v.act.flags = crate::act::OUTPUT;
+        v.act.out_dev = 3;
+        v.slot = 9;
+        let line = FpHot::of(&k, &v).expect("a plain IPv4 output");
+        assert_eq!((line.slot, line.out_dev, line.flags), (9, 3, HOT_USED | 1));
+        assert!(line.holds(&k));
+        let mut ports = k;
+        ports.key[29] = 81;
+        assert!(!line.holds(&ports), "word 3 is compared");
+        assert!(
+            !line.holds(&FpFlowKey { mask_id: 1, ..k }),
+            "so is the mask id"
+        );
+        let no = |k: &FpFlowKey, v: &FpFlowValue| FpHot::of(k, v).is_none();
+        let mut tail = k;
+        tail.key[40] = 1; // ip_src bytes 8..16: word 5
+        assert!(no(&tail, &v) && !line.holds(&tail));
+        let mut rewrite = v;
+        rewrite.act.flags |= crate::act::SET_ETH_DST;
+        assert!(no(&k, &rewrite));
+        let mut pop = v;
+        pop.act.pop_vlans = 1;
+        assert!(no(&k, &pop));
+        assert!(no(&k, &FpFlowValue { slot: 65_536, ..v }));
+        let mut wide = v;
+        wide.act.out_dev = 256;
+        assert!(no(&k, &wide));
+        let mut drop = v;
+        drop.act.flags = 0;
+        assert_eq!(FpHot::of(&k, &drop).unwrap().flags, HOT_USED, "a drop");
     }
 }
