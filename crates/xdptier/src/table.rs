@@ -111,6 +111,18 @@ impl FpHot {
     }
 }
 
+/// The writer's side of a seqlock (an entry's or a hot line's): `seq` odd, `write` (given
+/// that odd value, which it must leave in place), then `seq` even and past it. The program
+/// discards what it read under an odd or changed seq.
+fn seqlock_write(seq: &AtomicU32, write: impl FnOnce(u32)) {
+    let odd = seq.load(Ordering::Relaxed) | 1;
+    seq.store(odd, Ordering::Relaxed);
+    fence(Ordering::Release);
+    write(odd);
+    fence(Ordering::Release);
+    seq.store(odd.wrapping_add(1), Ordering::Release);
+}
+
 /// `struct fp_bucket`: one `fp_index` element.
 type Bucket = [AtomicU32; INDEX_WAYS as usize];
 const _: () = assert!(size_of::<Bucket>() == 64);
@@ -296,16 +308,12 @@ impl FlowTable {
 
     /// Write hot line `b` (bucket `b`'s lock held), seqlock style as an entry.
     fn write_hot(&self, b: u32, mut line: FpHot) {
-        let seq = self.hot_seq(b);
-        let s = seq.load(Ordering::Relaxed);
-        seq.store(s | 1, Ordering::Relaxed);
-        fence(Ordering::Release);
-        // The whole line is written, its seq still odd.
-        line.seq = s | 1;
-        // SAFETY: in bounds; the program treats the line as absent while seq is odd.
-        unsafe { std::ptr::write_volatile(self.hot_line(b), line) };
-        fence(Ordering::Release);
-        seq.store((s | 1).wrapping_add(1), Ordering::Release);
+        seqlock_write(self.hot_seq(b), |odd| {
+            // The whole line is written, its seq still odd.
+            line.seq = odd;
+            // SAFETY: in bounds; the program treats the line as absent while seq is odd.
+            unsafe { std::ptr::write_volatile(self.hot_line(b), line) };
+        });
     }
 
     /// `k` leaves its bucket's hot line, if it holds it (bucket `at.bucket`'s lock held):
@@ -372,19 +380,15 @@ impl FlowTable {
     /// past its first 96 bytes: two cache lines, not three.
     fn write(&self, i: u32, used: bool, mut key: FpFlowKey, val: FpFlowValue) {
         key.pad = val.slot;
-        let seq = self.seq(i);
-        let s = seq.load(Ordering::Relaxed);
-        seq.store(s | 1, Ordering::Relaxed);
-        fence(Ordering::Release);
         let e = self.entry(i);
-        // SAFETY: in bounds; fields after seq, written while seq is odd.
-        unsafe {
-            std::ptr::write_volatile(std::ptr::addr_of_mut!((*e).key), key);
-            std::ptr::write_volatile(std::ptr::addr_of_mut!((*e).val), val);
-            std::ptr::write_volatile(std::ptr::addr_of_mut!((*e).used), used as u32);
-        }
-        fence(Ordering::Release);
-        seq.store((s | 1).wrapping_add(1), Ordering::Release);
+        seqlock_write(self.seq(i), |_| {
+            // SAFETY: in bounds; fields after seq, written while seq is odd.
+            unsafe {
+                std::ptr::write_volatile(std::ptr::addr_of_mut!((*e).key), key);
+                std::ptr::write_volatile(std::ptr::addr_of_mut!((*e).val), val);
+                std::ptr::write_volatile(std::ptr::addr_of_mut!((*e).used), used as u32);
+            }
+        });
     }
 
     /// The slot of `at`'s bucket with `at`'s signature, as (way, slot value): as in the
