@@ -248,6 +248,23 @@ fn tier_stat(r: &Response, key: &str) -> u64 {
         .unwrap()
 }
 
+/// (entries, entries in hot lines) from the switch's "xdp tier: N entries (H in hot
+/// lines)" stats line.
+fn tier_occupancy(r: &Response) -> (u64, u64) {
+    let line = r
+        .lines
+        .iter()
+        .find(|l| l.starts_with("xdp tier:"))
+        .unwrap_or_else(|| panic!("no xdp tier line in stats: {:?}", r.lines));
+    let mut nums = line["xdp tier:".len()..]
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|w| !w.is_empty())
+        .map(|w| w.parse::<u64>().unwrap());
+    let entries = nums.next().expect("entries");
+    assert!(line.contains("in hot lines)"), "{line}");
+    (entries, nums.next().expect("hot lines"))
+}
+
 /// One run: (frames at b0, frames at c0, rule counters, stats response, megaflows).
 fn run(
     tier: bool,
@@ -330,6 +347,13 @@ fn xdp_tier_forwards_exactly_as_user_space() {
         hits as usize > twice.len() * 3 / 4,
         "the kernel tier answered most packets: {hits} of {}",
         twice.len()
+    );
+    // "N entries (H in hot lines)": the plain drop and output megaflows have their
+    // bucket's line; those that rewrite or change VLAN tags (most of FLOWS) cannot.
+    let (entries, hot) = tier_occupancy(&stats);
+    assert!(
+        hot > 0 && hot < entries,
+        "entries and hot lines in the stats line: {entries}, {hot}"
     );
     // dump-megaflows: the same megaflows either way; with the tier on, those the kernel
     // holds say so, and their counts include the kernel's hits.

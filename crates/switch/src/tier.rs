@@ -247,10 +247,17 @@ impl XdpTier {
         (masks, self.in_use.load(Ordering::Relaxed))
     }
 
+    /// Entries the program finds in their bucket's hot line, reading one cache line for
+    /// a hit (a scan of the 16,384 lines: for statistics, not for a packet path).
+    pub fn hot_lines(&self) -> usize {
+        self.read().table().hot_len()
+    }
+
     /// One line for `flowpath stats`.
     pub fn stats_line(&self) -> String {
         let (masks, entries) = self.usage();
-        let mut s = format!("xdp tier: {entries} entries, {masks} masks;");
+        let hot = self.hot_lines();
+        let mut s = format!("xdp tier: {entries} entries ({hot} in hot lines), {masks} masks;");
         if let Ok(c) = self.reason_counts() {
             for r in Reason::ALL {
                 s.push_str(&format!(" {}={}", reason_name(r), c[r as usize]));
