@@ -167,7 +167,7 @@ pub struct LabArgs {
     /// row offered less than 95 % of the rate says so. Below a row's capacity its CPU idles
     /// between frames and the wake-ups raise its cycles per packet, so compare paced rows
     /// near capacity. `flowpath gen` only.
-    #[arg(long, value_name = "PPS", value_parser = crate::parse_rate)]
+    #[arg(long, value_name = "PPS", value_parser = flowpath_planner::units::parse_packet_rate)]
     gen_rate: Option<f64>,
     /// The order the hit case's packets visit its flows: round-robin (each flow every
     /// --flows packets) or random (uniform per packet, as traffic interleaved from many

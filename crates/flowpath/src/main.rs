@@ -159,9 +159,9 @@ struct BenchArgs {
     /// without it, to measure the subtable search).
     #[arg(long, default_value_t = flowpath_datapath::DatapathConfig::default().smc_entries)]
     smc_entries: usize,
-    /// flood/tse: the attacker's packets per second (e.g. 10000, 10k, 1M); default: as
-    /// fast as the worker takes them.
-    #[arg(long, value_name = "PPS", value_parser = parse_rate)]
+    /// flood/tse: the attacker's packets per second (e.g. 10000, 10k, 1M, 1.5Mpps);
+    /// default: as fast as the worker takes them.
+    #[arg(long, value_name = "PPS", value_parser = flowpath_planner::units::parse_packet_rate)]
     attack_rate: Option<f64>,
     /// flood/tse: port A's offered rate as a share of what it reaches alone.
     #[arg(long, default_value = "50%", value_parser = flowpath_planner::units::parse_share)]
@@ -198,22 +198,6 @@ struct BenchArgs {
     /// For A/B on a machine whose speed drifts. Cost cases only (not flood or tse).
     #[arg(long, value_name = "FLOWPATH")]
     against: Option<std::path::PathBuf>,
-}
-
-fn parse_rate(s: &str) -> Result<f64, String> {
-    let t = s.trim();
-    let (num, scale) = match t.chars().last() {
-        Some('k' | 'K') => (&t[..t.len() - 1], 1e3),
-        Some('M') => (&t[..t.len() - 1], 1e6),
-        _ => (t, 1.0),
-    };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("'{s}' is not a rate (e.g. 10000, 10k, 1M)"))?;
-    if !(v > 0.0 && v.is_finite()) {
-        return Err(format!("'{s}' must be above 0"));
-    }
-    Ok(v * scale)
 }
 
 fn main() -> ExitCode {

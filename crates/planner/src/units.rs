@@ -141,6 +141,38 @@ pub fn parse_rate(s: &str) -> Result<Rate, String> {
     }
 }
 
+/// A packet rate, for the flags that take one (`bench --attack-rate`, `lab --gen-rate`):
+/// `10000`, `10k`, `2.2M` (a bare k/M/G multiplier counts packets here, not bits) or the
+/// planner's packet units, `560kpps`, `1.5 Mpps`. A bit rate (`25Gbps`) is refused: those
+/// flags do not know the frame size to turn it into packets. Must be above 0.
+pub fn parse_packet_rate(s: &str) -> Result<f64, String> {
+    let t: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+    let bare = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => Some((&t[..i], 1e3)),
+        Some((i, 'm' | 'M')) => Some((&t[..i], 1e6)),
+        Some((i, 'g' | 'G')) => Some((&t[..i], 1e9)),
+        Some((_, c)) if c.is_ascii_digit() || c == '.' => Some((t.as_str(), 1.0)),
+        _ => None,
+    };
+    let v = match bare {
+        Some((num, scale)) => num.parse::<f64>().map(|v| v * scale).map_err(|_| {
+            format!("'{s}' is not a packet rate (e.g. 10000, 10k, 1M, 560kpps, 1.5Mpps)")
+        })?,
+        None => match parse_rate(&t)? {
+            Rate::Pps(p) => p,
+            Rate::Bps(_) => {
+                return Err(format!(
+                    "'{s}' is a bit rate; give packets per second (e.g. 10k, 1M, 1.5Mpps)"
+                ))
+            }
+        },
+    };
+    if !(v > 0.0 && v.is_finite()) {
+        return Err(format!("'{s}' must be a finite rate above 0"));
+    }
+    Ok(v)
+}
+
 /// A share: `5%`, `0.05` or `5 %`; must be within 0..=100 %.
 pub fn parse_share(s: &str) -> Result<f64, String> {
     let t = s.trim();
@@ -174,6 +206,36 @@ mod tests {
         assert!((imix_mean_bytes() - 353.83).abs() < 0.01);
         let ip_defined: f64 = (7.0 * (40.0 + 18.0) + 4.0 * (576.0 + 18.0) + (1500.0 + 18.0)) / 12.0;
         assert_eq!(ip_defined.round(), 358.0);
+    }
+
+    #[test]
+    fn packet_rates_take_bare_multipliers_and_pps_units_and_refuse_bits() {
+        for (text, pps) in [
+            ("10000", 1e4),
+            ("10k", 1e4),
+            ("2.2M", 2.2e6),
+            ("1G", 1e9),
+            ("560kpps", 5.6e5),
+            ("1.5 Mpps", 1.5e6),
+            ("14880952pps", 14_880_952.0),
+            (" 3m ", 3e6),
+        ] {
+            let got = parse_packet_rate(text).unwrap();
+            assert!((got - pps).abs() < 1e-6 * pps, "{text}: {got}");
+        }
+        for (text, says) in [
+            ("25Gbps", "bit rate"),
+            ("0", "above 0"),
+            ("-5k", "above 0"),
+            ("0pps", "above 0"),
+            ("fast", "not a"),
+            ("k", "not a packet rate"),
+            ("1e999", "finite"),
+            ("10 furlongs", "unknown unit"),
+        ] {
+            let e = parse_packet_rate(text).unwrap_err();
+            assert!(e.contains(says), "{text}: {e}");
+        }
     }
 
     #[test]
