@@ -600,7 +600,7 @@ int flow_tier(struct xdp_md *ctx)
 	__u32 seq = 0;
 	__u32 n = cfg->n_masks;
 	int hot = 0;
-	struct plain_hit hit = {};
+	struct plain_hit hit; /* read only after hot_find filled it (hot) */
 	for (__u32 i = 0; i < FP_MAX_MASKS; i++) {
 		if (i >= n)
 			break;
@@ -643,11 +643,13 @@ int flow_tier(struct xdp_md *ctx)
 	 * a torn value never acts. All within the entry's first 96 bytes (two cache lines at
 	 * any 32-byte offset): the stats slot rides in the stored key's pad, VLAN pops have a
 	 * flag. */
-	__u32 version = hit.version, fl = hit.flags, out_port = hit.out_port;
-	__u32 out_dev = hit.out_dev, slot = hit.slot;
+	__u32 version, fl, out_port, out_dev, slot;
 	struct fp_flow_value *val = NULL;
 	int plain = 1;
-	if (!hot) {
+	if (hot) {
+		version = hit.version, fl = hit.flags, out_port = hit.out_port;
+		out_dev = hit.out_dev, slot = hit.slot;
+	} else {
 		if (!e)
 			return XDP_ABORTED;
 		version = e->val.act.version, fl = e->val.act.flags;
