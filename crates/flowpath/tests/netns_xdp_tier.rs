@@ -232,13 +232,17 @@ fn sorted(mut v: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
     v
 }
 
-/// The value of `key=` in the switch's "xdp tier:" stats line.
-fn tier_stat(r: &Response, key: &str) -> u64 {
-    let line = r
-        .lines
+/// The switch's "xdp tier:" stats line.
+fn tier_line(r: &Response) -> &str {
+    r.lines
         .iter()
         .find(|l| l.starts_with("xdp tier:"))
-        .unwrap_or_else(|| panic!("no xdp tier line in stats: {:?}", r.lines));
+        .unwrap_or_else(|| panic!("no xdp tier line in stats: {:?}", r.lines))
+}
+
+/// The value of `key=` in the switch's "xdp tier:" stats line.
+fn tier_stat(r: &Response, key: &str) -> u64 {
+    let line = tier_line(r);
     let at = line.find(&format!(" {key}=")).unwrap() + key.len() + 2;
     line[at..]
         .split(|c: char| !c.is_ascii_digit())
@@ -251,11 +255,7 @@ fn tier_stat(r: &Response, key: &str) -> u64 {
 /// (entries, entries in hot lines) from the switch's "xdp tier: N entries (H in hot
 /// lines)" stats line.
 fn tier_occupancy(r: &Response) -> (u64, u64) {
-    let line = r
-        .lines
-        .iter()
-        .find(|l| l.starts_with("xdp tier:"))
-        .unwrap_or_else(|| panic!("no xdp tier line in stats: {:?}", r.lines));
+    let line = tier_line(r);
     let mut nums = line["xdp tier:".len()..]
         .split(|c: char| !c.is_ascii_digit())
         .filter(|w| !w.is_empty())
