@@ -588,6 +588,65 @@ impl SubtableMask {
             None => key.matches_words(&self.mask, value, &self.words),
         }
     }
+
+    /// Words in a row ([`SubtableMask::write_row`]): four for a mask of one to four words
+    /// (its lanes, the last repeated), else one per word in use.
+    pub fn row_len(&self) -> usize {
+        match &self.lanes {
+            Some(_) => 4,
+            None => self.words.len(),
+        }
+    }
+
+    /// `key & mask` packed into `row` ([`SubtableMask::row_len`] words): only the words
+    /// the mask uses, so a table of masked keys can keep a row of 8–32 bytes per entry
+    /// instead of a whole 104-byte key.
+    pub fn write_row(&self, key: &FlowKey, row: &mut [u64]) {
+        assert_eq!(row.len(), self.row_len(), "row length");
+        match &self.lanes {
+            Some(l) => {
+                for (j, r) in row.iter_mut().enumerate() {
+                    *r = l.lane(key, j);
+                }
+            }
+            None => {
+                for (r, &w) in row.iter_mut().zip(self.words.indices()) {
+                    *r = key.words[w as usize] & self.mask.words[w as usize];
+                }
+            }
+        }
+    }
+
+    /// Whether `key` falls inside the masked key whose row is `row` (from
+    /// [`SubtableMask::write_row`] with this mask): [`SubtableMask::matches`] on rows.
+    #[inline(always)]
+    pub fn row_matches(&self, key: &FlowKey, row: &[u64]) -> bool {
+        match &self.lanes {
+            Some(l) => {
+                debug_assert_eq!(row.len(), 4);
+                let Some(row) = row.first_chunk::<4>() else {
+                    return false;
+                };
+                let mut diff = 0u64;
+                for (j, r) in row.iter().enumerate() {
+                    diff |= l.lane(key, j) ^ r;
+                }
+                diff == 0
+            }
+            None => {
+                debug_assert_eq!(row.len(), self.words.len());
+                let mut diff = 0u64;
+                for (r, &w) in row.iter().zip(self.words.indices()) {
+                    // SAFETY: as in `masked_hash`, every index is below KEY_WORDS.
+                    unsafe {
+                        let w = w as usize;
+                        diff |= (key.words.get_unchecked(w) & self.mask.words.get_unchecked(w)) ^ r;
+                    }
+                }
+                diff == 0
+            }
+        }
+    }
 }
 
 /// Widen a 32-bit key hash for `hashbrown`, which takes its 7-bit control tag from the
@@ -801,6 +860,16 @@ mod tests {
             value.words[w] ^= v[1] & mask.words[w];
             let all_equal = (0..KEY_WORDS).all(|i| key.words[i] & mask.words[i] == value.words[i]);
             prop_assert_eq!(key.matches_words(&mask, &value, &set), all_equal);
+            // The packed rows a subtable keeps: the same answers as the whole values, and
+            // rows as long as the lanes (or the words) say.
+            let search = SubtableMask::new(mask);
+            prop_assert_eq!(search.row_len(), if (1..=4).contains(&set.len()) { 4 } else { set.len() });
+            let mut row = vec![0u64; search.row_len()];
+            search.write_row(&value, &mut row);
+            prop_assert_eq!(search.row_matches(&key, &row), all_equal);
+            prop_assert_eq!(search.matches(&key, &value), all_equal);
+            search.write_row(&key, &mut row);
+            prop_assert!(search.row_matches(&key, &row));
             // The four-lane form, for masks of one to four words: the same matches, and
             // a hash that sees only the masked bits.
             let lanes = MaskLanes::of(&mask, &set);

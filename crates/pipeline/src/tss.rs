@@ -32,15 +32,35 @@ struct Subtable {
     /// The prefix length the mask puts on each [`TRIE_FIELDS`] field, 0 when it is no
     /// prefix (or none): the fields on which the tries can rule the subtable out.
     plens: [u8; TRIE_FIELDS.len()],
-    buckets: HashTable<Bucket>,
+    /// One slot per distinct masked value, found by its hash.
+    slots: HashTable<Slot>,
+    /// Each value's words as [`SubtableMask::write_row`] packs them, `search.row_len()`
+    /// a row, row `Slot::row` at `row * row_len`. Kept apart from the slots and packed:
+    /// a whole `FlowKey` per entry (the former layout, 136-byte buckets) spread even a
+    /// 1,000-rule pipeline over ~130 KB, which the megaflow churn of a miss storm evicts
+    /// between lookups; rows of 8–32 bytes and 12-byte slots stay cached.
+    rows: Vec<u64>,
+    /// Each row's rule indices, best first (read only when rules are added).
+    rules: Vec<SmallVec<[u32; 2]>>,
 }
 
-#[derive(Clone, Debug)]
-struct Bucket {
+/// What a lookup reads of an entry before its row: the hash, and the best rule the row
+/// stands for (`rules[row][0]`).
+#[derive(Clone, Copy, Debug)]
+struct Slot {
     hash: u32,
-    value: FlowKey,
-    /// Rule indices with this masked value, best first.
-    rules: SmallVec<[u32; 2]>,
+    best: u32,
+    row: u32,
+}
+
+impl Subtable {
+    /// The packed words of row `r`.
+    #[inline(always)]
+    fn row(&self, r: u32) -> &[u64] {
+        let n = self.search.row_len();
+        let at = r as usize * n;
+        &self.rows[at..at + n]
+    }
 }
 
 /// The (mask, value) pairs a match is stored as: itself, or one per combination of the
@@ -117,7 +137,8 @@ impl TupleSpace {
             .map(|(i, st)| (*st.search.mask(), i))
             .collect();
         let mut last: Option<(FlowKey, usize)> = None;
-        let mut touched: Vec<(usize, u32, FlowKey)> = Vec::new();
+        // (subtable, hash, row) of every row that gained a second or later rule.
+        let mut touched: Vec<(usize, u32, u32)> = Vec::new();
         let subtables = &mut self.subtables;
         for (i, r) in rules.iter().enumerate().skip(from) {
             for (mask, value) in expand(&r.spec.matches) {
@@ -136,12 +157,14 @@ impl TupleSpace {
                                         .map(|t| t.prefix_len(&mask).map_or(0, |l| l as u8)),
                                     None => [0; TRIE_FIELDS.len()],
                                 },
-                                buckets: HashTable::with_capacity(if from == 0 {
+                                slots: HashTable::with_capacity(if from == 0 {
                                     // A fresh build: most tables have one big subtable.
                                     rules.len().min(1 << 16)
                                 } else {
                                     0
                                 }),
+                                rows: Vec::new(),
+                                rules: Vec::new(),
                             });
                             subtables.len() - 1
                         });
@@ -162,25 +185,31 @@ impl TupleSpace {
                     }
                 }
                 let h = st.search.hash(&value, seed);
+                let mut row = [0u64; KEY_WORDS];
+                let row = &mut row[..st.search.row_len()];
+                st.search.write_row(&value, row);
+                let (rows, search) = (&st.rows, &st.search);
+                let at = |r: u32| &rows[r as usize * search.row_len()..][..search.row_len()];
                 match st
-                    .buckets
-                    .find_mut(wide_hash(h), |b| b.hash == h && b.value == value)
+                    .slots
+                    .find(wide_hash(h), |s| s.hash == h && at(s.row) == &*row)
                 {
-                    Some(b) => {
-                        b.rules.push(i as u32);
-                        if from > 0 {
-                            touched.push((si, h, value));
-                        }
+                    Some(s) => {
+                        st.rules[s.row as usize].push(i as u32);
+                        touched.push((si, h, s.row));
                     }
                     None => {
-                        st.buckets.insert_unique(
+                        let r = st.rules.len() as u32;
+                        st.rows.extend_from_slice(row);
+                        st.rules.push(smallvec::smallvec![i as u32]);
+                        st.slots.insert_unique(
                             wide_hash(h),
-                            Bucket {
+                            Slot {
                                 hash: h,
-                                value,
-                                rules: smallvec::smallvec![i as u32],
+                                best: i as u32,
+                                row: r,
                             },
-                            |b| wide_hash(b.hash),
+                            |s| wide_hash(s.hash),
                         );
                     }
                 }
@@ -188,22 +217,22 @@ impl TupleSpace {
         }
         if from == 0 {
             for st in subtables.iter_mut() {
-                st.buckets.shrink_to_fit(|b| wide_hash(b.hash));
-                for b in st.buckets.iter_mut() {
-                    if b.rules.len() > 1 {
-                        b.rules.sort_by_key(|&x| order[x as usize]);
-                    }
-                }
+                st.slots.shrink_to_fit(|s| wide_hash(s.hash));
+                st.rows.shrink_to_fit();
+                st.rules.shrink_to_fit();
             }
-        } else {
-            // Only buckets that gained a rule can be out of order.
-            for (si, h, value) in touched {
-                if let Some(b) = subtables[si]
-                    .buckets
-                    .find_mut(wide_hash(h), |b| b.hash == h && b.value == value)
-                {
-                    b.rules.sort_by_key(|&x| order[x as usize]);
-                }
+        }
+        // Only rows that gained a rule can be out of order (on a fresh build, rows
+        // with more than one rule: the rules are added in index order, not rank order).
+        touched.sort_unstable_by_key(|&(si, _, r)| (si, r));
+        touched.dedup_by_key(|&mut (si, _, r)| (si, r));
+        for (si, h, r) in touched {
+            let st = &mut subtables[si];
+            let rules = &mut st.rules[r as usize];
+            rules.sort_by_key(|&x| order[x as usize]);
+            let best = rules[0];
+            if let Some(s) = st.slots.find_mut(wide_hash(h), |s| s.row == r) {
+                s.best = best;
             }
         }
         // Best rank first; ties by mask for a deterministic order.
@@ -238,7 +267,9 @@ impl TupleSpace {
                 .iter()
                 .map(|st| {
                     std::mem::size_of::<Subtable>()
-                        + st.buckets.capacity() * (std::mem::size_of::<Bucket>() + 1)
+                        + st.slots.capacity() * (std::mem::size_of::<Slot>() + 1)
+                        + st.rows.capacity() * 8
+                        + st.rules.capacity() * std::mem::size_of::<SmallVec<[u32; 2]>>()
                 })
                 .sum::<usize>()
     }
@@ -267,8 +298,8 @@ impl TupleSpace {
                 break;
             }
             let h = st.search.hash(key, seed);
-            let found = st.buckets.find(wide_hash(h), |b| {
-                b.hash == h && st.search.matches(key, &b.value)
+            let found = st.slots.find(wide_hash(h), |s| {
+                s.hash == h && st.search.row_matches(key, st.row(s.row))
             });
             if let Some(wc) = wc.as_deref_mut() {
                 // A miss that the tries can pin on fewer bits than the mask holds (and
@@ -287,8 +318,8 @@ impl TupleSpace {
                     None => wc.or_assign(st.search.mask()),
                 }
             }
-            if let Some(bucket) = found {
-                let cand = bucket.rules[0];
+            if let Some(slot) = found {
+                let cand = slot.best;
                 if order[cand as usize] < best_key {
                     best = Some(cand);
                     best_key = order[cand as usize];
