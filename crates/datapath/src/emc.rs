@@ -1,7 +1,10 @@
 //! `ExactMatchCache`: the first tier, one per worker, no locks.
 //!
 //! A direct-mapped table with two candidate slots per key (from two parts of the key's
-//! hash), keyed by the full `FlowKey`. Each entry points at a megaflow slot and remembers
+//! hash), keyed by the full `FlowKey`. Each entry also counts the cached keys whose first
+//! candidate it is but which live in their second (`overflow`): a key that misses its
+//! first candidate is then known absent without reading the second line unless some key
+//! overflowed from there, so a new flow's lookup costs one line, not two. Each entry points at a megaflow slot and remembers
 //! that slot's generation, so an evicted or revalidated-away megaflow is never used through
 //! a stale entry. Insertion happens with probability 1/`insert_inv_prob` (OVS found that
 //! inserting every flow makes a cache of many short flows thrash).
@@ -29,6 +32,8 @@ struct Entry {
     /// Megaflow slot + 1 (0 = empty).
     slot: u32,
     gen: u32,
+    /// Cached keys whose first candidate this position is, held in their second.
+    overflow: u32,
     key: FlowKey,
 }
 
@@ -47,7 +52,8 @@ struct NarrowEntry {
     /// Megaflow slot + 1 (0 = empty).
     slot: u32,
     gen: u32,
-    _pad: u32,
+    /// Cached keys whose first candidate this position is, held in their second.
+    overflow: u32,
     /// The key's words 0, 1, 2, 3, 4 and 6 ([`NARROW_WORDS`]).
     words: [u64; 6],
 }
@@ -62,16 +68,16 @@ impl NarrowEntry {
         hash: 0,
         slot: 0,
         gen: 0,
-        _pad: 0,
+        overflow: 0,
         words: [0; 6],
     };
 
-    fn of(key: &FlowKey, hash: u32, slot: u32, gen: u32) -> NarrowEntry {
+    fn of(key: &FlowKey, hash: u32, slot: u32, gen: u32, overflow: u32) -> NarrowEntry {
         NarrowEntry {
             hash,
             slot: slot + 1,
             gen,
-            _pad: 0,
+            overflow,
             words: NARROW_WORDS.map(|w| key.words[w]),
         }
     }
@@ -142,6 +148,7 @@ impl ExactMatchCache {
                     hash: 0,
                     slot: 0,
                     gen: 0,
+                    overflow: 0,
                     key: FlowKey::ZERO,
                 },
             ),
@@ -223,25 +230,32 @@ impl ExactMatchCache {
     #[inline(always)]
     fn find_narrow(&self, key: &FlowKey, hash: u32) -> Option<(u32, u32)> {
         debug_assert!(key.is_narrow(), "a wide key taken for narrow");
-        for p in self.positions(hash) {
-            let e = self.narrow_at(p);
-            if e.holds(key, hash) {
-                return Some((e.slot - 1, e.gen));
-            }
+        let [a, b] = self.positions(hash);
+        let e = self.narrow_at(a);
+        if e.holds(key, hash) {
+            return Some((e.slot - 1, e.gen));
         }
-        None
+        if e.overflow == 0 {
+            return None;
+        }
+        let e = self.narrow_at(b);
+        e.holds(key, hash).then(|| (e.slot - 1, e.gen))
     }
 
     /// [`ExactMatchCache::find`] in the wide table.
     #[inline(always)]
     fn find_wide(&self, key: &FlowKey, hash: u32) -> Option<(u32, u32)> {
-        for p in self.positions(hash) {
-            let e = self.wide_at(p);
-            if e.hash == hash && e.slot != 0 && e.key == *key {
-                return Some((e.slot - 1, e.gen));
-            }
+        let holds = |e: &Entry| e.hash == hash && e.slot != 0 && e.key == *key;
+        let [a, b] = self.positions(hash);
+        let e = self.wide_at(a);
+        if holds(e) {
+            return Some((e.slot - 1, e.gen));
         }
-        None
+        if e.overflow == 0 {
+            return None;
+        }
+        let e = self.wide_at(b);
+        holds(e).then(|| (e.slot - 1, e.gen))
     }
 
     /// Maybe cache `key -> (slot, gen)`: with probability 1/insert_inv_prob, into an empty
@@ -266,6 +280,10 @@ impl ExactMatchCache {
             }
         }
         let [a, b] = self.positions(hash);
+        let mask = self.mask;
+        // The entry overwritten at `p` leaves: if it sat in its second candidate, its
+        // first no longer overflows to it. The new one at `p` overflows from `a` unless
+        // `p` is `a`; `p` keeps its own count (it is about other keys).
         if narrow {
             let first = &self.narrow[a];
             let p = if first.slot == 0 || first.holds(key, hash) {
@@ -273,7 +291,14 @@ impl ExactMatchCache {
             } else {
                 b
             };
-            self.narrow[p] = NarrowEntry::of(key, hash, slot, gen);
+            let old = self.narrow[p];
+            if old.slot != 0 && (old.hash & mask) as usize != p {
+                self.narrow[(old.hash & mask) as usize].overflow -= 1;
+            }
+            self.narrow[p] = NarrowEntry::of(key, hash, slot, gen, self.narrow[p].overflow);
+            if p != a {
+                self.narrow[a].overflow += 1;
+            }
         } else {
             let first = &self.wide[a];
             let p = if first.slot == 0 || first.key == *key {
@@ -281,12 +306,21 @@ impl ExactMatchCache {
             } else {
                 b
             };
+            let old = &self.wide[p];
+            let (old_first, overflow) = ((old.hash & mask) as usize, old.overflow);
+            if old.slot != 0 && old_first != p {
+                self.wide[old_first].overflow -= 1;
+            }
             self.wide[p] = Entry {
                 hash,
                 slot: slot + 1,
                 gen,
+                overflow,
                 key: *key,
             };
+            if p != a {
+                self.wide[a].overflow += 1;
+            }
         }
     }
 
@@ -357,8 +391,12 @@ impl ExactMatchCache {
 
     /// Forget everything.
     pub fn clear(&mut self) {
-        self.narrow.iter_mut().for_each(|e| e.slot = 0);
-        self.wide.iter_mut().for_each(|e| e.slot = 0);
+        self.narrow
+            .iter_mut()
+            .for_each(|e| (e.slot, e.overflow) = (0, 0));
+        self.wide
+            .iter_mut()
+            .for_each(|e| (e.slot, e.overflow) = (0, 0));
     }
 
     /// Number of occupied entries (for statistics; walks the table).
