@@ -468,10 +468,12 @@ struct plain_hit {
 };
 
 /* Is `lk` the flow of its bucket's hot line (fp_hot[h & (FP_HOT_LINES - 1)])? Then 1, with
- * what the hit needs in *hit, read between two equal even seqs of the line; else 0 (the
- * caller looks in the bucket). Only keys whose words 5 and 7 are zero can be there. One
- * line read, where the bucket and the entry are two dependent reads (three lines): with
- * the flows in random order, ~24 ns a hit (README, "One line a hit"). */
+ * what the hit needs in *hit, read between two equal even seqs of the line; -1 when it
+ * is not and the line says the bucket holds nothing else (FP_HOT_ALONE, read between
+ * equal even seqs too): `lk` is absent; else 0 (the caller looks in the bucket). Only
+ * keys whose words 5 and 7 are zero can be there. One line read, where the bucket and
+ * the entry are two dependent reads (three lines): with the flows in random order, ~24 ns
+ * a hit (README, "One line a hit"). */
 static __always_inline int hot_find(const struct fp_flow_key *lk, __u64 h, struct plain_hit *hit)
 {
 	if (lk->w[5] | lk->w[7])
@@ -486,8 +488,12 @@ static __always_inline int hot_find(const struct fp_flow_key *lk, __u64 h, struc
 		  ((ht->flags & FP_HOT_USED) ^ FP_HOT_USED);
 	d |= (ht->w[0] ^ lk->w[0]) | (ht->w[1] ^ lk->w[1]) | (ht->w[2] ^ lk->w[2]) |
 	     (ht->w[3] ^ lk->w[3]) | (ht->w[4] ^ lk->w[4]) | (ht->w[5] ^ lk->w[6]);
-	if (d)
-		return 0;
+	if (d) {
+		if ((s1 & 1) || !(ht->flags & FP_HOT_ALONE))
+			return 0;
+		barrier();
+		return READ_ONCE_U32(ht->seq) == s1 ? -1 : 0;
+	}
 	hit->version = ht->version;
 	hit->flags = ht->flags & FP_ACT_OUTPUT;
 	hit->out_port = ht->out_port;
@@ -625,10 +631,13 @@ int flow_tier(struct xdp_md *ctx)
 			lk.w[w] = x;
 		}
 		__u64 hh = fp_hash_finish(h);
-		if (hot_find(&lk, hh, &hit)) {
+		int hf = hot_find(&lk, hh, &hit);
+		if (hf > 0) {
 			hot = 1;
 			break;
 		}
+		if (hf < 0)
+			continue; /* absent under this mask: the bucket holds nothing else */
 		e = table_find(&lk, hh, &seq);
 		if (e)
 			break;

@@ -154,7 +154,8 @@ _Static_assert(sizeof(struct fp_flow_value) == 80, "fp_flow_value size");
  * is in bucket h & (FP_INDEX_BUCKETS - 1) as a slot (FP_SIG(h) << 16) | entry index; a
  * slot of 0 is empty (FP_SIG is never 0). A hit reads one bucket line and the entry (or,
  * first, the bucket's line of fp_hot alone, below); a miss under a mask reads the hot line
- * (IPv4 keys) and the bucket line. The entries of N flows sit in the first
+ * (IPv4 keys), and the bucket line too unless the hot line says the bucket holds nothing
+ * else (FP_HOT_ALONE). The entries of N flows sit in the first
  * N * 160 bytes of fp_flows whatever their hashes, so the pages a hit touches stay few
  * (the former 2-way buckets of entries spread 8,000 flows over 5,000 pages of a 20 MB
  * array: a TLB miss on most hits, and in a VM a nested page walk).
@@ -212,6 +213,11 @@ static __always_inline __u64 fp_hash_finish(__u64 h)
  * it. Seqlock as an entry's: seq odd while user space writes the line. */
 #define FP_HOT_LINES FP_INDEX_BUCKETS
 #define FP_HOT_USED 0x80
+/* Set (by user space, under the bucket's lock) while bucket b holds no flow but the
+ * line's own, if it has one: a key the line does not hold is then known absent under
+ * this mask without reading the bucket line, so a mask that misses costs one line, not
+ * two. Cleared before a slot that is not the line's flow is published. */
+#define FP_HOT_ALONE 0x40
 struct fp_hot {
 	__u32 seq;               /*  0 odd while user space writes the line */
 	__u16 mask_id;           /*  4 fp_flow_key.mask_id */
@@ -220,7 +226,8 @@ struct fp_hot {
 	__u32 version;           /* 56 fp_actions.version */
 	__u16 out_port;          /* 60 fp_actions.out_port */
 	__u8 out_dev;            /* 62 fp_actions.out_dev */
-	__u8 flags;              /* 63 FP_HOT_USED (holds a flow) | FP_ACT_OUTPUT (else drop) */
+	__u8 flags;              /* 63 FP_HOT_USED (holds a flow) | FP_ACT_OUTPUT (else drop)
+	                          *    | FP_HOT_ALONE (the bucket holds nothing else) */
 };
 _Static_assert(sizeof(struct fp_hot) == 64, "fp_hot size");
 

@@ -39,6 +39,10 @@ const _: () = assert!(size_of::<FpEntry>() == 160);
 /// `HOT_LINES`: lines of `fp_hot`, one per bucket (line b belongs to bucket b).
 pub const HOT_LINES: u32 = INDEX_BUCKETS;
 const HOT_USED: u8 = 0x80;
+/// `FP_HOT_ALONE`: the line's bucket holds no flow but the line's own, if it has one, so
+/// the program takes a key the line does not hold as absent without reading the bucket
+/// ([`FlowTable::mark_alone`] keeps it so).
+const HOT_ALONE: u8 = 0x40;
 
 /// `struct fp_hot`: one `fp_hot` line, a copy of one plain flow of its bucket in a single
 /// cache line: what a hit needs (lookup words [`HOT_WORDS`], all an IPv4 key has; words 5
@@ -57,7 +61,8 @@ pub struct FpHot {
     pub out_port: u16,
     /// `fp_ports` index.
     pub out_dev: u8,
-    /// `FP_HOT_USED` (0x80) when the line holds a flow, | `FP_ACT_OUTPUT` for an output.
+    /// `FP_HOT_USED` (0x80) when the line holds a flow, | `FP_ACT_OUTPUT` for an output,
+    /// | `FP_HOT_ALONE` (0x40) while the bucket holds nothing else.
     pub flags: u8,
 }
 const _: () = assert!(size_of::<FpHot>() == 64 && std::mem::offset_of!(FpHot, version) == 56);
@@ -264,13 +269,20 @@ impl FlowTable {
         index: &aya::maps::MapData,
         hot: &aya::maps::MapData,
     ) -> io::Result<FlowTable> {
-        Ok(FlowTable {
+        let table = FlowTable {
             entries: Mapping::new(flows, "fp_flows", TABLE_ENTRIES, size_of::<FpEntry>())?,
             index: Mapping::new(index, "fp_index", INDEX_BUCKETS, size_of::<Bucket>())?,
             hot: Mapping::new(hot, "fp_hot", HOT_LINES, size_of::<FpHot>())?,
             locks: (0..WRITE_LOCKS).map(|_| AtomicBool::new(false)).collect(),
             free: Mutex::new((0..TABLE_ENTRIES).rev().collect()),
-        })
+        };
+        // Every bucket starts empty: every line says so, and a key under any mask costs
+        // one line until its bucket holds a flow that is not the line's.
+        for b in 0..HOT_LINES {
+            let _held = table.lock_bucket(b);
+            table.mark_alone(b);
+        }
+        Ok(table)
     }
 
     fn entry(&self, i: u32) -> *mut FpEntry {
@@ -341,6 +353,49 @@ impl FlowTable {
         if let Some(line) = next {
             self.write_hot(at.bucket, line);
         }
+    }
+
+    /// Set or clear line `b`'s `FP_HOT_ALONE` to say whether bucket `b` holds no flow but
+    /// the line's own (bucket `b`'s lock held; after every change once the slots and the
+    /// line say what the bucket holds). The line is a copy of one of the bucket's flows,
+    /// so a bucket of one flow and a used line holds that flow alone.
+    fn mark_alone(&self, b: u32) {
+        let n = self
+            .bucket(b)
+            .iter()
+            .filter(|s| s.load(Ordering::Relaxed) != 0)
+            .count();
+        let mut line = self.read_hot(b);
+        let alone = n == 0 || (n == 1 && line.is_used());
+        if (line.flags & HOT_ALONE != 0) != alone {
+            line.flags ^= HOT_ALONE;
+            self.write_hot(b, line);
+        }
+    }
+
+    /// Clear line `b`'s `FP_HOT_ALONE` (bucket `b`'s lock held): before a slot that is
+    /// not the line's flow is published, so that the program never takes that flow's key
+    /// as absent once it can be found.
+    fn clear_alone(&self, b: u32) {
+        let mut line = self.read_hot(b);
+        if line.flags & HOT_ALONE != 0 {
+            line.flags &= !HOT_ALONE;
+            self.write_hot(b, line);
+        }
+    }
+
+    /// Whether every line's `FP_HOT_ALONE` says what its bucket holds (a full scan: for
+    /// tests).
+    pub fn alone_marks_agree(&self) -> bool {
+        (0..HOT_LINES).all(|b| {
+            let n = self
+                .bucket(b)
+                .iter()
+                .filter(|s| s.load(Ordering::Relaxed) != 0)
+                .count();
+            let line = self.read_hot(b);
+            (line.flags & HOT_ALONE != 0) == (n == 0 || (n == 1 && line.is_used()))
+        })
     }
 
     /// Whether `k` is served from its bucket's hot line (as well as from its entry).
@@ -431,6 +486,7 @@ impl FlowTable {
             self.leave_hot(at, &k);
             self.write(i, true, k, v);
             self.fill_hot(at);
+            self.mark_alone(at.bucket);
             return Ok(i);
         }
         let bucket = self.bucket(at.bucket);
@@ -445,9 +501,12 @@ impl FlowTable {
             .pop()
             .ok_or(TableFull::Entries)?;
         self.write(i, true, k, v);
-        // Published only once the entry is complete.
+        // Published only once the entry is complete, and once the line no longer says
+        // the bucket holds nothing else.
+        self.clear_alone(at.bucket);
         bucket[way].store(at.sig << 16 | i, Ordering::Release);
         self.fill_hot(at);
+        self.mark_alone(at.bucket);
         Ok(i)
     }
 
@@ -464,6 +523,7 @@ impl FlowTable {
         self.bucket(at.bucket)[way].store(0, Ordering::Release);
         self.write(i, false, FpFlowKey::zeroed(), FpFlowValue::zeroed());
         self.fill_hot(at);
+        self.mark_alone(at.bucket);
         self.free.lock().unwrap_or_else(|p| p.into_inner()).push(i);
         true
     }

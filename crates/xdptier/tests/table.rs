@@ -96,6 +96,7 @@ fn a_bucket_holds_sixteen_flows_and_refuses_a_seventeenth() {
         t.remove(0, &FlowKey::ONES, &keys[0]).is_err(),
         "removed twice"
     );
+    assert!(t.table().alone_marks_agree());
 }
 
 /// A lookup key with `i` in its address words.
@@ -193,6 +194,7 @@ fn thousands_of_flows_are_all_found_where_rust_hashed_them() {
     for f in installed {
         assert_eq!(verdict(&t, f), (xdp_action::REDIRECT, Reason::HitOutput));
     }
+    assert!(t.table().alone_marks_agree());
 }
 
 #[test]
@@ -236,6 +238,7 @@ fn workers_insert_and_remove_at_once_without_losing_a_flow() {
     let survivors: Vec<&Vec<u8>> = kept.into_iter().flatten().collect();
     assert_eq!(survivors.len(), 1500);
     assert_eq!(t.flow_count(), survivors.len());
+    assert!(t.table().alone_marks_agree(), "after two writers at once");
     for f in survivors {
         assert_eq!(verdict(&t, f), (xdp_action::REDIRECT, Reason::HitOutput));
     }
@@ -277,9 +280,18 @@ fn a_hot_line_serves_one_plain_flow_of_its_bucket_and_passes_to_the_next_when_it
     assert_eq!(verdict(&t, a), miss);
     assert!(t.table().in_hot_line(&lookup_key(b)), "the line passed on");
     assert_eq!(verdict(&t, b), hit);
+    // Now the line's flow is the bucket's only one: other keys of the bucket are told
+    // absent by the line alone, and come back when they are cached again.
+    assert!(t.table().alone_marks_agree());
+    assert_eq!(verdict(&t, a), miss);
+    assert_eq!(verdict(&t, stranger), miss);
+    t.insert(0, &FlowKey::ONES, &key_of(a), out, 0).unwrap();
+    assert_eq!(verdict(&t, a), hit, "found through the bucket again");
+    t.remove(0, &FlowKey::ONES, &key_of(a)).unwrap();
     t.remove(0, &FlowKey::ONES, &key_of(b)).unwrap();
     assert_eq!(verdict(&t, b), miss);
     assert_eq!(t.table().hot_len(), 0);
+    assert!(t.table().alone_marks_agree());
 }
 
 #[test]
@@ -298,6 +310,8 @@ fn a_flow_whose_actions_become_rewrites_leaves_the_hot_line_and_is_rewritten() {
         !t.table().in_hot_line(&lookup_key(&f)),
         "a rewrite is not plain"
     );
+    // The bucket's one flow is not the line's: the line must not say it holds nothing.
+    assert!(t.table().alone_marks_agree());
     let r = t.test_run(&f, LO).unwrap();
     assert_eq!(r.action, xdp_action::REDIRECT);
     assert_eq!(r.data[..6], mac, "the new actions ran, not the old line's");
