@@ -1,13 +1,15 @@
 //! `ExactMatchCache`: the first tier, one per worker, no locks.
 //!
 //! A direct-mapped table with two candidate slots per key (from two parts of the key's
-//! hash), keyed by the full `FlowKey`. Each entry also counts the cached keys whose first
-//! candidate it is but which live in their second (`overflow`): a key that misses its
-//! first candidate is then known absent without reading the second line unless some key
-//! overflowed from there, so a new flow's lookup costs one line, not two. Each entry points at a megaflow slot and remembers
+//! hash), keyed by the full `FlowKey`. Each entry points at a megaflow slot and remembers
 //! that slot's generation, so an evicted or revalidated-away megaflow is never used through
 //! a stale entry. Insertion happens with probability 1/`insert_inv_prob` (OVS found that
 //! inserting every flow makes a cache of many short flows thrash).
+//!
+//! Each entry also counts the cached keys whose first candidate it is but which live in
+//! their second (`overflow`): a key that misses its first candidate is then known absent
+//! without reading the second line unless some key overflowed from there, so a new flow's
+//! lookup costs one line, not two (the second is not prefetched).
 //!
 //! Narrow keys (IPv4 without a tunnel: [`FlowKey::is_narrow`]) can live in a table of
 //! one-line entries holding only the key's six [`NARROW_WORDS`]; the others live in a

@@ -357,16 +357,10 @@ impl FlowTable {
 
     /// Set or clear line `b`'s `FP_HOT_ALONE` to say whether bucket `b` holds no flow but
     /// the line's own (bucket `b`'s lock held; after every change once the slots and the
-    /// line say what the bucket holds). The line is a copy of one of the bucket's flows,
-    /// so a bucket of one flow and a used line holds that flow alone.
+    /// line say what the bucket holds).
     fn mark_alone(&self, b: u32) {
-        let n = self
-            .bucket(b)
-            .iter()
-            .filter(|s| s.load(Ordering::Relaxed) != 0)
-            .count();
         let mut line = self.read_hot(b);
-        let alone = n == 0 || (n == 1 && line.is_used());
+        let alone = self.holds_only(b, &line);
         if (line.flags & HOT_ALONE != 0) != alone {
             line.flags ^= HOT_ALONE;
             self.write_hot(b, line);
@@ -388,14 +382,20 @@ impl FlowTable {
     /// tests).
     pub fn alone_marks_agree(&self) -> bool {
         (0..HOT_LINES).all(|b| {
-            let n = self
-                .bucket(b)
-                .iter()
-                .filter(|s| s.load(Ordering::Relaxed) != 0)
-                .count();
             let line = self.read_hot(b);
-            (line.flags & HOT_ALONE != 0) == (n == 0 || (n == 1 && line.is_used()))
+            (line.flags & HOT_ALONE != 0) == self.holds_only(b, &line)
         })
+    }
+
+    /// Whether bucket `b` holds no flow but `line`'s (its hot line's), if it has one: no
+    /// slot in use, or one and a used line (the line is a copy of one of its flows).
+    fn holds_only(&self, b: u32, line: &FpHot) -> bool {
+        let n = self
+            .bucket(b)
+            .iter()
+            .filter(|s| s.load(Ordering::Relaxed) != 0)
+            .count();
+        n == 0 || (n == 1 && line.is_used())
     }
 
     /// Whether `k` is served from its bucket's hot line (as well as from its entry).
