@@ -188,15 +188,14 @@ impl TupleSpace {
                 let mut row = [0u64; KEY_WORDS];
                 let row = &mut row[..st.search.row_len()];
                 st.search.write_row(&value, row);
-                let (rows, search) = (&st.rows, &st.search);
-                let at = |r: u32| &rows[r as usize * search.row_len()..][..search.row_len()];
-                match st
+                let same = st
                     .slots
-                    .find(wide_hash(h), |s| s.hash == h && at(s.row) == &*row)
-                {
-                    Some(s) => {
-                        st.rules[s.row as usize].push(i as u32);
-                        touched.push((si, h, s.row));
+                    .find(wide_hash(h), |s| s.hash == h && st.row(s.row) == &*row)
+                    .map(|s| s.row);
+                match same {
+                    Some(r) => {
+                        st.rules[r as usize].push(i as u32);
+                        touched.push((si, h, r));
                     }
                     None => {
                         let r = st.rules.len() as u32;
