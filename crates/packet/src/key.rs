@@ -377,16 +377,14 @@ impl FlowKey {
     pub fn hash_no_tunnel(&self, seed: u64) -> u32 {
         let w = &self.words;
         debug_assert!(w[8..].iter().all(|&x| x == 0), "a key with tunnel words");
-        let acc = seed
-            .wrapping_add(fold_mul(w[0] ^ K[0], w[1] ^ K[1]))
-            .wrapping_add(fold_mul(w[2] ^ K[2], w[3] ^ K[3]))
-            .wrapping_add(fold_mul(w[4] ^ K[4], w[6] ^ K[6]))
+        let acc = pair(w[0] ^ K[0], w[1] ^ K[1], seed)
+            .wrapping_add(pair(w[2] ^ K[2], w[3] ^ K[3], seed))
+            .wrapping_add(pair(w[4] ^ K[4], w[6] ^ K[6], seed))
             .wrapping_add(if w[5] | w[7] == 0 {
-                ZERO_57
+                0
             } else {
-                fold_mul(w[5] ^ K[5], w[7] ^ K[7])
-            })
-            .wrapping_add(ZERO_TAIL);
+                pair(w[5] ^ K[5], w[7] ^ K[7], seed)
+            });
         finish(acc)
     }
 
@@ -407,23 +405,20 @@ impl FlowKey {
         // the loop: pairs in order, an odd last word paired with K[KEY_WORDS].
         let tail = K[KEY_WORDS];
         let acc = match *set.indices() {
+            // No words: every key is the same masked key.
             [] => seed,
-            [a] => seed.wrapping_add(fold_mul(w(a), tail)),
-            [a, b] => seed.wrapping_add(fold_mul(w(a), w(b))),
-            [a, b, c] => seed
-                .wrapping_add(fold_mul(w(a), w(b)))
-                .wrapping_add(fold_mul(w(c), tail)),
-            [a, b, c, d] => seed
-                .wrapping_add(fold_mul(w(a), w(b)))
-                .wrapping_add(fold_mul(w(c), w(d))),
+            [a] => pair(w(a), tail, seed),
+            [a, b] => pair(w(a), w(b), seed),
+            [a, b, c] => pair(w(a), w(b), seed).wrapping_add(pair(w(c), tail, seed)),
+            [a, b, c, d] => pair(w(a), w(b), seed).wrapping_add(pair(w(c), w(d), seed)),
             ref idx => {
-                let mut acc = seed;
+                let mut acc = 0u64;
                 let mut pairs = idx.chunks_exact(2);
                 for p in &mut pairs {
-                    acc = acc.wrapping_add(fold_mul(w(p[0]), w(p[1])));
+                    acc = acc.wrapping_add(pair(w(p[0]), w(p[1]), seed));
                 }
                 if let [a] = pairs.remainder() {
-                    acc = acc.wrapping_add(fold_mul(w(*a), tail));
+                    acc = acc.wrapping_add(pair(w(*a), tail, seed));
                 }
                 acc
             }
@@ -527,10 +522,7 @@ impl MaskLanes {
     #[inline(always)]
     pub fn hash(&self, key: &FlowKey, seed: u64) -> u32 {
         let l = |j: usize| self.lane(key, j) ^ K[j];
-        finish(
-            seed.wrapping_add(fold_mul(l(0), l(1)))
-                .wrapping_add(fold_mul(l(2), l(3))),
-        )
+        finish(pair(l(0), l(1), seed).wrapping_add(pair(l(2), l(3), seed)))
     }
 
     /// `(key & mask) == value`, for a `value` that is zero outside the mask.
@@ -704,7 +696,9 @@ impl WordSet {
 // probed subtable, so it must be a few cycles. Folded 64x64->128 multiplies over pairs of
 // words are independent of each other, so the CPU overlaps them; the per-position
 // constants make the hash sensitive to where a word sits. The seed is chosen at random per
-// datapath so crafted keys cannot aim at one bucket.
+// datapath and goes into a factor of every product, so crafted keys cannot aim at one
+// bucket. The sum is folded to 32 bits without a last multiply (one per hash: a tenth of
+// a megaflow probe's latency; see `finish`).
 const K: [u64; KEY_WORDS + 1] = [
     0x243f_6a88_85a3_08d3,
     0x1319_8a2e_0370_7344,
@@ -728,42 +722,40 @@ const fn fold_mul(a: u64, b: u64) -> u64 {
     (p as u64) ^ ((p >> 64) as u64)
 }
 
+/// One pair's term: the seed goes into a factor of every product, so which keys collide
+/// (in the whole hash or in a table's low bits) depends on it.
 #[inline(always)]
-fn finish(acc: u64) -> u32 {
-    let x = fold_mul(acc, 0x9e37_79b9_7f4a_7c15);
-    (x ^ (x >> 32)) as u32
+const fn pair(a: u64, b: u64, seed: u64) -> u64 {
+    fold_mul(a ^ seed, b)
 }
 
-/// What the pair (5, 7) adds when both words are zero (every non-IPv6 key).
-const ZERO_57: u64 = fold_mul(K[5], K[7]);
-/// What the tunnel and metadata words 8..13 add when all are zero (every key a packet
-/// arriving without a tunnel parses to).
-const ZERO_TAIL: u64 = fold_mul(K[8], K[9])
-    .wrapping_add(fold_mul(K[10], K[11]))
-    .wrapping_add(fold_mul(K[12], K[KEY_WORDS]));
+/// The 32-bit hash of a sum of terms: its two halves folded. No multiply here: every term
+/// already folds its product's high half into the low one, so each bit of the sum depends
+/// on every bit of the words.
+#[inline(always)]
+fn finish(acc: u64) -> u32 {
+    (acc ^ (acc >> 32)) as u32
+}
 
-/// The whole key's hash: the sum of folded multiplies over word pairs (0,1) (2,3) (4,6)
-/// (5,7) (8,9) (10,11) (12,-). A pair that is zero adds a constant, so the words an IPv4
-/// packet without a tunnel leaves zero (the IPv6 upper halves 5 and 7, the tunnel words
-/// 8..13) are tested, not multiplied: three multiplies instead of seven, same value.
+/// The whole key's hash: the sum of the terms of word pairs (0,1) (2,3) (4,6), of (5,7)
+/// unless both words are zero, and of (8,9) (10,11) (12,-) unless all five words are.
+/// The words an IPv4 packet without a tunnel leaves zero (the IPv6 halves 5 and 7, the
+/// tunnel and metadata words 8..13) are tested, not multiplied: three multiplies, not
+/// seven.
 #[inline(always)]
 fn hash_all(w: &[u64; KEY_WORDS], seed: u64) -> u32 {
-    let mut acc = seed
-        .wrapping_add(fold_mul(w[0] ^ K[0], w[1] ^ K[1]))
-        .wrapping_add(fold_mul(w[2] ^ K[2], w[3] ^ K[3]))
-        .wrapping_add(fold_mul(w[4] ^ K[4], w[6] ^ K[6]));
-    acc = acc.wrapping_add(if w[5] | w[7] == 0 {
-        ZERO_57
-    } else {
-        fold_mul(w[5] ^ K[5], w[7] ^ K[7])
-    });
-    acc = acc.wrapping_add(if w[8] | w[9] | w[10] | w[11] | w[12] == 0 {
-        ZERO_TAIL
-    } else {
-        fold_mul(w[8] ^ K[8], w[9] ^ K[9])
-            .wrapping_add(fold_mul(w[10] ^ K[10], w[11] ^ K[11]))
-            .wrapping_add(fold_mul(w[12] ^ K[12], K[KEY_WORDS]))
-    });
+    let mut acc = pair(w[0] ^ K[0], w[1] ^ K[1], seed)
+        .wrapping_add(pair(w[2] ^ K[2], w[3] ^ K[3], seed))
+        .wrapping_add(pair(w[4] ^ K[4], w[6] ^ K[6], seed));
+    if w[5] | w[7] != 0 {
+        acc = acc.wrapping_add(pair(w[5] ^ K[5], w[7] ^ K[7], seed));
+    }
+    if w[8] | w[9] | w[10] | w[11] | w[12] != 0 {
+        acc = acc
+            .wrapping_add(pair(w[8] ^ K[8], w[9] ^ K[9], seed))
+            .wrapping_add(pair(w[10] ^ K[10], w[11] ^ K[11], seed))
+            .wrapping_add(pair(w[12] ^ K[12], K[KEY_WORDS], seed));
+    }
     finish(acc)
 }
 
@@ -826,8 +818,11 @@ mod tests {
     fn masked_hash_and_match_equal_the_plain_loops() {
         use proptest::prelude::*;
         let reference = |k: &FlowKey, m: &FlowKey, set: &WordSet, seed: u64| {
-            let mut acc = seed;
             let idx = set.indices();
+            if idx.is_empty() {
+                return finish(seed);
+            }
+            let mut acc = 0u64;
             let mut i = 0;
             while i < idx.len() {
                 let a = idx[i] as usize;
@@ -836,7 +831,7 @@ mod tests {
                     Some(&b) => (k.words[b as usize] & m.words[b as usize]) ^ K[b as usize],
                     None => K[KEY_WORDS],
                 };
-                acc = acc.wrapping_add(fold_mul(x, y));
+                acc = acc.wrapping_add(fold_mul(x ^ seed, y));
                 i += 2;
             }
             finish(acc)
@@ -924,6 +919,74 @@ mod tests {
         assert_eq!(seen.len(), KEY_BYTES);
     }
 
+    /// Keys a switch sees in bulk (a source address and a port counting up) spread over a
+    /// table's buckets as random keys would, in each of the three hashes, and which of them
+    /// share a bucket depends on the seed.
+    #[test]
+    fn hashes_spread_counting_keys_and_the_seed_decides_collisions() {
+        let key = |i: u32| {
+            let mut k = FlowKey::ZERO;
+            k.set(Field::InPort, 1);
+            k.set(Field::EthType, 0x0800);
+            k.set(Field::Ipv4Src, u128::from(0x0a00_0000 | (i & 0x3ff)));
+            k.set(Field::Ipv4Dst, 0x0a01_0001);
+            k.set(Field::TpSrc, u128::from(1024 + (i >> 10)));
+            k
+        };
+        let mut mask = FlowKey::ZERO;
+        mask.set_all(Field::Ipv4Src);
+        mask.set_all(Field::TpSrc);
+        mask.set_all(Field::TpDst);
+        let set = WordSet::of_mask(&mask);
+        let lanes = SubtableMask::new(mask);
+        let (n, buckets) = (8192u32, 1024usize);
+        type Hash<'a> = Box<dyn Fn(&FlowKey, u64) -> u32 + 'a>;
+        let hashes: [(&str, Hash); 3] = [
+            ("key", Box::new(|k: &FlowKey, s| k.hash(s))),
+            (
+                "masked",
+                Box::new(|k: &FlowKey, s| k.masked_hash(&mask, &set, s)),
+            ),
+            ("lanes", Box::new(|k: &FlowKey, s| lanes.hash(k, s))),
+        ];
+        for (name, h) in &hashes {
+            let mut shared = [0usize; 2];
+            for (j, seed) in [0x5eed_u64, 0x9e37_79b9_7f4a_7c15].into_iter().enumerate() {
+                let mut load = vec![0u32; buckets];
+                for i in 0..n {
+                    load[h(&key(i), seed) as usize % buckets] += 1;
+                }
+                // Eight keys a bucket on average; random keys put ~20 in the fullest.
+                let max = *load.iter().max().unwrap();
+                assert!(
+                    max <= 26,
+                    "{name} hash, seed {seed:#x}: {max} keys in one bucket"
+                );
+                // Pairs of keys 0..256 that share a bucket under seed 0x5eed, checked again
+                // under the other seed.
+                for a in 0..256 {
+                    for b in a + 1..256 {
+                        let [x, y] = [a, b].map(|i| h(&key(i), 0x5eed) as usize % buckets);
+                        if x == y {
+                            let [x, y] = [a, b].map(|i| h(&key(i), seed) as usize % buckets);
+                            shared[j] += usize::from(x == y);
+                        }
+                    }
+                }
+            }
+            assert!(
+                shared[0] > 0,
+                "{name} hash: no pair shares a bucket (the check is void)"
+            );
+            assert!(
+                shared[1] * 4 <= shared[0],
+                "{name} hash: {} of {} colliding pairs still collide under another seed",
+                shared[1],
+                shared[0]
+            );
+        }
+    }
+
     /// A key without tunnel words hashes alike both ways.
     #[test]
     fn hash_no_tunnel_is_hash() {
@@ -945,14 +1008,28 @@ mod tests {
     /// The zero-pair shortcuts give exactly what multiplying every pair gives.
     #[test]
     fn zero_pair_shortcuts_equal_the_full_sum() {
+        // The sum over the groups of pairs, a group whose words are all zero adding zero.
         fn full(w: &[u64; KEY_WORDS], seed: u64) -> u32 {
-            let pairs = [(0, 1), (2, 3), (4, 6), (5, 7), (8, 9), (10, 11)];
-            let mut acc = seed;
-            for (a, b) in pairs {
-                acc = acc.wrapping_add(fold_mul(w[a] ^ K[a], w[b] ^ K[b]));
+            let groups: [&[(usize, usize)]; 3] = [
+                &[(0, 1), (2, 3), (4, 6)],
+                &[(5, 7)],
+                &[(8, 9), (10, 11), (12, KEY_WORDS)],
+            ];
+            let word = |i: usize| w.get(i).copied().unwrap_or(0) ^ K[i];
+            let mut acc = 0u64;
+            for (g, pairs) in groups.iter().enumerate() {
+                if g > 0
+                    && pairs
+                        .iter()
+                        .all(|&(a, b)| w[a] == 0 && w.get(b).is_none_or(|&x| x == 0))
+                {
+                    continue;
+                }
+                for &(a, b) in *pairs {
+                    acc = acc.wrapping_add(fold_mul(word(a) ^ seed, word(b)));
+                }
             }
-            acc = acc.wrapping_add(fold_mul(w[12] ^ K[12], K[KEY_WORDS]));
-            finish(acc)
+            (acc ^ (acc >> 32)) as u32
         }
         let mut x = 0x1234_5678_9abc_def0u64;
         for n in 0..2000u64 {
