@@ -198,6 +198,12 @@ struct BenchArgs {
     /// For A/B on a machine whose speed drifts. Cost cases only (not flood or tse).
     #[arg(long, value_name = "FLOWPATH")]
     against: Option<std::path::PathBuf>,
+    /// With --against: end every round with a second run of this build, and show the
+    /// per-round ratio of its two runs beside the comparison: the build against itself,
+    /// so what the machine's noise alone reads (a ratio between the builds inside that
+    /// band says nothing). Costs half as much time again.
+    #[arg(long, requires = "against")]
+    noise: bool,
 }
 
 fn main() -> ExitCode {
@@ -305,7 +311,7 @@ fn bench(args: BenchArgs) -> ExitCode {
             eprintln!("flowpath bench: --against compares the cost cases; leave out flood and tse");
             return ExitCode::from(2);
         }
-        return match bench_against::run(&cases, other, args.runs) {
+        return match bench_against::run(&cases, other, args.runs, args.noise) {
             Ok(paired) if args.json => {
                 println!("{}", bench_against::json(&paired, other));
                 ExitCode::SUCCESS
