@@ -44,7 +44,44 @@ fn both_builds_report_every_round_side_by_side() {
         }
         let ratio = r["ratio"].as_f64().unwrap();
         assert!(ratio.is_finite() && ratio > 0.0);
+        assert!(
+            r["noise_round_ratio"].is_null(),
+            "no --noise, no noise column"
+        );
     }
+}
+
+/// `--noise`: a second run of this build every round, reported as its own ratio; the
+/// children never get the flag (this binary refuses `--noise` without `--against`, so a
+/// forwarded one would fail the run).
+#[test]
+fn noise_runs_this_build_again_every_round() {
+    let out = Command::new(BIN)
+        .args(["bench", "--against", BIN, "--noise", "--case", "emc_hit"])
+        .args([
+            "--runs",
+            "2",
+            "--packets",
+            "20000",
+            "--flows",
+            "64",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rows.len(), 1);
+    let noise = &rows[0]["noise_round_ratio"];
+    let samples = noise["samples"].as_array().expect("the second runs");
+    assert_eq!(samples.len(), 2);
+    assert!(samples.iter().all(|c| c.as_f64().unwrap() > 0.0));
+    let m = noise["median"].as_f64().unwrap();
+    assert!(m.is_finite() && m > 0.0);
 }
 
 #[test]
