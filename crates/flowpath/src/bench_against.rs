@@ -190,7 +190,7 @@ pub fn table(paired: &[Paired], other: &Path, header: &str) -> String {
         "per round (middle half)"
     );
     if noise {
-        let _ = write!(s, " {:>26}", "this/this again (m. half)");
+        let _ = write!(s, " {:>26}", "again/this (middle half)");
     }
     s.push('\n');
     for p in paired {
@@ -217,9 +217,9 @@ pub fn table(paired: &[Paired], other: &Path, header: &str) -> String {
     );
     if noise {
         s.push_str(
-            "this/this again: each round ends with a second run of this build; the median of \
-             the rounds' second/first and its middle half. A build against itself: a \
-             per-round ratio inside this band is the machine's noise, not the change\n",
+            "again/this: each round ends with a second run of this build; the median of the \
+             rounds' second/first and its middle half. A build against itself: a per-round \
+             ratio inside this band is the machine's noise, not the change\n",
         );
     }
     s
@@ -324,7 +324,7 @@ mod tests {
             assert!((got - want).abs() < 1e-9, "{got} for {want}");
         }
         let t = table(std::slice::from_ref(&p), Path::new("/old"), "");
-        assert!(t.contains("this/this again"), "{t}");
+        assert!(t.contains("again/this"), "{t}");
         assert!(t.contains("1.000 (0.990–1.010)"), "{t}");
         let j: serde_json::Value = serde_json::from_str(&json(&[p], Path::new("/old"))).unwrap();
         assert_eq!(j[0]["noise_round_ratio"]["median"], 1.0);
@@ -335,7 +335,7 @@ mod tests {
             again: Vec::new(),
         };
         let t = table(std::slice::from_ref(&plain), Path::new("/old"), "");
-        assert!(!t.contains("this/this again"), "{t}");
+        assert!(!t.contains("again/this"), "{t}");
         let j: serde_json::Value =
             serde_json::from_str(&json(&[plain], Path::new("/old"))).unwrap();
         assert!(j[0]["noise_round_ratio"].is_null());
