@@ -5,18 +5,15 @@ use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_flowpath");
 
-#[test]
-fn both_builds_report_every_round_side_by_side() {
-    let out = Command::new(BIN)
-        .args([
-            "bench",
-            "--against",
-            BIN,
-            "--case",
-            "emc_hit",
-            "--case",
-            "miss",
-        ])
+/// `flowpath bench --against` itself on `cases` with `extra` options, two short rounds, as
+/// JSON rows (the run must succeed).
+fn against_itself(cases: &[&str], extra: &[&str]) -> Vec<serde_json::Value> {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["bench", "--against", BIN]).args(extra);
+    for c in cases {
+        cmd.args(["--case", c]);
+    }
+    let out = cmd
         .args([
             "--runs",
             "2",
@@ -33,7 +30,12 @@ fn both_builds_report_every_round_side_by_side() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn both_builds_report_every_round_side_by_side() {
+    let rows = against_itself(&["emc_hit", "miss"], &[]);
     let cases: Vec<&str> = rows.iter().map(|r| r["case"].as_str().unwrap()).collect();
     assert_eq!(cases, ["emc_hit", "miss"]);
     for r in &rows {
@@ -56,25 +58,7 @@ fn both_builds_report_every_round_side_by_side() {
 /// forwarded one would fail the run).
 #[test]
 fn noise_runs_this_build_again_every_round() {
-    let out = Command::new(BIN)
-        .args(["bench", "--against", BIN, "--noise", "--case", "emc_hit"])
-        .args([
-            "--runs",
-            "2",
-            "--packets",
-            "20000",
-            "--flows",
-            "64",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = against_itself(&["emc_hit"], &["--noise"]);
     assert_eq!(rows.len(), 1);
     let noise = &rows[0]["noise_round_ratio"];
     let samples = noise["samples"].as_array().expect("the second runs");
