@@ -267,13 +267,15 @@ fn ipv4_l4_fast(
     let Some(f) = data.first_chunk::<50>() else {
         return false;
     };
-    // Ethertype 0x0800 and version 4 / IHL 5, as they sit in memory.
-    if [f[12], f[13], f[14]] != [0x08, 0x00, 0x45] {
+    // Ethertype 0x0800 and version 4 / IHL 5, as they sit in memory: one load and compare
+    // (byte by byte, the compiler assembled the three bytes first).
+    if le32_at(f, 12) & 0x00ff_ffff != 0x0045_0008 {
         return false;
     }
     let total = usize::from(be16([f[16], f[17]]));
+    // 20 <= total <= data.len() - 14 as one unsigned compare (data.len() >= 50 here).
     // Flags and fragment offset: DF may be set, nothing else.
-    if total < 20 || total > data.len() - 14 || be16([f[20], f[21]]) & 0x3fff != 0 {
+    if total.wrapping_sub(20) > data.len() - 34 || be16([f[20], f[21]]) & 0x3fff != 0 {
         return false;
     }
     let proto = f[23];
@@ -348,7 +350,8 @@ fn fast_l4(d: &[u8], l4: usize, l4_len: usize, proto: u8, vxlan_port: Option<u16
         ipproto::UDP => {
             let u: &[u8; 8] = hdr(d, l4)?;
             let len = usize::from(be16([u[4], u[5]]));
-            if l4_len < 8 || len < 8 || len > l4_len {
+            // 8 <= len <= l4_len (so l4_len >= 8 too).
+            if len < 8 || len > l4_len {
                 return None;
             }
             if vxlan_port.is_some_and(|p| be16([u[2], u[3]]) == p) {
@@ -359,7 +362,8 @@ fn fast_l4(d: &[u8], l4: usize, l4_len: usize, proto: u8, vxlan_port: Option<u16
         ipproto::TCP => {
             let t: &[u8; 14] = hdr(d, l4)?;
             let doff = usize::from(t[12] >> 4) * 4;
-            if l4_len < 20 || doff < 20 || doff > l4_len {
+            // 20 <= doff <= l4_len (so l4_len >= 20 too).
+            if doff < 20 || doff > l4_len {
                 return None;
             }
             // Key bytes 22..24, big-endian: the top two bytes of the little-endian word.
