@@ -572,6 +572,13 @@ impl SubtableMask {
         }
     }
 
+    /// The four-lane form, when the mask has one to four words: a search over many keys
+    /// can dispatch on it once instead of once a key.
+    #[inline(always)]
+    pub fn lanes(&self) -> Option<&MaskLanes> {
+        self.lanes.as_ref()
+    }
+
     /// Whether `key` falls inside the masked key `value`.
     #[inline(always)]
     pub fn matches(&self, key: &FlowKey, value: &FlowKey) -> bool {
