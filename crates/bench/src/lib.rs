@@ -17,6 +17,6 @@ pub use attack::{run_attack, Attack, AttackConfig, AttackResult, Defence};
 pub use harness::Harness;
 pub use machine::Machine;
 pub use runner::{
-    measure_first_flood, measure_rule_change, run_case, BenchConfig, Case, CaseResult,
+    measure_first_flood, measure_rule_change, pool, run_case, BenchConfig, Case, CaseResult,
     FirstFloodResult, RuleChangeResult,
 };

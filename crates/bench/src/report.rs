@@ -99,9 +99,14 @@ pub fn table(results: &[CaseResult], machine: &Machine) -> String {
         );
     }
     let _ = writeln!(s);
+    let apart = if results.iter().any(|r| r.processes > 1) {
+        ", each run a fresh process"
+    } else {
+        ", all in one process"
+    };
     let _ = writeln!(
         s,
-        "cyc/pkt: TSC cycles per packet for the whole loop (median of runs); the stage columns are \
+        "cyc/pkt: TSC cycles per packet for the whole loop (median of runs{apart}); the stage columns are \
          the datapath's own per-stage TSC stamps per packet (the signature-match cache's within mf); \
          emc%/smc%/mf%/miss%: share of packets each tier answered (mf%: by a subtable search); subt/mflows: megaflow subtables/entries at the end."
     );

@@ -7,7 +7,7 @@ use flowpath_base::BATCH;
 use flowpath_datapath::{DatapathConfig, DatapathStats};
 use flowpath_gen::InMemorySource;
 use flowpath_pipeline::{Backend, RuleStore};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 /// One bench case.
@@ -145,7 +145,7 @@ impl Default for BenchConfig {
 }
 
 /// What one case measured.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CaseResult {
     pub case: String,
     /// Million packets per second on one core (median run).
@@ -156,6 +156,8 @@ pub struct CaseResult {
     pub cycles_min: f64,
     pub cycles_max: f64,
     pub runs: usize,
+    /// The processes the runs were spread over (1: all in one; see [`pool`]).
+    pub processes: usize,
     pub packets_per_run: u64,
     pub frame_size: usize,
     /// Share of packets answered by each tier over the timed runs.
@@ -245,6 +247,7 @@ pub fn run_case(
         cycles_min: sorted[0],
         cycles_max: *sorted.last().unwrap(),
         runs: cfg.runs,
+        processes: 1,
         packets_per_run: packets,
         frame_size: cfg.frame_size,
         emc_hit_share: st.emc_hits as f64 / pk,
@@ -257,6 +260,32 @@ pub fn run_case(
         rules: n_rules,
         classifier: format!("{:?}", cfg.backend),
     }
+}
+
+/// One case's results from several processes (each its own start, warm-up and runs) as
+/// one: the median, min and max over every run, and the rest (tier shares, stage cycles,
+/// cache sizes) from the process whose median is that median. A process on this VM runs
+/// at one of two speeds throughout (README, "What the bench measures"), so runs in one
+/// process are not independent samples; runs spread over processes are. None if `parts`
+/// is empty or mixes cases.
+pub fn pool(parts: &[CaseResult]) -> Option<CaseResult> {
+    let first = parts.first()?;
+    if parts.iter().any(|p| p.case != first.case) {
+        return None;
+    }
+    let mut by_cycles: Vec<&CaseResult> = parts.iter().collect();
+    by_cycles.sort_by(|a, b| a.cycles_per_packet.total_cmp(&b.cycles_per_packet));
+    let mid = by_cycles[by_cycles.len() / 2];
+    Some(CaseResult {
+        cycles_min: parts
+            .iter()
+            .map(|p| p.cycles_min)
+            .fold(f64::INFINITY, f64::min),
+        cycles_max: parts.iter().map(|p| p.cycles_max).fold(0.0, f64::max),
+        runs: parts.iter().map(|p| p.runs).sum(),
+        processes: parts.iter().map(|p| p.processes).sum(),
+        ..mid.clone()
+    })
 }
 
 /// The floor cases: emc_hit's or many_flows' traffic from the generated port straight to
@@ -287,6 +316,7 @@ fn run_floor(many: bool, cfg: &BenchConfig, mut progress: impl FnMut(usize, usiz
         cycles_min: sorted[0],
         cycles_max: *sorted.last().unwrap(),
         runs: cfg.runs,
+        processes: 1,
         packets_per_run: cfg.packets,
         frame_size: cfg.frame_size,
         emc_hit_share: 0.0,
@@ -594,5 +624,78 @@ pub fn measure_rule_change(cfg: &BenchConfig) -> RuleChangeResult {
         flush_cycles: median(&mut flush),
         miss_cycles: miss.cycles_per_packet,
         runs: cfg.runs,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one_run(case: &str, cycles: f64, emc_share: f64) -> CaseResult {
+        CaseResult {
+            case: case.into(),
+            mpps: 2.0e3 / cycles,
+            cycles_per_packet: cycles,
+            cycles_min: cycles,
+            cycles_max: cycles,
+            runs: 1,
+            processes: 1,
+            packets_per_run: 1000,
+            frame_size: 64,
+            emc_hit_share: emc_share,
+            megaflow_hit_share: 0.0,
+            smc_hit_share: 0.0,
+            upcall_share: 0.0,
+            stage_cycles: StageShare {
+                parse: cycles / 2.0,
+                ..StageShare::default()
+            },
+            megaflow_subtables: 1,
+            megaflows: cycles as usize,
+            rules: 1,
+            classifier: "TupleSpace".into(),
+        }
+    }
+
+    /// Pooled runs report the median process's figures whole (its Mpps, shares and stage
+    /// columns belong together), the extremes over all runs, and what was pooled.
+    #[test]
+    fn pooling_takes_the_median_process_whole_and_the_extremes_of_all() {
+        let parts = [
+            one_run("emc_hit", 56.0, 0.3),
+            one_run("emc_hit", 51.0, 0.1),
+            one_run("emc_hit", 52.0, 0.2),
+        ];
+        let p = pool(&parts).expect("one case");
+        assert_eq!(p.cycles_per_packet, 52.0);
+        assert_eq!(p.mpps, parts[2].mpps);
+        assert_eq!(p.emc_hit_share, 0.2);
+        assert_eq!(p.stage_cycles.parse, 26.0);
+        assert_eq!(p.megaflows, 52);
+        assert_eq!((p.cycles_min, p.cycles_max), (51.0, 56.0));
+        assert_eq!((p.runs, p.processes), (3, 3));
+        let mut wide = one_run("emc_hit", 53.0, 0.0);
+        (wide.cycles_min, wide.cycles_max, wide.runs) = (40.0, 90.0, 5);
+        let p = pool(&[parts[0].clone(), wide]).expect("one case");
+        assert_eq!((p.cycles_min, p.cycles_max, p.runs), (40.0, 90.0, 6));
+    }
+
+    #[test]
+    fn pooling_refuses_nothing_and_mixed_cases() {
+        assert!(pool(&[]).is_none());
+        assert!(pool(&[one_run("emc_hit", 50.0, 0.0), one_run("miss", 700.0, 0.0)]).is_none());
+    }
+
+    /// A result survives the JSON a child process prints (the table's row plus the machine).
+    #[test]
+    fn a_result_reads_back_from_its_json_row() {
+        let r = one_run("mixed", 150.0, 0.9);
+        let machine = crate::Machine::probe();
+        let text = crate::report::json(std::slice::from_ref(&r), &[], &machine);
+        let rows: Vec<CaseResult> = serde_json::from_str(&text).expect("rows read back");
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].case, "mixed");
+        assert_eq!(rows[0].cycles_per_packet, 150.0);
+        assert_eq!(rows[0].stage_cycles.parse, 75.0);
     }
 }

@@ -58,8 +58,8 @@ pub fn forwarded_args(args: &[OsString], cases: &[String]) -> Vec<OsString> {
     out
 }
 
-/// Run `bin` (a flowpath binary) once with `args`; its cycles per packet by case name.
-fn run_binary(bin: &Path, args: &[OsString]) -> Result<Vec<(String, f64)>, String> {
+/// Run `bin` (a flowpath binary) once with `args` (ending in `--json`): its rows.
+pub fn child_rows(bin: &Path, args: &[OsString]) -> Result<Vec<serde_json::Value>, String> {
     let out = Command::new(bin)
         .args(args)
         .output()
@@ -76,13 +76,17 @@ fn run_binary(bin: &Path, args: &[OsString]) -> Result<Vec<(String, f64)>, Strin
             String::from_utf8_lossy(&out.stderr).trim()
         ));
     }
-    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).map_err(|e| {
+    serde_json::from_slice(&out.stdout).map_err(|e| {
         format!(
             "{}: its --json output is not a JSON array ({e})",
             bin.display()
         )
-    })?;
-    Ok(rows
+    })
+}
+
+/// Run `bin` once with `args`; its cycles per packet by case name.
+fn run_binary(bin: &Path, args: &[OsString]) -> Result<Vec<(String, f64)>, String> {
+    Ok(child_rows(bin, args)?
         .iter()
         .filter_map(|r| {
             Some((

@@ -10,6 +10,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 mod bench_against;
+mod bench_processes;
 mod cmd_classifier;
 mod cmd_flows;
 mod cmd_gen;
@@ -120,10 +121,10 @@ counting sink. Cases:
 The cost cases (emc_hit … mixed) run with the miss budget off: they measure what each
 tier costs. flood and tse run the switch's defaults.
 
-Each case warms up, then runs --runs times; it reports the median cycles per packet with
-min and max, Mpps at the TSC rate, which tier answered, and cycles per stage from the
-datapath's own TSC stamps. Absolute numbers are noisy on a shared VM: compare cases
-within one run.";
+Each case warms up, then runs --runs times, each run in a fresh process (--in-process: all
+in this one); it reports the median cycles per packet with min and max, Mpps at the TSC
+rate, which tier answered, and cycles per stage from the datapath's own TSC stamps.
+Absolute numbers are noisy on a shared VM: compare cases within one run.";
 
 #[derive(clap::Args)]
 struct BenchArgs {
@@ -132,7 +133,8 @@ struct BenchArgs {
     /// miss, mixed, flood, tse.
     #[arg(long = "case", value_name = "CASE")]
     cases: Vec<String>,
-    /// Timed runs per case (the median is reported).
+    /// Timed runs per case (the median is reported), each a fresh process unless
+    /// --in-process.
     #[arg(long, default_value_t = 5)]
     runs: usize,
     /// Packets per timed run for hit cases (miss-heavy cases run a tenth, at least 50,000).
@@ -198,6 +200,13 @@ struct BenchArgs {
     /// For A/B on a machine whose speed drifts. Cost cases only (not flood or tse).
     #[arg(long, value_name = "FLOWPATH")]
     against: Option<std::path::PathBuf>,
+    /// Keep every run of a case in this one process (each case warmed up once). By
+    /// default, with --runs above 1, each run is a fresh child process (`--runs 1
+    /// --json`) running every cost case once, and the rows pool them: a process on a VM
+    /// can run at one of two speeds throughout, so runs in one process are not
+    /// independent. Use this under a profiler (perf, callgrind), which follows one process.
+    #[arg(long)]
+    in_process: bool,
     /// With --against: end every round with a second run of this build, and show the
     /// per-round ratio of its two runs beside the comparison: the build against itself,
     /// so what the machine's noise alone reads (a ratio between the builds inside that
@@ -328,20 +337,17 @@ fn bench(args: BenchArgs) -> ExitCode {
         };
     }
     let total = cases.len() + attacks.len();
-    let mut results = Vec::new();
-    for (i, case) in cases.iter().enumerate() {
-        let name = case.name();
-        let r = run_case(*case, &cfg, |run, runs| {
-            eprint!(
-                "\r[{}/{}] {:<17} run {run}/{runs}   ",
-                i + 1,
-                cases.len(),
-                name
-            );
-            let _ = std::io::stderr().flush();
-        });
-        results.push(r);
-    }
+    let results = if args.runs > 1 && !args.in_process && !cases.is_empty() {
+        match bench_processes::run(&cases, args.runs) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("flowpath bench: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        in_process(&cases, &cfg)
+    };
     let acfg = AttackConfig {
         runs: args.runs,
         established_load: args.established_load.max(0.01),
@@ -417,4 +423,24 @@ fn bench(args: BenchArgs) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// Every case's runs in this process, one case after another (`--in-process`, `--runs 1`).
+fn in_process(cases: &[Case], cfg: &BenchConfig) -> Vec<flowpath_bench::CaseResult> {
+    cases
+        .iter()
+        .enumerate()
+        .map(|(i, case)| {
+            let name = case.name();
+            run_case(*case, cfg, |run, runs| {
+                eprint!(
+                    "\r[{}/{}] {:<17} run {run}/{runs}   ",
+                    i + 1,
+                    cases.len(),
+                    name
+                );
+                let _ = std::io::stderr().flush();
+            })
+        })
+        .collect()
 }
