@@ -52,7 +52,9 @@ packet, the recurring ones never end). Popularity is uniform (--zipf is refused)
 program attached (an AF_XDP port does; for the Linux stack attach an XDP_PASS program), \
 otherwise they are dropped silently. Nothing reports frames the receiver had no room for: use \
 --rate to pace (below 250k pps bursts of a few frames with sleeps between them; from 250k up \
-the kernel program sends each frame when it is due, which keeps the sender's core busy).
+the kernel program sends each frame when it is due, which keeps the sender's core busy). Where \
+the kernel refuses live frames to this process (EPERM), the same frames and flows go out \
+through a packet socket instead (sendmmsg, the qdisc bypassed; slower), and the report says so.
   flowpath gen --tx veth0 --flows 1000 --miss-rate 5% --size imix --duration 10 --rate 1M
   flowpath gen --replay in.pcap --tx veth0 --packets 1000000 --json";
 
@@ -140,8 +142,8 @@ struct GenFlags {
     /// Print the spec and the summary (with --tx: packets, seconds, Mpps) as JSON.
     #[arg(long)]
     json: bool,
-    /// Transmit on this interface (XDP live frames; needs root) instead of writing a pcap.
-    /// Flows and new flows are rewritten in the kernel per packet: see --help.
+    /// Transmit on this interface (XDP live frames, else a packet socket; needs root)
+    /// instead of writing a pcap. Flows and new flows are rewritten per packet: see --help.
     #[arg(long, value_name = "IFACE")]
     tx: Option<String>,
     /// With --tx and a vxlan encapsulation: the outer UDP source port of every template

@@ -46,6 +46,9 @@ use std::io;
 use std::time::{Duration, Instant};
 
 pub use crate::xdp::{attach_xdp_drop, attach_xdp_pass, XdpGuard};
+pub use socket::PacketSocketTx;
+
+mod socket;
 
 /// Frames the kernel handles per batch inside one live-frame `BPF_PROG_RUN` call (its
 /// maximum, the `batch_size` of the call); unrelated to the datapath's packet batch.
@@ -100,6 +103,108 @@ struct GenCfg {
 unsafe impl aya::Pod for GenCfg {}
 
 const _: () = assert!(std::mem::size_of::<GenCfg>() == 48);
+
+impl GenCfg {
+    /// What `gen_tx` does to the frame it sends as packet number `c` (the program's
+    /// counter): the same flow choice and the same field and checksum rewrites, for a
+    /// transmitter without the program ([`PacketSocketTx`]). False where the program
+    /// would abort (an offset past the frame). The program is the reference: a test runs
+    /// both over the same frames and counters (`vary_matches_the_program`).
+    fn vary(&self, c: u64, f: &mut [u8]) -> bool {
+        self.mode == 0 || self.rewrite(self.flow_of(c), f)
+    }
+
+    /// The flow of packet number `c`: new flows spread evenly (from `flows` up), the
+    /// recurring ones in turn or at random.
+    fn flow_of(&self, c: u64) -> u32 {
+        let flows = self.flows.max(1);
+        let share = u64::from(self.new_share);
+        let (a, b) = (
+            c.wrapping_mul(share) >> 24,
+            (c + 1).wrapping_mul(share) >> 24,
+        );
+        if a != b {
+            flows.wrapping_add(b as u32)
+        } else {
+            let k = if self.order != 0 { mix64(c - a) } else { c - a };
+            (k % u64::from(flows)) as u32
+        }
+    }
+
+    /// Rewrite the template `f` into flow `flow`: the source address and port, and the
+    /// checksums from the template's originals (RFC 1624).
+    fn rewrite(&self, flow: u32, f: &mut [u8]) -> bool {
+        let span = self.port_span.max(1);
+        let src = self.base_src.wrapping_add(flow / span);
+        let port = self.base_port.wrapping_add((flow % span) as u16);
+        // The program's stores are of network-order values; its checksum sums are over
+        // the raw (memory-order) halves, which one's complement does not mind.
+        let src_raw = u32::from_ne_bytes(src.to_be_bytes());
+        let port_raw = u16::from_ne_bytes(port.to_be_bytes());
+        let put = |f: &mut [u8], off: u16, bytes: &[u8]| -> bool {
+            let off = usize::from(off & 0x1ff);
+            match f.get_mut(off..off + bytes.len()) {
+                Some(d) => {
+                    d.copy_from_slice(bytes);
+                    true
+                }
+                None => false,
+            }
+        };
+        if !put(f, self.src_off, &src_raw.to_ne_bytes()) {
+            return false;
+        }
+        if self.ip_ver == 4 {
+            let s = add32(
+                !u32::from(self.base_ip_csum_raw) & 0xffff,
+                self.base_src_raw,
+                src_raw,
+            );
+            let ck = !fold(s) as u16;
+            if !put(f, self.ip_off.wrapping_add(10), &ck.to_ne_bytes()) {
+                return false;
+            }
+        }
+        if self.port_off != 0 && !put(f, self.port_off, &port_raw.to_ne_bytes()) {
+            return false;
+        }
+        if self.l4_csum_off != 0 {
+            let mut s = !u32::from(self.base_l4_csum_raw) & 0xffff;
+            if self.l4_pseudo != 0 {
+                s = add32(s, self.base_src_raw, src_raw);
+            }
+            if self.port_off != 0 {
+                s += (!u32::from(self.base_port_raw) & 0xffff) + u32::from(port_raw);
+            }
+            let r = !fold(s) as u16;
+            let ck = if r == 0 { 0xffff } else { r };
+            if !put(f, self.l4_csum_off, &ck.to_ne_bytes()) {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// The program's `fold`: a 32-bit one's complement sum folded to 16 bits.
+fn fold(mut s: u32) -> u32 {
+    s = (s & 0xffff) + (s >> 16);
+    (s & 0xffff) + (s >> 16)
+}
+
+/// The program's `add32`: replace the raw 32-bit field `old` by `new` in the sum.
+fn add32(sum: u32, old: u32, new: u32) -> u32 {
+    sum + (!old & 0xffff) + (!old >> 16) + (new & 0xffff) + (new >> 16)
+}
+
+/// The program's `mix64` (splitmix64's finaliser).
+fn mix64(mut x: u64) -> u64 {
+    x ^= x >> 30;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 27;
+    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
 
 /// The program's pacing state; must match `struct gen_pace` in `bpf/gen_tx.bpf.c`.
 #[repr(C)]
@@ -384,11 +489,24 @@ impl LiveFrameTx {
                 ..TestRunOptions::new()
             };
             if let Err(e) = prog.test_run(opts) {
-                let msg = e.to_string();
-                result = Err(io::Error::other(format!(
-                    "BPF_PROG_RUN (live frames) on {}: {msg}",
-                    self.ifname
-                )));
+                // The errno decides what the caller can do: EPERM/EACCES means this kernel
+                // (or a security module) refuses live frames to this process, and
+                // [`FrameTx`] then transmits through a packet socket instead.
+                let os = match &e {
+                    aya::programs::ProgramError::SyscallError(s) => s.io_error.raw_os_error(),
+                    _ => None,
+                };
+                let kind = match os {
+                    Some(libc::EPERM | libc::EACCES) => io::ErrorKind::PermissionDenied,
+                    _ => io::ErrorKind::Other,
+                };
+                let why = os
+                    .map(|n| format!(": {}", io::Error::from_raw_os_error(n)))
+                    .unwrap_or_default();
+                result = Err(io::Error::new(
+                    kind,
+                    format!("BPF_PROG_RUN (live frames) on {}: {e}{why}", self.ifname),
+                ));
                 break;
             }
             left -= u64::from(n);
@@ -506,6 +624,69 @@ impl LiveFrameTx {
         result?;
         unpaced?;
         Ok(TxReport::since(start, sent))
+    }
+}
+
+/// The transmitter of `flowpath gen --tx`: XDP live frames where the kernel runs them for
+/// this process, else a packet socket sending the same frames and flows (slower).
+pub enum FrameTx {
+    LiveFrames(Box<LiveFrameTx>),
+    PacketSocket(PacketSocketTx),
+}
+
+impl FrameTx {
+    /// Live frames on `ifname`, or the packet socket when the live-frame program cannot
+    /// be loaded (the refusal is kept for the report).
+    pub fn open(ifname: &str) -> io::Result<FrameTx> {
+        match LiveFrameTx::open(ifname) {
+            Ok(t) => Ok(FrameTx::LiveFrames(Box::new(t))),
+            Err(e) => Ok(FrameTx::PacketSocket(PacketSocketTx::open(
+                ifname,
+                format!("the live-frame program: {e}"),
+            )?)),
+        }
+    }
+
+    /// [`LiveFrameTx::run`]; if the kernel refuses the first live-frame call (EPERM,
+    /// EACCES: nothing was sent), the packet socket runs the plan instead, from then on.
+    pub fn run<T: AsRef<[u8]>>(&mut self, templates: &[T], plan: &TxPlan) -> io::Result<TxReport> {
+        if let FrameTx::LiveFrames(t) = self {
+            match t.run(templates, plan) {
+                Err(e) if e.kind() == io::ErrorKind::PermissionDenied && t.packets() == 0 => {
+                    let s = PacketSocketTx::open(t.interface(), e.to_string())?;
+                    *self = FrameTx::PacketSocket(s);
+                }
+                r => return r,
+            }
+        }
+        match self {
+            FrameTx::PacketSocket(s) => s.run(templates, plan),
+            FrameTx::LiveFrames(_) => unreachable!("replaced above"),
+        }
+    }
+
+    /// `xdp-live-frames` or `packet-socket`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            FrameTx::LiveFrames(_) => "xdp-live-frames",
+            FrameTx::PacketSocket(_) => "packet-socket",
+        }
+    }
+
+    /// Why live frames were not used (None while they are).
+    pub fn why_not_live(&self) -> Option<&str> {
+        match self {
+            FrameTx::LiveFrames(_) => None,
+            FrameTx::PacketSocket(s) => Some(s.why()),
+        }
+    }
+
+    /// Whether kernel calls are cheap ([`LiveFrameTx::fast_calls`]; a socket's always are).
+    pub fn fast_calls(&self) -> bool {
+        match self {
+            FrameTx::LiveFrames(t) => t.fast_calls(),
+            FrameTx::PacketSocket(_) => true,
+        }
     }
 }
 

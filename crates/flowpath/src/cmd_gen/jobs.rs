@@ -1,6 +1,6 @@
 //! What `flowpath gen` does once its flags are parsed: generate a spec's packets or loop a
 //! capture into a pcap file (or only count them), report what a capture holds, and
-//! transmit template frames with XDP live frames. The thin layer between the gen crate
+//! transmit template frames (XDP live frames, else a packet socket). The thin layer between the gen crate
 //! (traffic) and the ports crate (the transmitter); each job returns the text to print.
 
 use flowpath_gen::CaptureReplay;
@@ -9,7 +9,7 @@ use std::time::Duration;
 use flowpath_gen::pcap::{self, Capture, Summary};
 use flowpath_gen::spec::SpecError;
 use flowpath_gen::{Churn, InMemorySource, TrafficSpec};
-use flowpath_ports::xdpgen::{FlowOrder, LiveFrameTx, TxPlan, Vary, MAX_TEMPLATES};
+use flowpath_ports::xdpgen::{FlowOrder, FrameTx, TxPlan, Vary, MAX_TEMPLATES};
 
 use super::report::{self, Verb};
 
@@ -139,7 +139,7 @@ pub fn transmit(job: &TxJob<'_>, what: TxFrames<'_>) -> Result<String, Failure> 
     }
     let iface = job.iface;
     let tx_err = |e: std::io::Error| Failure::Tx(format!("{iface}: {e}"));
-    let mut tx = LiveFrameTx::open(iface).map_err(tx_err)?;
+    let mut tx = FrameTx::open(iface).map_err(tx_err)?;
     let plan = TxPlan {
         duration: job.duration,
         packets: job.packets,
@@ -157,6 +157,8 @@ pub fn transmit(job: &TxJob<'_>, what: TxFrames<'_>) -> Result<String, Failure> 
             "vary": t.vary,
             "templates": t.frames.len(),
             "fast_calls": tx.fast_calls(),
+            "transmitter": tx.kind(),
+            "live_frames_refused": tx.why_not_live(),
             "spec": t.spec,
             "replay": t.replay,
         });
@@ -166,6 +168,7 @@ pub fn transmit(job: &TxJob<'_>, what: TxFrames<'_>) -> Result<String, Failure> 
         &t.head,
         iface,
         tx.fast_calls(),
+        tx.why_not_live(),
         &r,
         job.rate_pps,
     ))

@@ -88,10 +88,17 @@ pub fn tx_text(
     head: &str,
     iface: &str,
     fast_calls: bool,
+    not_live: Option<&str>,
     r: &TxReport,
     rate: Option<u64>,
 ) -> String {
     let mut t = format!("{head}\n");
+    if let Some(why) = not_live {
+        t += &format!(
+            "note: sent through a packet socket (slower than XDP live frames, the same \
+             frames and flows): {why}\n"
+        );
+    }
     if !fast_calls {
         t += &format!(
             "note: {iface} already has an XDP program, so every kernel call costs tens of ms: \

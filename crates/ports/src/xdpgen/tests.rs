@@ -1,45 +1,7 @@
-//! The live-frame transmitter's per-packet variation keeps checksums right.
+//! The transmitters' per-packet variation keeps checksums right, and the packet socket's
+//! copy of it does what the program does.
 
 use super::*;
-
-/// A model of the program's rewrite, to check the checksums it produces.
-fn rewrite(frame: &mut [u8], c: &GenCfg, f: u32) {
-    let fold = |mut s: u32| {
-        s = (s & 0xffff) + (s >> 16);
-        (s & 0xffff) + (s >> 16)
-    };
-    let add32 = |s: u32, o: u32, n: u32| s + (!o & 0xffff) + (!o >> 16) + (n & 0xffff) + (n >> 16);
-    let span = c.port_span.max(1);
-    let src_raw = u32::from_ne_bytes((c.base_src + f / span).to_be_bytes());
-    let port_raw = u16::from_ne_bytes((c.base_port.wrapping_add((f % span) as u16)).to_be_bytes());
-    let so = c.src_off as usize;
-    frame[so..so + 4].copy_from_slice(&src_raw.to_ne_bytes());
-    if c.ip_ver == 4 {
-        let s = add32(
-            !u32::from(c.base_ip_csum_raw) & 0xffff,
-            c.base_src_raw,
-            src_raw,
-        );
-        let o = c.ip_off as usize + 10;
-        frame[o..o + 2].copy_from_slice(&(!fold(s) as u16).to_ne_bytes());
-    }
-    if c.port_off != 0 {
-        let o = c.port_off as usize;
-        frame[o..o + 2].copy_from_slice(&port_raw.to_ne_bytes());
-    }
-    if c.l4_csum_off != 0 {
-        let mut s = !u32::from(c.base_l4_csum_raw) & 0xffff;
-        if c.l4_pseudo != 0 {
-            s = add32(s, c.base_src_raw, src_raw);
-        }
-        if c.port_off != 0 {
-            s += (!u32::from(c.base_port_raw) & 0xffff) + u32::from(port_raw);
-        }
-        let r = !fold(s) as u16;
-        let o = c.l4_csum_off as usize;
-        frame[o..o + 2].copy_from_slice(&(if r == 0 { 0xffff } else { r }).to_ne_bytes());
-    }
-}
 
 fn sum16(b: &[u8]) -> u32 {
     let mut s = 0u32;
@@ -119,7 +81,7 @@ fn rewritten_checksums_verify() {
             .unwrap();
             for f in [0u32, 1, 77, 65535, 1 << 20, u32::MAX] {
                 let mut fr = t.clone();
-                rewrite(&mut fr, &c, f);
+                assert!(c.rewrite(f, &mut fr), "{spec}/{proto} f={f}");
                 let ip = c.ip_off as usize;
                 let (l4, l4len) = if c.ip_ver == 4 {
                     assert!(ok(sum16(&fr[ip..ip + 20])), "{spec} ip csum f={f}");
@@ -145,4 +107,97 @@ fn rewritten_checksums_verify() {
             }
         }
     }
+}
+
+/// The packet socket's variation ([`GenCfg::vary`]) against the program itself: `gen_tx`
+/// run once per counter value under plain `BPF_PROG_RUN` (no live frames: the frame comes
+/// back), for IPv4 and IPv6, UDP and TCP, VXLAN, both flow orders, new flows and counters
+/// from 0 to past 2^32. Needs root and the compiled program; says why it skips otherwise.
+#[test]
+fn vary_matches_the_program() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root (BPF_PROG_RUN)");
+        return;
+    }
+    let mut ebpf = match crate::xdp::load_object(crate::xdp::GEN_OBJ) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            return;
+        }
+    };
+    let p: &mut Xdp = ebpf.program_mut("gen_tx").unwrap().try_into().unwrap();
+    p.load().unwrap();
+    let mut cfg_map: Array<MapData, GenCfg> =
+        Array::try_from(ebpf.take_map("gen_cfg").unwrap()).unwrap();
+    let mut ctr: Array<MapData, u64> = Array::try_from(ebpf.take_map("gen_ctr").unwrap()).unwrap();
+    let prog: &Xdp = ebpf.program("gen_tx").unwrap().try_into().unwrap();
+
+    let mut specs: Vec<flowpath_gen::TrafficSpec> = Vec::new();
+    for encap in ["ipv4", "ipv6", "vxlan"] {
+        for proto in ["udp", "tcp"] {
+            specs.push(flowpath_gen::TrafficSpec {
+                encap: encap.parse().unwrap(),
+                flows: flowpath_gen::spec::Flows {
+                    proto: proto.parse().unwrap(),
+                    ..Default::default()
+                },
+                ..Default::default()
+            });
+        }
+    }
+    let varies = [
+        Vary::for_flows(1000, 0.0),
+        Vary::for_flows_in(70_000, 0.0, FlowOrder::Random),
+        Vary::for_flows_in(10, 0.3, FlowOrder::Random),
+        Vary::churn(),
+    ];
+    let counters: Vec<u64> = (0..40)
+        .chain([
+            65_535,
+            65_536,
+            999_999,
+            (1 << 32) - 1,
+            1 << 32,
+            (1 << 40) + 7,
+        ])
+        .collect();
+    let mut checked = 0;
+    for spec in &specs {
+        let t = spec.source().unwrap().template(0).to_vec();
+        for vary in &varies {
+            let c = config_for(&t, vary).unwrap();
+            cfg_map.set(0, c, 0).unwrap();
+            for &n in &counters {
+                ctr.set(0, n, 0).unwrap();
+                let data = with_meta(&t, 0);
+                let md: [u32; 6] = [META as u32, data.len() as u32, 0, 0, 0, 0];
+                // SAFETY: reinterpreting [u32; 6] as its 24 bytes.
+                let ctx: &[u8] = unsafe { std::slice::from_raw_parts(md.as_ptr().cast(), 24) };
+                let mut out = vec![0u8; data.len() + 256];
+                let r = prog.test_run(TestRunOptions {
+                    data_in: Some(&data),
+                    data_out: Some(&mut out),
+                    ctx_in: Some(ctx),
+                    ..TestRunOptions::new()
+                });
+                let r = match r {
+                    Ok(r) => r,
+                    Err(e) => {
+                        eprintln!("skipped: plain BPF_PROG_RUN refused here: {e}");
+                        return;
+                    }
+                };
+                assert_eq!(r.return_value, 3, "XDP_TX");
+                // The frame comes back after its metadata.
+                let kernel = &out[META..r.data_size_out as usize];
+                let mut ours = t.clone();
+                assert!(c.vary(n, &mut ours));
+                assert_eq!(kernel, &ours[..], "{spec:?} {vary:?} counter {n}");
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, specs.len() * varies.len() * counters.len());
 }
