@@ -13,7 +13,8 @@ exit, on an error and on Ctrl-C/SIGTERM; `--cleanup` removes what a killed run l
   fpl<pid>-gen  gen0 ==veth== swin  fpl<pid>-sw  swout ==veth== sink0  fpl<pid>-sink
                 gdir0 =========================================== sdir0   (generator alone)
 
-The generator (pinned to CPU 0; `flowpath gen --tx`, XDP live frames, else trafgen) sends
+The generator (pinned to CPU 0; `flowpath gen --tx`: XDP live frames, or a packet socket
+where the kernel refuses those; else trafgen) sends
 64-byte UDP/IPv4 frames from gen0 to swin's MAC, destination 10.10.2.2; the switch under
 test (pinned to CPU 1) forwards swin -> swout; sink0 drops every frame in a native XDP
 program (a veth loses frames sent from XDP unless its peer has one) and its receive counter

@@ -448,10 +448,37 @@ impl Topology {
         if n == 1 {
             ends.reverse();
         }
+        let queues = n;
         let n = n.to_string();
         for (ns, ifname) in ends {
             sh::run(Some(ns), "ethtool", &["-L", ifname, "rx", &n, "tx", &n])
                 .map_err(|e| format!("{ifname}: {n} queue(s): {e}"))?;
+        }
+        if queues > 1 {
+            self.gen_queue_per_cpu(queues)?;
+        }
+        Ok(())
+    }
+
+    /// Transmit queue `q` of the generator's veth for the CPUs `c` with `c % queues == q`
+    /// (XPS), so a generator sending through a packet socket (where the kernel refuses
+    /// live frames) reaches the rx queue of its CPU, as XDP frames do. Without it, on a
+    /// VM that refused live frames, every frame of both generators reached one queue.
+    fn gen_queue_per_cpu(&self, queues: u32) -> Result<(), String> {
+        let cpus = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(64);
+        for q in 0..queues as usize {
+            let mask: u64 = (0..cpus)
+                .filter(|c| c % queues as usize == q)
+                .fold(0, |m, c| m | 1 << c);
+            let file = format!("/sys/class/net/{GEN_IF}/queues/tx-{q}/xps_cpus");
+            sh::run(
+                Some(&self.gen),
+                "sh",
+                &["-c", &format!("echo {mask:x} > {file}")],
+            )
+            .map_err(|e| format!("{GEN_IF}: XPS of tx queue {q}: {e}"))?;
         }
         Ok(())
     }
