@@ -134,6 +134,36 @@ impl Generator {
         }
     }
 
+    /// How `flowpath gen --tx` transmits from `iface` in `ns` (one frame sent to find out):
+    /// None while it uses XDP live frames (or for trafgen), else why it cannot and what
+    /// it uses instead. The kernel may refuse live frames to this process: the generator
+    /// then sends through a packet socket, and the switch's veth receives socket buffers,
+    /// not XDP frames, which changes what every row costs.
+    pub fn without_live_frames(&self, ns: &str, iface: &str) -> Option<String> {
+        let GenKind::Flowpath { exe, .. } = &self.kind else {
+            return None;
+        };
+        let exe = exe.to_string_lossy();
+        let args = ["gen", "--tx", iface, "--packets", "1", "--json"];
+        let out = match sh::run(Some(ns), &exe, &args) {
+            Ok(o) => o,
+            Err(e) => return Some(format!("`flowpath gen --tx` failed: {e}")),
+        };
+        let v: serde_json::Value = serde_json::from_str(&out).ok()?;
+        if v["transmitter"] != "packet-socket" {
+            return None;
+        }
+        Some(format!(
+            "`flowpath gen --tx` sends through a packet socket here ({}): the switch's veth \
+             receives socket buffers and converts each one for XDP, which every row's cycles \
+             include: rows taken this way compare with each other, not with rows (or ratios) \
+             taken with live frames",
+            v["live_frames_refused"]
+                .as_str()
+                .unwrap_or("live frames refused")
+        ))
+    }
+
     /// Short name for tables: `flowpath-gen` or `trafgen`.
     pub fn name(&self) -> &'static str {
         match self.kind {

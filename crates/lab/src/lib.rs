@@ -37,8 +37,12 @@ pub struct Lab {
     pub topo: Topology,
     pub generator: Option<Generator>,
     pub trafgen: Option<Generator>,
-    /// Why the preferred generator is not used, when it is not.
+    /// Why the preferred generator is not used, when it is not (and how it transmits,
+    /// when not with live frames).
     pub generator_note: Option<String>,
+    /// Why `flowpath gen --tx` does not use XDP live frames here, if it does not
+    /// ([`Generator::without_live_frames`]).
+    without_live_frames: Option<String>,
     /// What the configured systems need and this machine or build lacks
     /// ([`peers::check`]); the systems it keeps from running give a row saying so.
     pub missing: Vec<peers::Missing>,
@@ -101,6 +105,13 @@ impl Lab {
             },
             GenChoice::Trafgen => (trafgen.clone(), None),
         };
+        let without_live_frames = generator
+            .as_ref()
+            .and_then(|g| g.without_live_frames(&topo.gen, topo::GDIR_IF));
+        let generator_note = match (generator_note, &without_live_frames) {
+            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+            (a, b) => a.or_else(|| b.clone()),
+        };
         let missing = peers::check(&cfg);
         let run_time_stats = if cfg.prog_time {
             Some(bpfmap::enable_run_time_stats().map_err(|e| {
@@ -123,6 +134,7 @@ impl Lab {
             generator,
             trafgen,
             generator_note,
+            without_live_frames,
         })
     }
 
@@ -343,7 +355,11 @@ impl Lab {
             self.cfg.warmup,
             self.cfg.flows,
         );
-        s + &paced
+        let socket = self
+            .without_live_frames
+            .as_ref()
+            .map_or(String::new(), |w| format!(" The generator: {w}."));
+        s + &paced + &socket
     }
 
     /// A veth drops frames its peer transmits from XDP (the generator's) unless it runs
