@@ -3,7 +3,9 @@
 
 use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_flowpath");
+mod common;
+use common::harness::run_ok;
+use common::BIN;
 
 /// `flowpath bench --against` itself on `cases` with `extra` options, two short rounds, as
 /// JSON rows (the run must succeed).
@@ -13,24 +15,16 @@ fn against_itself(cases: &[&str], extra: &[&str]) -> Vec<serde_json::Value> {
     for c in cases {
         cmd.args(["--case", c]);
     }
-    let out = cmd
-        .args([
-            "--runs",
-            "2",
-            "--packets",
-            "20000",
-            "--flows",
-            "64",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    cmd.args([
+        "--runs",
+        "2",
+        "--packets",
+        "20000",
+        "--flows",
+        "64",
+        "--json",
+    ]);
+    serde_json::from_slice(&run_ok(&mut cmd).stdout).unwrap()
 }
 
 #[test]

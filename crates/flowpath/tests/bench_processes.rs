@@ -3,7 +3,9 @@
 
 use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_flowpath");
+mod common;
+use common::harness::run_ok;
+use common::BIN;
 
 /// `flowpath bench` on `cases` with `extra` options, short runs, as JSON rows.
 fn bench(cases: &[&str], extra: &[&str]) -> Vec<serde_json::Value> {
@@ -12,16 +14,8 @@ fn bench(cases: &[&str], extra: &[&str]) -> Vec<serde_json::Value> {
     for c in cases {
         cmd.args(["--case", c]);
     }
-    let out = cmd
-        .args(["--packets", "20000", "--flows", "64", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    cmd.args(["--packets", "20000", "--flows", "64", "--json"]);
+    serde_json::from_slice(&run_ok(&mut cmd).stdout).unwrap()
 }
 
 #[test]

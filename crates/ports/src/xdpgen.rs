@@ -561,17 +561,8 @@ impl LiveFrameTx {
             if elapsed >= plan.duration {
                 break;
             }
-            if let Some(r) = plan.rate_pps {
-                let due = Duration::from_secs_f64(sent as f64 / r as f64);
-                if due > elapsed {
-                    let ahead = due - elapsed;
-                    if ahead > Duration::from_micros(200) {
-                        std::thread::sleep(ahead - Duration::from_micros(100));
-                    } else {
-                        std::hint::spin_loop();
-                    }
-                    continue;
-                }
+            if waited_for_rate(plan.rate_pps, sent, elapsed) {
+                continue;
             }
             let n = chunk.min(limit - sent);
             let ran = self.send_raw(&data[i], n)?;
@@ -688,6 +679,24 @@ impl FrameTx {
             FrameTx::PacketSocket(_) => true,
         }
     }
+}
+
+/// Pacing by bursts: when `sent` packets are ahead of `rate_pps` at `elapsed`, wait (sleep
+/// when more than 200 µs ahead, else spin once) and say so: the caller looks again before
+/// sending. False when the next burst is due or there is no rate.
+fn waited_for_rate(rate_pps: Option<u64>, sent: u64, elapsed: Duration) -> bool {
+    let Some(r) = rate_pps else { return false };
+    let due = Duration::from_secs_f64(sent as f64 / r as f64);
+    if due <= elapsed {
+        return false;
+    }
+    let ahead = due - elapsed;
+    if ahead > Duration::from_micros(200) {
+        std::thread::sleep(ahead - Duration::from_micros(100));
+    } else {
+        std::hint::spin_loop();
+    }
+    true
 }
 
 /// Bytes of XDP metadata in front of each frame: GEN_MAGIC and the gen_cfg index.

@@ -506,9 +506,11 @@ fn live_tx(ifname: &str) -> Option<LiveFrameTx> {
 }
 
 /// 20,000 packets over 100 flows with 10 % new flows, sent by `run` (a transmitter's
-/// run of a plan) in parts of 1,000 drained from the AF_XDP `port` after each: every one
-/// arrives once, whole, with a good IPv4 checksum, on exactly the flows asked for.
-fn check_exact_flows(port: &mut AfXdpPort, run: &mut dyn FnMut(&TxPlan) -> TxReport) {
+/// run of a template and a plan) in parts of 1,000 drained from the AF_XDP `port` after
+/// each: every one arrives once, whole, with a good IPv4 checksum, on exactly the flows
+/// asked for. Then 200 packets, each a new flow, for IPv4/TCP, IPv6/UDP and IPv6/TCP:
+/// every one arrives, a new flow with a good L4 checksum.
+fn check_exact_flows(port: &mut AfXdpPort, run: &mut dyn FnMut(&[u8], &TxPlan) -> TxReport) {
     let t = udp_template();
     const N: u64 = 20_000;
     let flows = 100u32;
@@ -525,7 +527,7 @@ fn check_exact_flows(port: &mut AfXdpPort, run: &mut dyn FnMut(&TxPlan) -> TxRep
     let mut got: Vec<Vec<u8>> = Vec::new();
     let mut sent = 0;
     while sent < N {
-        sent += run(&plan).packets;
+        sent += run(&t, &plan).packets;
         got.extend(drain(port, 1000, Duration::from_secs(2), |f| {
             flow_of(f).is_some()
         }));
@@ -548,6 +550,30 @@ fn check_exact_flows(port: &mut AfXdpPort, run: &mut dyn FnMut(&TxPlan) -> TxRep
         "distinct flows {} (expected {expect})",
         distinct.len()
     );
+    // Every packet a new flow, for each IP version and transport: checksums stay right.
+    for (encap, proto) in [("ipv4", "tcp"), ("ipv6", "udp"), ("ipv6", "tcp")] {
+        let t = template(encap, proto);
+        assert!(l4_checksum_ok(&t), "{encap}/{proto}: template checksum");
+        let plan = TxPlan {
+            packets: Some(200),
+            vary: Vary::churn(),
+            ..plan.clone()
+        };
+        assert_eq!(run(&t, &plan).packets, 200);
+        let got = drain(port, 200, Duration::from_secs(2), |f| flow_of(f).is_some());
+        assert_eq!(got.len(), 200, "{encap}/{proto}: frames lost");
+        assert!(
+            got.iter().all(|f| l4_checksum_ok(f)),
+            "{encap}/{proto}: bad L4 checksum"
+        );
+        let distinct: std::collections::HashSet<_> =
+            got.iter().filter_map(|f| flow_of(f)).collect();
+        assert_eq!(
+            distinct.len(),
+            200,
+            "{encap}/{proto}: not every packet a new flow"
+        );
+    }
 }
 
 /// Where live frames are refused, `flowpath gen --tx` sends through a packet socket: the
@@ -560,33 +586,7 @@ fn packet_socket_frames_arrive_exactly_with_the_flows_asked_for() {
     ns.veth("xs0", "xs1");
     let mut port = open_port("xs1");
     let mut tx = PacketSocketTx::open("xs0", "test".into()).unwrap();
-    let t = udp_template();
-    check_exact_flows(&mut port, &mut |plan| tx.run(&[&t], plan).unwrap());
-    for (encap, proto) in [("ipv4", "tcp"), ("ipv6", "udp"), ("ipv6", "tcp")] {
-        let t = template(encap, proto);
-        let plan = TxPlan {
-            duration: Duration::from_secs(10),
-            packets: Some(200),
-            rate_pps: Some(100_000),
-            vary: Vary::churn(),
-        };
-        assert_eq!(tx.run(&[&t], &plan).unwrap().packets, 200);
-        let got = drain(&mut port, 200, Duration::from_secs(2), |f| {
-            flow_of(f).is_some()
-        });
-        assert_eq!(got.len(), 200, "{encap}/{proto}: frames lost");
-        assert!(
-            got.iter().all(|f| l4_checksum_ok(f)),
-            "{encap}/{proto}: bad L4 checksum"
-        );
-        let distinct: std::collections::HashSet<_> =
-            got.iter().filter_map(|f| flow_of(f)).collect();
-        assert_eq!(
-            distinct.len(),
-            200,
-            "{encap}/{proto}: not every packet a new flow"
-        );
-    }
+    check_exact_flows(&mut port, &mut |t, plan| tx.run(&[t], plan).unwrap());
 }
 
 #[test]
@@ -598,29 +598,7 @@ fn live_frames_arrive_exactly_with_the_flows_asked_for() {
 
     // (b1) peer served by an AF_XDP port: count and inspect every frame.
     let mut port = open_port("xb1");
-    check_exact_flows(&mut port, &mut |plan| tx.run(&[&t], plan).unwrap());
-    // Every packet a new flow, for each IP version and transport: checksums stay right.
-    for (encap, proto) in [("ipv4", "tcp"), ("ipv6", "udp"), ("ipv6", "tcp")] {
-        let t = template(encap, proto);
-        assert!(l4_checksum_ok(&t), "{encap}/{proto}: template checksum");
-        let n = tx.send(&t, 200, &Vary::churn()).unwrap();
-        assert_eq!(n, 200);
-        let got = drain(&mut port, 200, Duration::from_secs(2), |f| {
-            flow_of(f).is_some()
-        });
-        assert_eq!(got.len(), 200, "{encap}/{proto}: frames lost");
-        assert!(
-            got.iter().all(|f| l4_checksum_ok(f)),
-            "{encap}/{proto}: bad L4 checksum"
-        );
-        let distinct: std::collections::HashSet<_> =
-            got.iter().filter_map(|f| flow_of(f)).collect();
-        assert_eq!(
-            distinct.len(),
-            200,
-            "{encap}/{proto}: not every packet a new flow"
-        );
-    }
+    check_exact_flows(&mut port, &mut |t, plan| tx.run(&[t], plan).unwrap());
     drop(port);
 
     // (b2) peer served by the Linux stack with an xdp_pass program: the interface counts.

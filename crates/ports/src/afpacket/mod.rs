@@ -8,6 +8,7 @@
 mod setup;
 
 use crate::{PacketBatch, Port, PortInfo, PortStats, FRAME, MAX_FRAME};
+pub(crate) use setup::bind_to;
 use setup::{bind_promiscuous, map_rx_ring, packet_socket, tx_vectors};
 use std::cell::Cell;
 use std::ffi::CString;

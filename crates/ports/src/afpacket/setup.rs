@@ -77,22 +77,7 @@ pub(super) fn bind_promiscuous(
     fanout: bool,
     interface: &str,
 ) -> io::Result<()> {
-    // SAFETY: all-zero is a valid sockaddr_ll.
-    let mut sll: libc::sockaddr_ll = unsafe { zeroed() };
-    sll.sll_family = libc::AF_PACKET as u16;
-    sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
-    sll.sll_ifindex = ifindex;
-    // SAFETY: `sll` is a valid sockaddr_ll of the given size.
-    let r = unsafe {
-        libc::bind(
-            raw,
-            (&sll as *const libc::sockaddr_ll).cast(),
-            size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-        )
-    };
-    if r < 0 {
-        return Err(os_err("bind", interface));
-    }
+    bind_to(raw, ifindex, libc::ETH_P_ALL as u16, interface)?;
 
     let mreq = libc::packet_mreq {
         mr_ifindex: ifindex,
@@ -141,4 +126,26 @@ pub(super) fn tx_vectors() -> TxVectors {
         .collect();
 
     (tx_buf, tx_iov, tx_msgs)
+}
+
+/// Bind the packet socket `raw` to interface `ifindex` for `protocol` (host order; 0:
+/// receive nothing, as a socket that only sends).
+pub(crate) fn bind_to(raw: RawFd, ifindex: i32, protocol: u16, interface: &str) -> io::Result<()> {
+    // SAFETY: all-zero is a valid sockaddr_ll.
+    let mut sll: libc::sockaddr_ll = unsafe { zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = protocol.to_be();
+    sll.sll_ifindex = ifindex;
+    // SAFETY: `sll` is a valid sockaddr_ll of the given size.
+    let r = unsafe {
+        libc::bind(
+            raw,
+            (&sll as *const libc::sockaddr_ll).cast(),
+            size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(os_err("bind", interface));
+    }
+    Ok(())
 }

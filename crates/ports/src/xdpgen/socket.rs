@@ -7,11 +7,11 @@
 //!
 //! Hand-written over `libc` like the AF_PACKET port: a send-only socket is a few calls.
 
-use super::{config_for, GenCfg, TxPlan, TxReport, MAX_TEMPLATES};
+use super::{config_for, waited_for_rate, GenCfg, TxPlan, TxReport, MAX_TEMPLATES};
 use std::io;
 use std::mem::{size_of, zeroed};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Frames per `sendmmsg`.
 const BURST: usize = 64;
@@ -46,21 +46,8 @@ impl PacketSocketTx {
         }
         // SAFETY: a fresh descriptor we own.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        // SAFETY: all-zero is a valid sockaddr_ll.
-        let mut sll: libc::sockaddr_ll = unsafe { zeroed() };
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_ifindex = index as i32;
-        // SAFETY: `sll` is a valid sockaddr_ll of the given size.
-        let r = unsafe {
-            libc::bind(
-                raw,
-                (&sll as *const libc::sockaddr_ll).cast(),
-                size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-            )
-        };
-        if r < 0 {
-            return Err(err("bind"));
-        }
+        // Protocol 0 again: bound for sending only.
+        crate::afpacket::bind_to(raw, index as i32, 0, ifname)?;
         // Straight to the driver, as the live frames go (harmless if refused).
         let one: libc::c_int = 1;
         // SAFETY: `one` is a live c_int of the given size.
@@ -125,17 +112,8 @@ impl PacketSocketTx {
             if elapsed >= plan.duration {
                 break;
             }
-            if let Some(r) = plan.rate_pps {
-                let due = Duration::from_secs_f64(sent as f64 / r as f64);
-                if due > elapsed {
-                    let ahead = due - elapsed;
-                    if ahead > Duration::from_micros(200) {
-                        std::thread::sleep(ahead - Duration::from_micros(100));
-                    } else {
-                        std::hint::spin_loop();
-                    }
-                    continue;
-                }
+            if waited_for_rate(plan.rate_pps, sent, elapsed) {
+                continue;
             }
             let n = (burst as u64).min(limit - sent).min(turn_left) as usize;
             let t = templates[i].as_ref();
