@@ -203,8 +203,9 @@ struct BenchArgs {
     /// Keep every run of a case in this one process (each case warmed up once). By
     /// default, with --runs above 1, each run is a fresh child process (`--runs 1
     /// --json`) running every cost case once, and the rows pool them: a process on a VM
-    /// can run at one of two speeds throughout, so runs in one process are not
-    /// independent. Use this under a profiler (perf, callgrind), which follows one process.
+    /// can run at one of two speeds throughout, or fall in a slow spell of seconds, so
+    /// runs in one process are not independent. Use this under a profiler (perf,
+    /// callgrind), which follows one process.
     #[arg(long)]
     in_process: bool,
     /// With --against: end every round with a second run of this build, and show the

@@ -1,7 +1,8 @@
 //! What `flowpath gen` does once its flags are parsed: generate a spec's packets or loop a
 //! capture into a pcap file (or only count them), report what a capture holds, and
-//! transmit template frames (XDP live frames, else a packet socket). The thin layer between the gen crate
-//! (traffic) and the ports crate (the transmitter); each job returns the text to print.
+//! transmit template frames (XDP live frames, else a packet socket). The thin layer
+//! between the gen crate (traffic) and the ports crate (the transmitter); each job
+//! returns the text to print.
 
 use flowpath_gen::CaptureReplay;
 use std::time::Duration;
