@@ -557,12 +557,10 @@ impl LiveFrameTx {
         let mut sent = 0u64;
         let mut i = 0usize;
         while sent < limit {
-            let elapsed = start.elapsed();
-            if elapsed >= plan.duration {
-                break;
-            }
-            if waited_for_rate(plan.rate_pps, sent, elapsed) {
-                continue;
+            match next_burst(plan, start, sent) {
+                Burst::Stop => break,
+                Burst::Waited => continue,
+                Burst::Due => {}
             }
             let n = chunk.min(limit - sent);
             let ran = self.send_raw(&data[i], n)?;
@@ -681,14 +679,29 @@ impl FrameTx {
     }
 }
 
-/// Pacing by bursts: when `sent` packets are ahead of `rate_pps` at `elapsed`, wait (sleep
-/// when more than 200 µs ahead, else spin once) and say so: the caller looks again before
-/// sending. False when the next burst is due or there is no rate.
-fn waited_for_rate(rate_pps: Option<u64>, sent: u64, elapsed: Duration) -> bool {
-    let Some(r) = rate_pps else { return false };
+/// Where a burst-paced run stands before its next burst.
+enum Burst {
+    /// The plan's duration is over.
+    Stop,
+    /// Ahead of the rate: it waited (slept when more than 200 µs ahead, else spun once);
+    /// look again.
+    Waited,
+    /// Send now.
+    Due,
+}
+
+/// [`Burst`] for a run of `plan` started at `start` that has sent `sent` packets.
+fn next_burst(plan: &TxPlan, start: Instant, sent: u64) -> Burst {
+    let elapsed = start.elapsed();
+    if elapsed >= plan.duration {
+        return Burst::Stop;
+    }
+    let Some(r) = plan.rate_pps else {
+        return Burst::Due;
+    };
     let due = Duration::from_secs_f64(sent as f64 / r as f64);
     if due <= elapsed {
-        return false;
+        return Burst::Due;
     }
     let ahead = due - elapsed;
     if ahead > Duration::from_micros(200) {
@@ -696,7 +709,7 @@ fn waited_for_rate(rate_pps: Option<u64>, sent: u64, elapsed: Duration) -> bool 
     } else {
         std::hint::spin_loop();
     }
-    true
+    Burst::Waited
 }
 
 /// Bytes of XDP metadata in front of each frame: GEN_MAGIC and the gen_cfg index.

@@ -7,7 +7,7 @@
 //!
 //! Hand-written over `libc` like the AF_PACKET port: a send-only socket is a few calls.
 
-use super::{config_for, waited_for_rate, GenCfg, TxPlan, TxReport, MAX_TEMPLATES};
+use super::{config_for, next_burst, Burst, GenCfg, TxPlan, TxReport, MAX_TEMPLATES};
 use std::io;
 use std::mem::{size_of, zeroed};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -97,58 +97,14 @@ impl PacketSocketTx {
                 format!("a {}-byte template, at most {MAX_FRAME}", t.as_ref().len()),
             ));
         }
+        // The staging, laid out once: a buffer, an iovec and a message header per frame of a
+        // burst, each pointing at the one before (one `sendmmsg` sends a burst).
         let mut bufs = vec![[0u8; MAX_FRAME]; BURST];
-        let mut lens = [0usize; BURST];
-        let burst = match plan.rate_pps {
-            // ~200 µs of traffic per burst.
-            Some(r) => (r / 5000).clamp(1, BURST as u64) as usize,
-            None => BURST,
-        };
-        let limit = plan.packets.unwrap_or(u64::MAX);
-        let start = Instant::now();
-        let (mut sent, mut turn_left, mut i) = (0u64, TURN, 0usize);
-        while sent < limit {
-            let elapsed = start.elapsed();
-            if elapsed >= plan.duration {
-                break;
-            }
-            if waited_for_rate(plan.rate_pps, sent, elapsed) {
-                continue;
-            }
-            let n = (burst as u64).min(limit - sent).min(turn_left) as usize;
-            let t = templates[i].as_ref();
-            for (k, (buf, len)) in bufs.iter_mut().zip(lens.iter_mut()).take(n).enumerate() {
-                buf[..t.len()].copy_from_slice(t);
-                *len = t.len();
-                if !cfgs[i].vary(self.counter + k as u64, &mut buf[..t.len()]) {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        "a template shorter than the fields its flows vary",
-                    ));
-                }
-            }
-            let done = self.send(&mut bufs[..n], &lens[..n])?;
-            // The flow counter advances by what was sent: a frame the device refused is
-            // built again, for the same flow, next time.
-            self.counter += done;
-            sent += done;
-            turn_left -= done;
-            if turn_left == 0 {
-                (turn_left, i) = (TURN, (i + 1) % templates.len());
-            }
-        }
-        Ok(TxReport::since(start, sent))
-    }
-
-    /// One `sendmmsg` of `bufs` (each `lens` long): the frames the kernel took. A full
-    /// device queue (ENOBUFS, EAGAIN) takes none and yields the CPU once.
-    fn send(&self, bufs: &mut [[u8; MAX_FRAME]], lens: &[usize]) -> io::Result<u64> {
         let mut iov: Vec<libc::iovec> = bufs
             .iter_mut()
-            .zip(lens)
-            .map(|(b, &len)| libc::iovec {
+            .map(|b| libc::iovec {
                 iov_base: b.as_mut_ptr().cast(),
-                iov_len: len,
+                iov_len: 0,
             })
             .collect();
         let mut msgs: Vec<libc::mmsghdr> = iov
@@ -161,6 +117,48 @@ impl PacketSocketTx {
                 m
             })
             .collect();
+        let burst = match plan.rate_pps {
+            // ~200 µs of traffic per burst.
+            Some(r) => (r / 5000).clamp(1, BURST as u64) as usize,
+            None => BURST,
+        };
+        let limit = plan.packets.unwrap_or(u64::MAX);
+        let start = Instant::now();
+        let (mut sent, mut turn_left, mut i) = (0u64, TURN, 0usize);
+        while sent < limit {
+            match next_burst(plan, start, sent) {
+                Burst::Stop => break,
+                Burst::Waited => continue,
+                Burst::Due => {}
+            }
+            let n = (burst as u64).min(limit - sent).min(turn_left) as usize;
+            let t = templates[i].as_ref();
+            for (k, (buf, v)) in bufs.iter_mut().zip(iov.iter_mut()).take(n).enumerate() {
+                buf[..t.len()].copy_from_slice(t);
+                v.iov_len = t.len();
+                if !cfgs[i].vary(self.counter + k as u64, &mut buf[..t.len()]) {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "a template shorter than the fields its flows vary",
+                    ));
+                }
+            }
+            let done = self.send(&mut msgs[..n])?;
+            // The flow counter advances by what was sent: a frame the device refused is
+            // built again, for the same flow, next time.
+            self.counter += done;
+            sent += done;
+            turn_left -= done;
+            if turn_left == 0 {
+                (turn_left, i) = (TURN, (i + 1) % templates.len());
+            }
+        }
+        Ok(TxReport::since(start, sent))
+    }
+
+    /// One `sendmmsg` of `msgs`: the frames the kernel took. A full device queue
+    /// (ENOBUFS, EAGAIN) takes none and yields the CPU once.
+    fn send(&self, msgs: &mut [libc::mmsghdr]) -> io::Result<u64> {
         // SAFETY: each mmsghdr points at one live iovec describing a live buffer.
         let r = unsafe {
             libc::sendmmsg(
