@@ -78,9 +78,14 @@ pub(crate) fn suggest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str>
             return Some(c);
         }
     }
-    let limit = if lower.chars().count() <= 3 { 1 } else { 2 };
+    let len = lower.chars().count();
+    let limit = if len <= 3 { 1 } else { 2 };
+    // Names whose length differs by more than the limit are that many edits away at least,
+    // so they can neither be suggested nor beat one that can: skipped (the distance is
+    // quadratic, and most names are skipped so).
+    let near = |c: &&str| c.chars().count().abs_diff(len) <= limit;
     let mut best: Option<(&'a str, usize)> = None;
-    for &c in candidates {
+    for c in candidates.iter().copied().filter(near) {
         let d = strsim::osa_distance(&lower, c);
         if best.is_none_or(|(_, bd)| d < bd) {
             best = Some((c, d));
@@ -91,9 +96,15 @@ pub(crate) fn suggest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str>
             return Some(c);
         }
     }
-    if lower.chars().count() >= 6 {
+    if len >= 6 {
+        // Jaro-Winkler is at most 0.4 + 0.6 * (2 + r) / 3 for lengths in the ratio r
+        // (shorter / longer): below 0.92 when r < 0.6, so those names are skipped too.
+        let alike = |c: &&str| {
+            let n = c.chars().count();
+            5 * n.min(len) >= 3 * n.max(len)
+        };
         let mut best: Option<(&'a str, f64)> = None;
-        for &c in candidates {
+        for c in candidates.iter().copied().filter(alike) {
             let s = strsim::jaro_winkler(&lower, c);
             if best.is_none_or(|(_, bs)| s > bs) {
                 best = Some((c, s));
@@ -145,5 +156,83 @@ mod tests {
         assert_eq!(s(&"nw_src".repeat(5)), None);
         assert_eq!(did_you_mean("nw_dts", &names), "; did you mean nw_dst?");
         assert_eq!(did_you_mean("zzzz", &names), "");
+    }
+
+    /// `suggest` without the length filters: every candidate measured.
+    fn suggest_unfiltered<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+        if word.len() > 24 {
+            return None;
+        }
+        let lower = word.to_ascii_lowercase();
+        if lower.len() >= 4 {
+            let prefixed = candidates
+                .iter()
+                .filter(|c| c.starts_with(lower.as_str()) && c.len() > lower.len())
+                .min_by_key(|c| c.len());
+            if let Some(c) = prefixed {
+                return Some(c);
+            }
+        }
+        let limit = if lower.chars().count() <= 3 { 1 } else { 2 };
+        let best = candidates
+            .iter()
+            .map(|&c| (c, strsim::osa_distance(&lower, c)))
+            .fold(None, |b: Option<(&str, usize)>, (c, d)| match b {
+                Some((_, bd)) if d >= bd => b,
+                _ => Some((c, d)),
+            });
+        if let Some((c, d)) = best {
+            if d <= limit {
+                return Some(c);
+            }
+        }
+        if lower.chars().count() >= 6 {
+            let best = candidates
+                .iter()
+                .map(|&c| (c, strsim::jaro_winkler(&lower, c)))
+                .fold(None, |b: Option<(&str, f64)>, (c, s)| match b {
+                    Some((_, bs)) if s <= bs => b,
+                    _ => Some((c, s)),
+                });
+            if let Some((c, s)) = best {
+                if s >= 0.92 {
+                    return Some(c);
+                }
+            }
+        }
+        None
+    }
+
+    proptest::proptest! {
+        // Many cases: the words that tell a filter's bound apart (3 edits, ratios near 0.6)
+        // are a small share of them.
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(5000))]
+
+        /// The length filters change no suggestion: for names of every length from 2 to 16
+        /// and words made from them by edits (or of random letters), `suggest` gives what
+        /// measuring every candidate gives.
+        #[test]
+        fn length_filters_change_no_suggestion(
+            names in proptest::collection::vec("[a-z_]{2,16}", 1..40),
+            pick in 0usize..40,
+            edits in proptest::collection::vec((0usize..3, 0usize..24, "[a-z_]"), 0..4),
+            random in "[a-zA-Z_]{0,26}",
+            use_random in proptest::bool::ANY,
+        ) {
+            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            let mut word: Vec<char> = names[pick % names.len()].chars().collect();
+            for (kind, at, ch) in &edits {
+                let ch = ch.chars().next().unwrap();
+                let at = at % (word.len() + 1);
+                match kind {
+                    0 => word.insert(at, ch),
+                    1 if at < word.len() => { word.remove(at); }
+                    _ if at < word.len() => word[at] = ch,
+                    _ => {}
+                }
+            }
+            let word: String = if use_random { random } else { word.into_iter().collect() };
+            proptest::prop_assert_eq!(suggest(&word, &refs), suggest_unfiltered(&word, &refs), "{:?}", word);
+        }
     }
 }
