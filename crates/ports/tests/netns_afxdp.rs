@@ -491,6 +491,16 @@ fn udp_template() -> Vec<u8> {
 /// refuses live frames to this process (EPERM: seen on a Linux 6.18 VM; `flowpath gen
 /// --tx` then uses the packet socket, tested below). Probed with one frame, so call it
 /// before anything listens on the peer (without XDP there the veth drops it).
+/// A namespace for tag `t` with the veth pair `x{t}0`–`x{t}1` and live frames sent on
+/// `x{t}0`; `None` (after printing why) where either cannot be had. Tags are unique per
+/// test: the namespace's name and the pair's come from them.
+fn live_pair(t: &str) -> Option<(Netns, LiveFrameTx)> {
+    let ns = Netns::new(t)?;
+    ns.veth(&format!("x{t}0"), &format!("x{t}1"));
+    let tx = live_tx(&format!("x{t}0"))?;
+    Some((ns, tx))
+}
+
 fn live_tx(ifname: &str) -> Option<LiveFrameTx> {
     let mut tx = LiveFrameTx::open(ifname).unwrap();
     match tx.send(&udp_template(), 1, &Vary::AsIs) {
@@ -591,10 +601,10 @@ fn packet_socket_frames_arrive_exactly_with_the_flows_asked_for() {
 
 #[test]
 fn live_frames_arrive_exactly_with_the_flows_asked_for() {
-    let Some(ns) = Netns::new("b") else { return };
-    ns.veth("xb0", "xb1");
+    let Some((ns, mut tx)) = live_pair("b") else {
+        return;
+    };
     let t = udp_template();
-    let Some(mut tx) = live_tx("xb0") else { return };
 
     // (b1) peer served by an AF_XDP port: count and inspect every frame.
     let mut port = open_port("xb1");
@@ -648,10 +658,10 @@ fn live_frames_arrive_exactly_with_the_flows_asked_for() {
 /// (1 % expected by chance).
 #[test]
 fn flow_orders_round_robin_and_random_differ_as_documented() {
-    let Some(ns) = Netns::new("o") else { return };
-    ns.veth("xo0", "xo1");
+    let Some((_ns, mut tx)) = live_pair("o") else {
+        return;
+    };
     let t = udp_template();
-    let Some(mut tx) = live_tx("xo0") else { return };
     let mut port = open_port("xo1");
     const FLOWS: usize = 100;
     const N: u64 = 20_000;
@@ -712,11 +722,11 @@ fn flow_orders_round_robin_and_random_differ_as_documented() {
 /// a paced run is not paced.
 #[test]
 fn self_paced_live_frames_never_run_ahead_of_the_rate() {
-    let Some(ns) = Netns::new("c") else { return };
-    ns.veth("xc0", "xc1");
+    let Some((_ns, mut tx)) = live_pair("r") else {
+        return;
+    };
     let t = udp_template();
-    let Some(mut tx) = live_tx("xc0") else { return };
-    let mut port = open_port("xc1");
+    let mut port = open_port("xr1");
     let rate = 2 * KERNEL_PACE_FROM;
     let vary = Vary::Flows {
         flows: 100,
