@@ -1,6 +1,6 @@
 //! The floor every flowpath crate stands on: the packet view and the batch (with the one
 //! batch capacity, [`BATCH`]), the [`Port`] trait, capture files, the TSC clock, CPU
-//! pinning, memory for big tables.
+//! pinning, memory for big tables, and the median/min/max summary every report uses.
 //!
 //! Nothing here knows about flow keys, caches, rules or traffic generation: `packet`,
 //! `ports`, `gen` and `datapath` all build on this crate, and none of them on each other
@@ -13,10 +13,12 @@ pub mod cpu;
 pub mod packet;
 pub mod port;
 pub mod rng;
+pub mod samples;
 pub mod table_memory;
 
 pub use batch::{PacketBatch, BATCH, FRAME, MAX_FRAME};
 pub use packet::{Packet, HEADROOM};
 pub use port::{Port, PortInfo, PortStats};
 pub use rng::SplitMix64;
+pub use samples::{median, median_by_key, Summary};
 pub use table_memory::{TableBuilder, TableMemory};
