@@ -1,8 +1,10 @@
 //! How flowpath's reports write numbers and text, in one place for every report (bench,
 //! suite, planner, lab, `flowpath gen`): digit grouping, percentages, HTML/SVG escaping,
-//! aligned text columns; and the one chart engine ([`chart`], plotters' SVG backend).
+//! aligned text columns, Markdown result tables ([`markdown`]); and the one chart engine
+//! ([`chart`], plotters' SVG backend).
 
 pub mod chart;
+pub mod markdown;
 
 /// `digits` (ASCII digits, no sign) with a comma every three from the right.
 fn group(digits: &str) -> String {
