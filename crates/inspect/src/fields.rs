@@ -59,18 +59,7 @@ fn num(k: &FlowKey, f: Field) -> FieldValue {
 /// later fragments (they have none), as the parser leaves them zero.
 pub fn key_fields(key: &FlowKey) -> Vec<(&'static str, FieldValue)> {
     let mut v = Vec::with_capacity(16);
-    let tun = key.get(Field::TunFlags) as u8;
-    if tun & TUN_PRESENT != 0 {
-        v.push(("tun_id", FieldValue::Hex(key.get(Field::TunId) as u64, 1)));
-        if tun & TUN_IPV6 != 0 {
-            v.push(("tun_ipv6_src", text(Ipv6Addr::from(key.get(Field::TunSrc)))));
-            v.push(("tun_ipv6_dst", text(Ipv6Addr::from(key.get(Field::TunDst)))));
-        } else {
-            let v4 = |f| Ipv4Addr::from((key.get(f) >> 96) as u32);
-            v.push(("tun_src", text(v4(Field::TunSrc))));
-            v.push(("tun_dst", text(v4(Field::TunDst))));
-        }
-    }
+    push_tunnel(key, &mut v);
     if key.get(Field::InPort) != 0 {
         v.push(("in_port", num(key, Field::InPort)));
     }
@@ -124,6 +113,29 @@ pub fn key_fields(key: &FlowKey) -> Vec<(&'static str, FieldValue)> {
     if frag & FRAG_LATER != 0 {
         return v;
     }
+    push_l4(key, eth, proto, &mut v);
+    v
+}
+
+/// The tunnel fields, for a packet that came through a tunnel.
+fn push_tunnel(key: &FlowKey, v: &mut Vec<(&'static str, FieldValue)>) {
+    let tun = key.get(Field::TunFlags) as u8;
+    if tun & TUN_PRESENT != 0 {
+        v.push(("tun_id", FieldValue::Hex(key.get(Field::TunId) as u64, 1)));
+        if tun & TUN_IPV6 != 0 {
+            v.push(("tun_ipv6_src", text(Ipv6Addr::from(key.get(Field::TunSrc)))));
+            v.push(("tun_ipv6_dst", text(Ipv6Addr::from(key.get(Field::TunDst)))));
+        } else {
+            let v4 = |f| Ipv4Addr::from((key.get(f) >> 96) as u32);
+            v.push(("tun_src", text(v4(Field::TunSrc))));
+            v.push(("tun_dst", text(v4(Field::TunDst))));
+        }
+    }
+}
+
+/// The transport fields of an IP packet that has them (not a later fragment): the ports
+/// (and TCP's flags), or ICMP's type and code.
+fn push_l4(key: &FlowKey, eth: u16, proto: u8, v: &mut Vec<(&'static str, FieldValue)>) {
     match (eth, proto) {
         (_, ipproto::TCP) | (_, ipproto::UDP) => {
             v.push(("tp_src", num(key, Field::TpSrc)));
@@ -145,7 +157,6 @@ pub fn key_fields(key: &FlowKey) -> Vec<(&'static str, FieldValue)> {
         }
         _ => {}
     }
-    v
 }
 
 /// The key on one line, `name=value` joined by commas: valid flow syntax for

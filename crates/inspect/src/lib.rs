@@ -6,12 +6,14 @@
 
 pub mod explain;
 pub mod fields;
+pub mod hex;
 pub mod megaflows;
+pub mod render;
 pub mod trace;
 
-pub use explain::{explain_frame, parse_hex, Explained, FrameOutcome};
+pub use explain::{explain_frame, Explained, FrameOutcome};
 pub use fields::{format_key, key_fields, FieldValue};
-pub use megaflows::{
-    format_megaflow_match, MegaflowFilter, MegaflowRecord, RawMegaflow, WorkerMegaflows,
-};
+pub use hex::parse_hex;
+pub use megaflows::{MegaflowFilter, MegaflowRecord, RawMegaflow, WorkerMegaflows};
+pub use render::format_megaflow_match;
 pub use trace::{trace, trace_request, Trace, TraceInput, TraceRequest, TraceStep};

@@ -2,10 +2,10 @@
 //! dpctl/dump-flows`: match with masks (in flow syntax), counters, age, the tier that
 //! holds each, and the actions.
 
-use crate::trace::format_action_list;
-use flowpath_flowsyntax::{format_match, parse_flow, FlowCommand};
+use crate::render::{format_action_list, format_megaflow_match};
+use flowpath_flowsyntax::{parse_flow, FlowCommand};
 use flowpath_packet::{Action, FlowKey};
-use flowpath_pipeline::{Ending, Match, RuleSpec};
+use flowpath_pipeline::{Ending, Match};
 use serde::{Deserialize, Serialize};
 
 /// A megaflow as the worker copies it out (formatting is left to the control thread, so
@@ -171,26 +171,6 @@ impl WorkerMegaflows {
             "worker {}: exact-match cache {} entries, megaflows {} (of which in the XDP tier {}), shown {}",
             self.worker, self.emc_entries, self.megaflows, self.xdp_entries, self.shown
         )
-    }
-}
-
-/// A megaflow's match (`key` already masked) in flow syntax, without a priority:
-/// `in_port=1,ip,nw_src=10.0.0.0/255.0.0.0`. `(any)` when the mask is empty.
-pub fn format_megaflow_match(key: &FlowKey, mask: &FlowKey) -> String {
-    let spec = RuleSpec::new(
-        0,
-        0,
-        Match {
-            value: key.and(mask),
-            mask: *mask,
-            ports: Default::default(),
-        },
-    );
-    let s = format_match(&spec);
-    let rest = s.strip_prefix("priority=0").unwrap_or(&s);
-    match rest.strip_prefix(',') {
-        Some(r) => r.to_string(),
-        None => "(any)".to_string(),
     }
 }
 

@@ -2,7 +2,8 @@
 //! `explain` parses back (as `trace` reads it) to the same key, and a trace ends exactly as
 //! the slow path's translation does, through the same rules, for random rules and packets.
 
-use flowpath_inspect::trace::{format_action_list, resolve};
+use flowpath_inspect::render::format_action_list;
+use flowpath_inspect::trace::resolve;
 use flowpath_inspect::{format_key, trace, TraceInput, TraceRequest};
 use flowpath_pipeline::testing::{arb_headers, arb_rules, key_of};
 use flowpath_pipeline::{Backend, Ending, RuleStore};

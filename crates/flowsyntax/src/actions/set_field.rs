@@ -1,7 +1,13 @@
 //! `set_field:VALUE->FIELD`: which fields flowpath can write, and the action each
 //! value becomes.
 
-use super::*;
+use super::ctx::Ctx;
+use super::rewrite::{TOS_WHAT, TUN_WHAT};
+use crate::error::{did_you_mean, SyntaxError};
+use crate::lex::Key;
+use crate::names;
+use crate::value::{parse_ipv4, parse_ipv6, parse_mac, parse_max};
+use flowpath_packet::Action;
 
 const SETTABLE: &str = "eth_src, eth_dst, ipv4_src, ipv4_dst, ipv6_src, ipv6_dst, nw_tos, \
 ip_dscp, tp_src, tp_dst, tcp_src, tcp_dst, udp_src, udp_dst, vlan_vid, vlan_pcp, tun_id, tun_dst, \
