@@ -9,8 +9,8 @@
 //! of their masks (only the key words some rule uses), so a leaf scan stays in a few cache
 //! lines. Hand-written: no crate offers a packet-classification tree over this key.
 
-use crate::rule::{key_ports, Rule};
-use crate::wildcards::{exclude, include, or_into, prefix_mask, quantize, read_bytes};
+use crate::rule::{key_ports, prefix_mask, Rule};
+use crate::wildcards::{exclude, include, or_into, quantize, read_bytes};
 use flowpath_packet::{Field, FlowKey, WordSet, KEY_BYTES};
 use std::sync::Arc;
 

@@ -14,24 +14,15 @@
 //! its VID and PCP and the DEI bit of the tag it was copied from (the key keeps neither
 //! the TPID nor DEI). A bucket's `push_vlan` onto two tags drops that bucket's copy only.
 
-use crate::pipeline::RuleRef;
-use crate::rule::{Rule, RuleCounters, RuleError, RuleId, RuleSpec, MAX_TABLES};
-use crate::translate::{translate_action, ActionList};
+use crate::rule::{Match, Rule, RuleCounters, RuleError, RuleId, RuleRef, RuleSpec};
+use crate::translate::{translate_action, ActionList, Ending};
 use flowpath_packet::key::{ethertype, VLAN_PRESENT};
 use flowpath_packet::{Action, Field, FlowKey};
 use rustc_hash::FxHashMap as HashMap;
 use smallvec::SmallVec;
 use std::sync::Arc;
 
-/// The highest group id a group may have (OpenFlow's `OFPG_MAX`).
-pub const GROUP_MAX: u32 = 0xffff_ff00;
-/// `DeleteGroup(GROUP_ALL)` deletes every group (OpenFlow's `OFPG_ALL`).
-pub const GROUP_ALL: u32 = 0xffff_fffc;
-/// "Any group" in OpenFlow filters (`OFPG_ANY`): no filter.
-pub const GROUP_ANY: u32 = 0xffff_ffff;
-/// The `table` of a [`RuleRef`] that stands for a group or one of its buckets in a
-/// translation's `path` (no rule table has this number: tables are 0..=254).
-pub const GROUP_TABLE: u8 = MAX_TABLES as u8;
+pub use crate::rule::{GROUP_ALL, GROUP_ANY, GROUP_MAX, GROUP_TABLE};
 
 /// OpenFlow group types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -138,7 +129,7 @@ impl GroupSpec {
                 }
             }
             // The rule checks cover the actions' arguments.
-            let probe = RuleSpec::new(0, 0, crate::rule::Match::any()).actions(b.actions.clone());
+            let probe = RuleSpec::new(0, 0, Match::any()).actions(b.actions.clone());
             if probe.validate().is_err() {
                 return bad("a bucket action has an out-of-range argument");
             }
@@ -204,7 +195,7 @@ impl GroupTable {
     pub(crate) fn build(groups: impl IntoIterator<Item = Group>) -> GroupTable {
         let mut all: Vec<Group> = groups.into_iter().collect();
         all.sort_by_key(|g| g.spec.id);
-        let stand_in = Arc::new(RuleSpec::new(0, 0, crate::rule::Match::any()));
+        let stand_in = Arc::new(RuleSpec::new(0, 0, Match::any()));
         let slot = |c: &Arc<RuleCounters>| Rule {
             id: RuleId(0),
             spec: stand_in.clone(),
@@ -327,11 +318,7 @@ pub(crate) struct Expand<'a> {
 impl Expand<'_> {
     /// Run a list of actions (apply-actions or the action set's), expanding groups. Ends
     /// early as [`translate_action`] does (TTL expired, a third tag).
-    pub(crate) fn run(
-        &mut self,
-        groups: &GroupTable,
-        actions: &[Action],
-    ) -> Option<crate::pipeline::Ending> {
+    pub(crate) fn run(&mut self, groups: &GroupTable, actions: &[Action]) -> Option<Ending> {
         for a in actions {
             if let Action::Group(id) = *a {
                 self.group(groups, id);

@@ -5,43 +5,16 @@
 //! with each action's effect on the key in `translate.rs`.
 
 use crate::actionset::ActionSet;
-use crate::group::{Expand, GroupTable, GROUP_TABLE};
-use crate::rule::Rule;
+use crate::group::{Expand, GroupTable};
+use crate::rule::{Rule, GROUP_TABLE};
 use crate::table::{Backend, Table};
 use crate::translate::stamp_controller;
 use flowpath_packet::{Action, Field, FlowKey};
 use smallvec::SmallVec;
 use std::sync::Arc;
 
-/// Where a rule sits in a snapshot: (table, index into that table's rules). With table
-/// [`GROUP_TABLE`] it stands for a group or one of its buckets that the translation went
-/// through ([`GroupTable::resolve`] says which): [`Pipeline::rule`] gives a stand-in rule
-/// holding its counters, so a path is credited the same way for both.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct RuleRef {
-    pub table: u8,
-    pub index: u32,
-}
-
-impl RuleRef {
-    /// Does this stand for a group or bucket rather than a rule?
-    pub fn is_group(&self) -> bool {
-        self.table == GROUP_TABLE
-    }
-}
-
-/// How classification of one key ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Ending {
-    /// The last rule had no `goto_table`.
-    Done,
-    /// No rule matched in this table: the packet is dropped (OpenFlow 1.3 table-miss).
-    TableMiss(u8),
-    /// `dec_ttl` found TTL 0 or 1: the packet is dropped there.
-    TtlExpired,
-    /// A third VLAN tag was pushed: more than flowpath parses, so it is dropped there.
-    TooManyVlans,
-}
+pub use crate::rule::RuleRef;
+pub use crate::translate::Ending;
 
 /// The slow path's answer for one key: a megaflow.
 #[derive(Clone, Debug, PartialEq, Eq)]

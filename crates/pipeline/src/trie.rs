@@ -9,7 +9,8 @@
 //! `/16` as the other backends round). Hand-written: a binary trie of at most a few nodes per rule
 //! bit, walked once per field per slow-path lookup; no crate offers it over this key.
 
-use crate::wildcards::{leading_ones, prefix_mask, read, ADDR_STEP, PORT_STEP};
+use crate::rule::prefix_mask;
+use crate::wildcards::{leading_ones, read, ADDR_STEP, PORT_STEP};
 use flowpath_packet::{Field, FlowKey};
 
 /// The fields that get a trie: source and destination addresses (IPv4 addresses are the

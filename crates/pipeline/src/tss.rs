@@ -5,9 +5,9 @@
 //! (one entry per block, all naming the rule), which is what makes range-heavy ACLs spread
 //! over hundreds of subtables here — the decision tree (`cuts.rs`) is built for those.
 
-use crate::rule::{range_prefixes, Match, Rule};
+use crate::rule::{prefix_mask, range_prefixes, Match, Rule};
 use crate::trie::{PrefixTrie, TrieWalk, TRIE_FIELDS};
-use crate::wildcards::{or_into, prefix_mask};
+use crate::wildcards::or_into;
 use flowpath_packet::key::wide_hash;
 use flowpath_packet::{Field, FlowKey, SubtableMask, KEY_WORDS};
 use hashbrown::HashTable;
