@@ -1,6 +1,6 @@
 //! Port ranges: an inclusive range of transport ports, the prefix blocks that cover one,
 //! and where a key keeps its ports. A range that is one prefix block is kept as a mask
-//! (see [`super::Match::port_range`]); the others ride beside the mask in a match.
+//! (see [`crate::Match::port_range`]); the others ride beside the mask in a match.
 
 use flowpath_packet::{Field, FlowKey};
 
@@ -63,7 +63,7 @@ impl Default for PortRange {
     }
 }
 
-/// The position in [`Match::ports`] of a port field (`TpSrc` 0, `TpDst` 1).
+/// The position in [`crate::Match::ports`] of a port field (`TpSrc` 0, `TpDst` 1).
 pub fn port_slot(f: Field) -> Option<usize> {
     match f {
         Field::TpSrc => Some(0),
