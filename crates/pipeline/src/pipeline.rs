@@ -6,7 +6,7 @@
 
 use crate::actionset::ActionSet;
 use crate::group::{Expand, GroupTable};
-use crate::rule::{Rule, GROUP_TABLE};
+use crate::rule::{Rule, RuleSpec, GROUP_TABLE};
 use crate::table::{Backend, Table};
 use crate::translate::stamp_controller;
 use flowpath_packet::{Action, Field, FlowKey};
@@ -146,7 +146,6 @@ impl Pipeline {
             let rule = RuleRef { table: t, index: i };
             path.push(rule);
             let spec = &table.rules()[i as usize].spec;
-            let added = actions.len();
             let mut ex = Expand {
                 k: &mut k,
                 wc: &mut wc,
@@ -154,38 +153,7 @@ impl Pipeline {
                 path: &mut path,
                 tail: &mut tail,
             };
-            let mut end = ex.run(&self.groups, &spec.actions);
-            stamp_controller(&mut actions[added..], t, spec);
-            if spec.clear_actions {
-                set.clear();
-            }
-            if !spec.write_actions.is_empty() {
-                let mut w: SmallVec<[Action; 4]> = spec.write_actions.iter().copied().collect();
-                stamp_controller(&mut w, t, spec);
-                set.write(&w);
-            }
-            let last = end.is_some() || spec.goto.is_none();
-            if last && end.is_none() && !set.is_empty() {
-                // The walk ends here: the action set runs (OpenFlow 1.3 §5.10).
-                let run: SmallVec<[Action; 8]> = set.actions().collect();
-                let mut ex = Expand {
-                    k: &mut k,
-                    wc: &mut wc,
-                    out: &mut actions,
-                    path: &mut path,
-                    tail: &mut tail,
-                };
-                end = ex.run(&self.groups, &run);
-            }
-            if last {
-                // A group's compensating rewrites with nothing after them are dropped
-                // (only this table's: earlier visits have reported their counts).
-                if let Some((start, stop)) = tail {
-                    if stop == actions.len() && start >= added {
-                        actions.truncate(start);
-                    }
-                }
-            }
+            let end = run_instructions(&mut ex, &self.groups, &mut set, t, spec);
             visit(&TableVisit {
                 table: t,
                 rule: Some(rule),
@@ -209,4 +177,45 @@ impl Pipeline {
             ending,
         }
     }
+}
+
+/// Run the instructions of `spec`, the rule table `t` matched (OpenFlow 1.3 §5.9):
+/// apply-actions (groups expanded), clear-actions, write-actions into `set`; and when the
+/// walk ends at this rule, the action set (§5.10). Returns how the walk ended, if it did
+/// here for a reason other than a rule without `goto_table`.
+#[inline(always)]
+fn run_instructions(
+    ex: &mut Expand<'_>,
+    groups: &GroupTable,
+    set: &mut ActionSet,
+    t: u8,
+    spec: &RuleSpec,
+) -> Option<Ending> {
+    let added = ex.out.len();
+    let mut end = ex.run(groups, &spec.actions);
+    stamp_controller(&mut ex.out[added..], t, spec);
+    if spec.clear_actions {
+        set.clear();
+    }
+    if !spec.write_actions.is_empty() {
+        let mut w: SmallVec<[Action; 4]> = spec.write_actions.iter().copied().collect();
+        stamp_controller(&mut w, t, spec);
+        set.write(&w);
+    }
+    let last = end.is_some() || spec.goto.is_none();
+    if last && end.is_none() && !set.is_empty() {
+        // The walk ends here: the action set runs (OpenFlow 1.3 §5.10).
+        let run: SmallVec<[Action; 8]> = set.actions().collect();
+        end = ex.run(groups, &run);
+    }
+    if last {
+        // A group's compensating rewrites with nothing after them are dropped
+        // (only this table's: earlier visits have reported their counts).
+        if let Some((start, stop)) = *ex.tail {
+            if stop == ex.out.len() && start >= added {
+                ex.out.truncate(start);
+            }
+        }
+    }
+    end
 }
