@@ -384,6 +384,39 @@ impl Expand<'_> {
     /// megaflow).
     fn restore(&mut self, pre: &FlowKey, actions: &[Action]) {
         let start = self.out.len();
+        let (vlan, touched) = self.unwildcard_writes(actions);
+        let k = *self.k;
+        // The IPv4 and IPv6 addresses share the key's bytes: compare the family the packet
+        // is (the address sets un-wildcarded the ethertype).
+        let eth_type = k.get(Field::EthType) as u16;
+        let mut emit = |a: Action| self.out.push(a);
+        if vlan {
+            restore_vlans(pre, &k, &mut emit);
+        }
+        // Each field at most once, in a fixed order.
+        for f in RESTORED {
+            let family = match f {
+                Field::Ipv4Src | Field::Ipv4Dst => Some(ethertype::IPV4),
+                Field::Ipv6Src | Field::Ipv6Dst => Some(ethertype::IPV6),
+                _ => None,
+            };
+            if !touched.contains(&f) || family.is_some_and(|t| t != eth_type) {
+                continue;
+            }
+            let (was, now) = (pre.get(f), k.get(f));
+            if was != now {
+                emit(set_back(f, was));
+            }
+        }
+        *self.k = *pre;
+        if self.out.len() > start {
+            *self.tail = Some((start, self.out.len()));
+        }
+    }
+
+    /// The fields of [`RESTORED`] that `actions` write, each un-wildcarded; and whether
+    /// they change the VLAN tags (restored as a stack, not field by field).
+    fn unwildcard_writes(&mut self, actions: &[Action]) -> (bool, SmallVec<[Field; 8]>) {
         let mut vlan = false;
         let mut touched: SmallVec<[Field; 8]> = SmallVec::new();
         for a in actions {
@@ -412,58 +445,39 @@ impl Expand<'_> {
                 touched.push(f);
             }
         }
-        let k = *self.k;
-        // The IPv4 and IPv6 addresses share the key's bytes: compare the family the packet
-        // is (the address sets un-wildcarded the ethertype).
-        let eth_type = k.get(Field::EthType) as u16;
-        let mut emit = |a: Action| self.out.push(a);
-        if vlan {
-            restore_vlans(pre, &k, &mut emit);
-        }
-        // Each field at most once, in a fixed order.
-        let fields = [
-            Field::EthSrc,
-            Field::EthDst,
-            Field::Ipv4Src,
-            Field::Ipv4Dst,
-            Field::Ipv6Src,
-            Field::Ipv6Dst,
-            Field::NwTos,
-            Field::TpSrc,
-            Field::TpDst,
-            Field::TunId,
-        ];
-        for f in fields {
-            let family = match f {
-                Field::Ipv4Src | Field::Ipv4Dst => Some(ethertype::IPV4),
-                Field::Ipv6Src | Field::Ipv6Dst => Some(ethertype::IPV6),
-                _ => None,
-            };
-            if !touched.contains(&f) || family.is_some_and(|t| t != eth_type) {
-                continue;
-            }
-            let (was, now) = (pre.get(f), k.get(f));
-            if was == now {
-                continue;
-            }
-            emit(match f {
-                Field::EthSrc => Action::SetEthSrc(mac_bytes(was)),
-                Field::EthDst => Action::SetEthDst(mac_bytes(was)),
-                Field::Ipv4Src => Action::SetIpv4Src((was as u32).to_be_bytes()),
-                Field::Ipv4Dst => Action::SetIpv4Dst((was as u32).to_be_bytes()),
-                Field::Ipv6Src => Action::SetIpv6Src(was.to_be_bytes()),
-                Field::Ipv6Dst => Action::SetIpv6Dst(was.to_be_bytes()),
-                Field::NwTos => Action::SetNwTos(was as u8 & 0xfc),
-                Field::TpSrc => Action::SetTpSrc(was as u16),
-                Field::TpDst => Action::SetTpDst(was as u16),
-                Field::TunId => Action::SetTunnel(was as u32),
-                _ => unreachable!("only the fields listed above"),
-            });
-        }
-        *self.k = *pre;
-        if self.out.len() > start {
-            *self.tail = Some((start, self.out.len()));
-        }
+        (vlan, touched)
+    }
+}
+
+/// The fields a bucket's set actions write that a compensation sets back, in the order
+/// it emits them.
+const RESTORED: [Field; 10] = [
+    Field::EthSrc,
+    Field::EthDst,
+    Field::Ipv4Src,
+    Field::Ipv4Dst,
+    Field::Ipv6Src,
+    Field::Ipv6Dst,
+    Field::NwTos,
+    Field::TpSrc,
+    Field::TpDst,
+    Field::TunId,
+];
+
+/// The action that sets field `f` (one of [`RESTORED`]) back to `was`.
+fn set_back(f: Field, was: u128) -> Action {
+    match f {
+        Field::EthSrc => Action::SetEthSrc(mac_bytes(was)),
+        Field::EthDst => Action::SetEthDst(mac_bytes(was)),
+        Field::Ipv4Src => Action::SetIpv4Src((was as u32).to_be_bytes()),
+        Field::Ipv4Dst => Action::SetIpv4Dst((was as u32).to_be_bytes()),
+        Field::Ipv6Src => Action::SetIpv6Src(was.to_be_bytes()),
+        Field::Ipv6Dst => Action::SetIpv6Dst(was.to_be_bytes()),
+        Field::NwTos => Action::SetNwTos(was as u8 & 0xfc),
+        Field::TpSrc => Action::SetTpSrc(was as u16),
+        Field::TpDst => Action::SetTpDst(was as u16),
+        Field::TunId => Action::SetTunnel(was as u32),
+        _ => unreachable!("only the fields of RESTORED"),
     }
 }
 
