@@ -1,6 +1,6 @@
 //! The pipeline: tables 0..N walked with `goto_table`, producing a megaflow.
 //!
-//! [`Pipeline`] is an immutable, versioned snapshot (the rule store, `store.rs`, publishes a
+//! [`Pipeline`] is an immutable, versioned snapshot (the rule store, `store/`, publishes a
 //! new one for every batch of changes); [`Pipeline::translate`] classifies a key through it,
 //! with each action's effect on the key in `translate.rs`.
 

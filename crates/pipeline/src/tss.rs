@@ -3,7 +3,7 @@
 //!
 //! A port range that is not one prefix block is stored as the prefix blocks that cover it
 //! (one entry per block, all naming the rule), which is what makes range-heavy ACLs spread
-//! over hundreds of subtables here — the decision tree (`cuts.rs`) is built for those.
+//! over hundreds of subtables here — the decision tree (`cuts/`) is built for those.
 
 use crate::rule::{prefix_mask, range_prefixes, Match, Rule};
 use crate::trie::{PrefixTrie, TrieWalk, TRIE_FIELDS};
@@ -36,9 +36,9 @@ struct Subtable {
     slots: HashTable<Slot>,
     /// Each value's words as [`SubtableMask::write_row`] packs them, `search.row_len()`
     /// a row, row `Slot::row` at `row * row_len`. Kept apart from the slots and packed:
-    /// a whole `FlowKey` per entry (the former layout, 136-byte buckets) spread even a
-    /// 1,000-rule pipeline over ~130 KB, which the megaflow churn of a miss storm evicts
-    /// between lookups; rows of 8–32 bytes and 12-byte slots stay cached.
+    /// with a whole `FlowKey` per entry (136-byte buckets) even a 1,000-rule pipeline
+    /// spreads over ~130 KB, which the megaflow churn of a miss storm evicts between
+    /// lookups; rows of 8–32 bytes and 12-byte slots stay cached.
     rows: Vec<u64>,
     /// Each row's rule indices, best first (read only when rules are added).
     rules: Vec<SmallVec<[u32; 2]>>,
