@@ -14,24 +14,15 @@
 //! its VID and PCP and the DEI bit of the tag it was copied from (the key keeps neither
 //! the TPID nor DEI). A bucket's `push_vlan` onto two tags drops that bucket's copy only.
 
-use crate::pipeline::RuleRef;
-use crate::rule::{Rule, RuleCounters, RuleError, RuleId, RuleSpec, MAX_TABLES};
-use crate::translate::{translate_action, ActionList};
+use crate::rule::{Match, Rule, RuleCounters, RuleError, RuleId, RuleRef, RuleSpec};
+use crate::translate::{translate_action, ActionList, Ending};
 use flowpath_packet::key::{ethertype, VLAN_PRESENT};
 use flowpath_packet::{Action, Field, FlowKey};
 use rustc_hash::FxHashMap as HashMap;
 use smallvec::SmallVec;
 use std::sync::Arc;
 
-/// The highest group id a group may have (OpenFlow's `OFPG_MAX`).
-pub const GROUP_MAX: u32 = 0xffff_ff00;
-/// `DeleteGroup(GROUP_ALL)` deletes every group (OpenFlow's `OFPG_ALL`).
-pub const GROUP_ALL: u32 = 0xffff_fffc;
-/// "Any group" in OpenFlow filters (`OFPG_ANY`): no filter.
-pub const GROUP_ANY: u32 = 0xffff_ffff;
-/// The `table` of a [`RuleRef`] that stands for a group or one of its buckets in a
-/// translation's `path` (no rule table has this number: tables are 0..=254).
-pub const GROUP_TABLE: u8 = MAX_TABLES as u8;
+pub use crate::rule::{GROUP_ALL, GROUP_ANY, GROUP_MAX, GROUP_TABLE};
 
 /// OpenFlow group types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -138,7 +129,7 @@ impl GroupSpec {
                 }
             }
             // The rule checks cover the actions' arguments.
-            let probe = RuleSpec::new(0, 0, crate::rule::Match::any()).actions(b.actions.clone());
+            let probe = RuleSpec::new(0, 0, Match::any()).actions(b.actions.clone());
             if probe.validate().is_err() {
                 return bad("a bucket action has an out-of-range argument");
             }
@@ -204,7 +195,7 @@ impl GroupTable {
     pub(crate) fn build(groups: impl IntoIterator<Item = Group>) -> GroupTable {
         let mut all: Vec<Group> = groups.into_iter().collect();
         all.sort_by_key(|g| g.spec.id);
-        let stand_in = Arc::new(RuleSpec::new(0, 0, crate::rule::Match::any()));
+        let stand_in = Arc::new(RuleSpec::new(0, 0, Match::any()));
         let slot = |c: &Arc<RuleCounters>| Rule {
             id: RuleId(0),
             spec: stand_in.clone(),
@@ -327,11 +318,7 @@ pub(crate) struct Expand<'a> {
 impl Expand<'_> {
     /// Run a list of actions (apply-actions or the action set's), expanding groups. Ends
     /// early as [`translate_action`] does (TTL expired, a third tag).
-    pub(crate) fn run(
-        &mut self,
-        groups: &GroupTable,
-        actions: &[Action],
-    ) -> Option<crate::pipeline::Ending> {
+    pub(crate) fn run(&mut self, groups: &GroupTable, actions: &[Action]) -> Option<Ending> {
         for a in actions {
             if let Action::Group(id) = *a {
                 self.group(groups, id);
@@ -397,6 +384,39 @@ impl Expand<'_> {
     /// megaflow).
     fn restore(&mut self, pre: &FlowKey, actions: &[Action]) {
         let start = self.out.len();
+        let (vlan, touched) = self.unwildcard_writes(actions);
+        let k = *self.k;
+        // The IPv4 and IPv6 addresses share the key's bytes: compare the family the packet
+        // is (the address sets un-wildcarded the ethertype).
+        let eth_type = k.get(Field::EthType) as u16;
+        let mut emit = |a: Action| self.out.push(a);
+        if vlan {
+            restore_vlans(pre, &k, &mut emit);
+        }
+        // Each field at most once, in a fixed order.
+        for f in RESTORED {
+            let family = match f {
+                Field::Ipv4Src | Field::Ipv4Dst => Some(ethertype::IPV4),
+                Field::Ipv6Src | Field::Ipv6Dst => Some(ethertype::IPV6),
+                _ => None,
+            };
+            if !touched.contains(&f) || family.is_some_and(|t| t != eth_type) {
+                continue;
+            }
+            let (was, now) = (pre.get(f), k.get(f));
+            if was != now {
+                emit(set_back(f, was));
+            }
+        }
+        *self.k = *pre;
+        if self.out.len() > start {
+            *self.tail = Some((start, self.out.len()));
+        }
+    }
+
+    /// The fields of [`RESTORED`] that `actions` write, each un-wildcarded; and whether
+    /// they change the VLAN tags (restored as a stack, not field by field).
+    fn unwildcard_writes(&mut self, actions: &[Action]) -> (bool, SmallVec<[Field; 8]>) {
         let mut vlan = false;
         let mut touched: SmallVec<[Field; 8]> = SmallVec::new();
         for a in actions {
@@ -425,58 +445,39 @@ impl Expand<'_> {
                 touched.push(f);
             }
         }
-        let k = *self.k;
-        // The IPv4 and IPv6 addresses share the key's bytes: compare the family the packet
-        // is (the address sets un-wildcarded the ethertype).
-        let eth_type = k.get(Field::EthType) as u16;
-        let mut emit = |a: Action| self.out.push(a);
-        if vlan {
-            restore_vlans(pre, &k, &mut emit);
-        }
-        // Each field at most once, in a fixed order.
-        let fields = [
-            Field::EthSrc,
-            Field::EthDst,
-            Field::Ipv4Src,
-            Field::Ipv4Dst,
-            Field::Ipv6Src,
-            Field::Ipv6Dst,
-            Field::NwTos,
-            Field::TpSrc,
-            Field::TpDst,
-            Field::TunId,
-        ];
-        for f in fields {
-            let family = match f {
-                Field::Ipv4Src | Field::Ipv4Dst => Some(ethertype::IPV4),
-                Field::Ipv6Src | Field::Ipv6Dst => Some(ethertype::IPV6),
-                _ => None,
-            };
-            if !touched.contains(&f) || family.is_some_and(|t| t != eth_type) {
-                continue;
-            }
-            let (was, now) = (pre.get(f), k.get(f));
-            if was == now {
-                continue;
-            }
-            emit(match f {
-                Field::EthSrc => Action::SetEthSrc(mac_bytes(was)),
-                Field::EthDst => Action::SetEthDst(mac_bytes(was)),
-                Field::Ipv4Src => Action::SetIpv4Src((was as u32).to_be_bytes()),
-                Field::Ipv4Dst => Action::SetIpv4Dst((was as u32).to_be_bytes()),
-                Field::Ipv6Src => Action::SetIpv6Src(was.to_be_bytes()),
-                Field::Ipv6Dst => Action::SetIpv6Dst(was.to_be_bytes()),
-                Field::NwTos => Action::SetNwTos(was as u8 & 0xfc),
-                Field::TpSrc => Action::SetTpSrc(was as u16),
-                Field::TpDst => Action::SetTpDst(was as u16),
-                Field::TunId => Action::SetTunnel(was as u32),
-                _ => unreachable!("only the fields listed above"),
-            });
-        }
-        *self.k = *pre;
-        if self.out.len() > start {
-            *self.tail = Some((start, self.out.len()));
-        }
+        (vlan, touched)
+    }
+}
+
+/// The fields a bucket's set actions write that a compensation sets back, in the order
+/// it emits them.
+const RESTORED: [Field; 10] = [
+    Field::EthSrc,
+    Field::EthDst,
+    Field::Ipv4Src,
+    Field::Ipv4Dst,
+    Field::Ipv6Src,
+    Field::Ipv6Dst,
+    Field::NwTos,
+    Field::TpSrc,
+    Field::TpDst,
+    Field::TunId,
+];
+
+/// The action that sets field `f` (one of [`RESTORED`]) back to `was`.
+fn set_back(f: Field, was: u128) -> Action {
+    match f {
+        Field::EthSrc => Action::SetEthSrc(mac_bytes(was)),
+        Field::EthDst => Action::SetEthDst(mac_bytes(was)),
+        Field::Ipv4Src => Action::SetIpv4Src((was as u32).to_be_bytes()),
+        Field::Ipv4Dst => Action::SetIpv4Dst((was as u32).to_be_bytes()),
+        Field::Ipv6Src => Action::SetIpv6Src(was.to_be_bytes()),
+        Field::Ipv6Dst => Action::SetIpv6Dst(was.to_be_bytes()),
+        Field::NwTos => Action::SetNwTos(was as u8 & 0xfc),
+        Field::TpSrc => Action::SetTpSrc(was as u16),
+        Field::TpDst => Action::SetTpDst(was as u16),
+        Field::TunId => Action::SetTunnel(was as u32),
+        _ => unreachable!("only the fields of RESTORED"),
     }
 }
 

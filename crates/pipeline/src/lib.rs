@@ -1,5 +1,11 @@
 //! The slow path: tables of prioritised rules (masks and port ranges) looked up by
 //! tuple-space search, a decision tree or a list; classifying a key yields a megaflow.
+//!
+//! The modules stand in layers, each using only those below it: the rule vocabulary
+//! (`rule`: matches, port ranges, specs, installed rules, ids); the classifier backends
+//! (`wildcards`, `trie`, `tss`, `cuts`) behind `table`; the walk through the tables
+//! (`translate`, `actionset`, `group`, `pipeline`); and on top the rule store that
+//! publishes snapshots (`store`). `reference` and `testing` serve the property tests.
 
 mod actionset;
 mod cuts;

@@ -1,47 +1,20 @@
 //! The pipeline: tables 0..N walked with `goto_table`, producing a megaflow.
 //!
-//! [`Pipeline`] is an immutable, versioned snapshot (the rule store, `store.rs`, publishes a
+//! [`Pipeline`] is an immutable, versioned snapshot (the rule store, `store/`, publishes a
 //! new one for every batch of changes); [`Pipeline::translate`] classifies a key through it,
 //! with each action's effect on the key in `translate.rs`.
 
 use crate::actionset::ActionSet;
-use crate::group::{Expand, GroupTable, GROUP_TABLE};
-use crate::rule::Rule;
+use crate::group::{Expand, GroupTable};
+use crate::rule::{Rule, RuleSpec, GROUP_TABLE};
 use crate::table::{Backend, Table};
 use crate::translate::stamp_controller;
 use flowpath_packet::{Action, Field, FlowKey};
 use smallvec::SmallVec;
 use std::sync::Arc;
 
-/// Where a rule sits in a snapshot: (table, index into that table's rules). With table
-/// [`GROUP_TABLE`] it stands for a group or one of its buckets that the translation went
-/// through ([`GroupTable::resolve`] says which): [`Pipeline::rule`] gives a stand-in rule
-/// holding its counters, so a path is credited the same way for both.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct RuleRef {
-    pub table: u8,
-    pub index: u32,
-}
-
-impl RuleRef {
-    /// Does this stand for a group or bucket rather than a rule?
-    pub fn is_group(&self) -> bool {
-        self.table == GROUP_TABLE
-    }
-}
-
-/// How classification of one key ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Ending {
-    /// The last rule had no `goto_table`.
-    Done,
-    /// No rule matched in this table: the packet is dropped (OpenFlow 1.3 table-miss).
-    TableMiss(u8),
-    /// `dec_ttl` found TTL 0 or 1: the packet is dropped there.
-    TtlExpired,
-    /// A third VLAN tag was pushed: more than flowpath parses, so it is dropped there.
-    TooManyVlans,
-}
+pub use crate::rule::RuleRef;
+pub use crate::translate::Ending;
 
 /// The slow path's answer for one key: a megaflow.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -173,7 +146,6 @@ impl Pipeline {
             let rule = RuleRef { table: t, index: i };
             path.push(rule);
             let spec = &table.rules()[i as usize].spec;
-            let added = actions.len();
             let mut ex = Expand {
                 k: &mut k,
                 wc: &mut wc,
@@ -181,38 +153,7 @@ impl Pipeline {
                 path: &mut path,
                 tail: &mut tail,
             };
-            let mut end = ex.run(&self.groups, &spec.actions);
-            stamp_controller(&mut actions[added..], t, spec);
-            if spec.clear_actions {
-                set.clear();
-            }
-            if !spec.write_actions.is_empty() {
-                let mut w: SmallVec<[Action; 4]> = spec.write_actions.iter().copied().collect();
-                stamp_controller(&mut w, t, spec);
-                set.write(&w);
-            }
-            let last = end.is_some() || spec.goto.is_none();
-            if last && end.is_none() && !set.is_empty() {
-                // The walk ends here: the action set runs (OpenFlow 1.3 §5.10).
-                let run: SmallVec<[Action; 8]> = set.actions().collect();
-                let mut ex = Expand {
-                    k: &mut k,
-                    wc: &mut wc,
-                    out: &mut actions,
-                    path: &mut path,
-                    tail: &mut tail,
-                };
-                end = ex.run(&self.groups, &run);
-            }
-            if last {
-                // A group's compensating rewrites with nothing after them are dropped
-                // (only this table's: earlier visits have reported their counts).
-                if let Some((start, stop)) = tail {
-                    if stop == actions.len() && start >= added {
-                        actions.truncate(start);
-                    }
-                }
-            }
+            let end = run_instructions(&mut ex, &self.groups, &mut set, t, spec);
             visit(&TableVisit {
                 table: t,
                 rule: Some(rule),
@@ -236,4 +177,45 @@ impl Pipeline {
             ending,
         }
     }
+}
+
+/// Run the instructions of `spec`, the rule table `t` matched (OpenFlow 1.3 §5.9):
+/// apply-actions (groups expanded), clear-actions, write-actions into `set`; and when the
+/// walk ends at this rule, the action set (§5.10). Returns how the walk ended, if it did
+/// here for a reason other than a rule without `goto_table`.
+#[inline(always)]
+fn run_instructions(
+    ex: &mut Expand<'_>,
+    groups: &GroupTable,
+    set: &mut ActionSet,
+    t: u8,
+    spec: &RuleSpec,
+) -> Option<Ending> {
+    let added = ex.out.len();
+    let mut end = ex.run(groups, &spec.actions);
+    stamp_controller(&mut ex.out[added..], t, spec);
+    if spec.clear_actions {
+        set.clear();
+    }
+    if !spec.write_actions.is_empty() {
+        let mut w: SmallVec<[Action; 4]> = spec.write_actions.iter().copied().collect();
+        stamp_controller(&mut w, t, spec);
+        set.write(&w);
+    }
+    let last = end.is_some() || spec.goto.is_none();
+    if last && end.is_none() && !set.is_empty() {
+        // The walk ends here: the action set runs (OpenFlow 1.3 §5.10).
+        let run: SmallVec<[Action; 8]> = set.actions().collect();
+        end = ex.run(groups, &run);
+    }
+    if last {
+        // A group's compensating rewrites with nothing after them are dropped
+        // (only this table's: earlier visits have reported their counts).
+        if let Some((start, stop)) = *ex.tail {
+            if stop == ex.out.len() && start >= added {
+                ex.out.truncate(start);
+            }
+        }
+    }
+    end
 }

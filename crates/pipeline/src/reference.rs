@@ -74,45 +74,25 @@ pub fn evaluate_with_groups(
     let mut tunnel =
         [Field::TunId, Field::TunFlags, Field::TunSrc, Field::TunDst].map(|f| (f, key.get(f)));
     meta.strip_outer(&mut pkt);
-    let reparse_opts = ParseOptions { vxlan_port: None };
+    let mut cx = Cx {
+        in_port,
+        groups,
+        tunnel: &mut tunnel,
+    };
     let mut table = 0u8;
     let mut set: Vec<Action> = Vec::new();
     loop {
-        let best = rules
-            .iter()
-            .filter(|(_, r)| r.table == table && r.matches.matches(&key))
-            .max_by(|(ia, a), (ib, b)| a.priority.cmp(&b.priority).then(ib.cmp(ia)));
-        let Some((_, rule)) = best else {
+        let Some(rule) = best_rule(rules, table, &key) else {
             out.ending = RefEnding::TableMiss(table);
             return out;
         };
-        let cx = Cx {
-            in_port,
-            groups,
-            tunnel: &mut tunnel,
-        };
-        if let Err(e) = run(&rule.actions, &mut pkt, &mut meta, cx, &mut out) {
+        if let Err(e) = run(&rule.actions, &mut pkt, &mut meta, &mut cx, &mut out) {
             out.ending = e;
             return out;
         }
-        if rule.clear_actions {
-            set.clear();
-        }
-        for a in &rule.write_actions {
-            set.retain(|b| kind(b) != kind(a));
-            set.push(*a);
-        }
+        write_set(&mut set, rule);
         if rule.goto.is_none() && !set.is_empty() {
-            set.sort_by_key(|a| kind(a).0);
-            if set.iter().any(|a| matches!(a, Action::Group(_))) {
-                set.retain(|a| kind(a).0 != OUTPUT);
-            }
-            let cx = Cx {
-                in_port,
-                groups,
-                tunnel: &mut tunnel,
-            };
-            if let Err(e) = run(&set, &mut pkt, &mut meta, cx, &mut out) {
+            if let Err(e) = run(&set_in_order(set), &mut pkt, &mut meta, &mut cx, &mut out) {
                 out.ending = e;
             }
             return out;
@@ -120,6 +100,8 @@ pub fn evaluate_with_groups(
         let Some(next) = rule.goto else {
             return out;
         };
+        // The next table sees the packet as the actions left it, parsed again.
+        let reparse_opts = ParseOptions { vxlan_port: None };
         match parse(pkt.data(), in_port, &reparse_opts, &mut key) {
             Ok(m) => meta = m,
             Err(r) => {
@@ -127,11 +109,46 @@ pub fn evaluate_with_groups(
                 return out;
             }
         }
-        for (f, v) in tunnel {
+        for &(f, v) in cx.tunnel.iter() {
             key.set(f, v);
         }
         table = next;
     }
+}
+
+/// The rule of `table` that `key` meets: the highest priority, then the oldest.
+fn best_rule<'r>(
+    rules: &'r [(RuleId, RuleSpec)],
+    table: u8,
+    key: &FlowKey,
+) -> Option<&'r RuleSpec> {
+    rules
+        .iter()
+        .filter(|(_, r)| r.table == table && r.matches.matches(key))
+        .max_by(|(ia, a), (ib, b)| a.priority.cmp(&b.priority).then(ib.cmp(ia)))
+        .map(|(_, r)| r)
+}
+
+/// The rule's clear-actions and write-actions on the action set, kept as a plain list: a
+/// write drops the action of its kind first.
+fn write_set(set: &mut Vec<Action>, rule: &RuleSpec) {
+    if rule.clear_actions {
+        set.clear();
+    }
+    for a in &rule.write_actions {
+        set.retain(|b| kind(b) != kind(a));
+        set.push(*a);
+    }
+}
+
+/// The action set in the order it runs (§5.10): a group, when there is one, instead of
+/// the output.
+fn set_in_order(mut set: Vec<Action>) -> Vec<Action> {
+    set.sort_by_key(|a| kind(a).0);
+    if set.iter().any(|a| matches!(a, Action::Group(_))) {
+        set.retain(|a| kind(a).0 != OUTPUT);
+    }
+    set
 }
 
 /// Execution order ranks of the action set (OpenFlow 1.3 §5.10).
@@ -178,7 +195,7 @@ fn run(
     actions: &[Action],
     pkt: &mut Packet<'_>,
     meta: &mut PacketMeta,
-    cx: Cx<'_>,
+    cx: &mut Cx<'_>,
     out: &mut RefOutcome,
 ) -> Result<(), RefEnding> {
     let in_port = cx.in_port;
@@ -198,7 +215,7 @@ fn run(
             }
             Action::Group(id) => {
                 if let Some(g) = cx.groups.iter().find(|g| g.id == *id) {
-                    group(g, pkt, meta, &cx, out);
+                    group(g, pkt, meta, cx, out);
                 }
             }
             _ => match rewrite::apply(a, pkt, meta) {
@@ -238,11 +255,11 @@ fn group(g: &GroupSpec, pkt: &Packet<'_>, meta: &PacketMeta, cx: &Cx<'_>, out: &
         let mut copy = Packet::new(&mut buf, headroom, pkt.len());
         let mut meta = *meta;
         let mut tunnel = *cx.tunnel;
-        let bcx = Cx {
+        let mut bcx = Cx {
             in_port: cx.in_port,
             groups: cx.groups,
             tunnel: &mut tunnel,
         };
-        let _ = run(&g.buckets[i].actions, &mut copy, &mut meta, bcx, out);
+        let _ = run(&g.buckets[i].actions, &mut copy, &mut meta, &mut bcx, out);
     }
 }

@@ -1,7 +1,7 @@
 //! One table of rules and the classifier that finds the best match for a key.
 //!
 //! Three backends sit behind the one call site [`Table::lookup`]: tuple-space search
-//! (`tss.rs`), a decision tree built for range-heavy ACLs (`cuts.rs`), and a linear list
+//! (`tss.rs`), a decision tree built for range-heavy ACLs (`cuts/`), and a linear list
 //! (the reference). All record, in the caller's wildcard mask, the key bits the decision
 //! depended on; the tree and the linear list record only the bits that separate the key
 //! from the rules that would have won (`wildcards.rs`), so megaflows stay wide.
@@ -101,7 +101,7 @@ impl Table {
 
     /// Build the next version of `prev` over `rules` (sorted by id, as the rule store
     /// keeps them). A tree index is carried over when few rules changed (see
-    /// `cuts::TreeIndex::derive`): a one-rule change does not rebuild the tree.
+    /// `TreeIndex::derive` in `cuts/index.rs`): a one-rule change does not rebuild the tree.
     pub fn build_from(
         prev: Option<&Table>,
         rules: Vec<Rule>,

@@ -1,11 +1,24 @@
 //! Translating actions while a key is classified: each action changes the key later
-//! tables see and un-wildcards every bit it depended on, so the megaflow stays exact.
+//! tables see and un-wildcards every bit it depended on, so the megaflow stays exact; an
+//! action may also end the walk ([`Ending`]).
 
-use crate::pipeline::Ending;
 use crate::rule::{Match, RuleSpec};
 use flowpath_packet::key::{ethertype, ipproto, FRAG_LATER, VLAN_PRESENT, VLAN_VID_MASK};
 use flowpath_packet::{packet_in_reason, Action, Field, FlowKey};
 use smallvec::SmallVec;
+
+/// How classification of one key ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Ending {
+    /// The last rule had no `goto_table`.
+    Done,
+    /// No rule matched in this table: the packet is dropped (OpenFlow 1.3 table-miss).
+    TableMiss(u8),
+    /// `dec_ttl` found TTL 0 or 1: the packet is dropped there.
+    TtlExpired,
+    /// A third VLAN tag was pushed: more than flowpath parses, so it is dropped there.
+    TooManyVlans,
+}
 
 /// The actions a megaflow runs, as the translation collects them.
 pub(crate) type ActionList = SmallVec<[Action; 4]>;

@@ -9,14 +9,15 @@
 //! `/16` as the other backends round). Hand-written: a binary trie of at most a few nodes per rule
 //! bit, walked once per field per slow-path lookup; no crate offers it over this key.
 
-use crate::wildcards::{leading_ones, prefix_mask, read, ADDR_STEP, PORT_STEP};
+use crate::rule::prefix_mask;
+use crate::wildcards::{leading_ones, read, ADDR_STEP, PORT_STEP};
 use flowpath_packet::{Field, FlowKey};
 
 /// The fields that get a trie: source and destination addresses (IPv4 addresses are the
-/// top 32 bits of these 16-byte fields), as OVS's default `prefixes`. Tries on the ports
-/// too (where tuple-space search stores ranges as prefix blocks) were measured and left
-/// out: on the ClassBench 1k sets they gave more megaflows and masks, not fewer (acl2_1k:
-/// 819,643 megaflows over 105 masks against 802,362 over 65) and dearer misses.
+/// top 32 bits of these 16-byte fields), as OVS's default `prefixes`. The ports (where
+/// tuple-space search stores ranges as prefix blocks) get no trie: on the ClassBench 1k
+/// sets tries there give more megaflows and masks, not fewer (acl2_1k: 819,643 megaflows
+/// over 105 masks against 802,362 over 65), and dearer misses.
 pub(crate) const TRIE_FIELDS: [Field; 2] = [Field::Ipv6Src, Field::Ipv6Dst];
 
 /// The multiple a megaflow's prefix length on `field` is rounded up to.

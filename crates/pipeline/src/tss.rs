@@ -3,11 +3,11 @@
 //!
 //! A port range that is not one prefix block is stored as the prefix blocks that cover it
 //! (one entry per block, all naming the rule), which is what makes range-heavy ACLs spread
-//! over hundreds of subtables here — the decision tree (`cuts.rs`) is built for those.
+//! over hundreds of subtables here — the decision tree (`cuts/`) is built for those.
 
-use crate::rule::{range_prefixes, Match, Rule};
+use crate::rule::{prefix_mask, range_prefixes, Match, Rule};
 use crate::trie::{PrefixTrie, TrieWalk, TRIE_FIELDS};
-use crate::wildcards::{or_into, prefix_mask};
+use crate::wildcards::or_into;
 use flowpath_packet::key::wide_hash;
 use flowpath_packet::{Field, FlowKey, SubtableMask, KEY_WORDS};
 use hashbrown::HashTable;
@@ -36,9 +36,9 @@ struct Subtable {
     slots: HashTable<Slot>,
     /// Each value's words as [`SubtableMask::write_row`] packs them, `search.row_len()`
     /// a row, row `Slot::row` at `row * row_len`. Kept apart from the slots and packed:
-    /// a whole `FlowKey` per entry (the former layout, 136-byte buckets) spread even a
-    /// 1,000-rule pipeline over ~130 KB, which the megaflow churn of a miss storm evicts
-    /// between lookups; rows of 8–32 bytes and 12-byte slots stay cached.
+    /// with a whole `FlowKey` per entry (136-byte buckets) even a 1,000-rule pipeline
+    /// spreads over ~130 KB, which the megaflow churn of a miss storm evicts between
+    /// lookups; rows of 8–32 bytes and 12-byte slots stay cached.
     rows: Vec<u64>,
     /// Each row's rule indices, best first (read only when rules are added).
     rules: Vec<SmallVec<[u32; 2]>>,
@@ -60,6 +60,48 @@ impl Subtable {
         let n = self.search.row_len();
         let at = r as usize * n;
         &self.rows[at..at + n]
+    }
+
+    /// Store entry `value` (masked by this subtable's mask) for rule `i`: a new row, or
+    /// one more rule on the row with the same words. Returns (hash, row) when the row
+    /// already had a rule (its rules may now be out of order).
+    fn add(&mut self, value: &FlowKey, i: u32, seed: u64) -> Option<(u32, u32)> {
+        let h = self.search.hash(value, seed);
+        let mut row = [0u64; KEY_WORDS];
+        let row = &mut row[..self.search.row_len()];
+        self.search.write_row(value, row);
+        let same = self
+            .slots
+            .find(wide_hash(h), |s| s.hash == h && self.row(s.row) == &*row)
+            .map(|s| s.row);
+        match same {
+            Some(r) => {
+                self.rules[r as usize].push(i);
+                Some((h, r))
+            }
+            None => {
+                let r = self.rules.len() as u32;
+                self.rows.extend_from_slice(row);
+                self.rules.push(smallvec::smallvec![i]);
+                self.slots.insert_unique(
+                    wide_hash(h),
+                    Slot {
+                        hash: h,
+                        best: i,
+                        row: r,
+                    },
+                    |s| wide_hash(s.hash),
+                );
+                None
+            }
+        }
+    }
+
+    /// Give back what a fresh build reserved beyond its entries.
+    fn shrink_to_fit(&mut self) {
+        self.slots.shrink_to_fit(|s| wide_hash(s.hash));
+        self.rows.shrink_to_fit();
+        self.rules.shrink_to_fit();
     }
 }
 
@@ -137,42 +179,28 @@ impl TupleSpace {
             .map(|(i, st)| (*st.search.mask(), i))
             .collect();
         let mut last: Option<(FlowKey, usize)> = None;
+        // A fresh build: most tables have one big subtable.
+        let capacity = if from == 0 {
+            rules.len().min(1 << 16)
+        } else {
+            0
+        };
         // (subtable, hash, row) of every row that gained a second or later rule.
         let mut touched: Vec<(usize, u32, u32)> = Vec::new();
-        let subtables = &mut self.subtables;
         for (i, r) in rules.iter().enumerate().skip(from) {
             for (mask, value) in expand(&r.spec.matches) {
                 self.entries += 1;
                 let si = match last {
                     Some((m, si)) if m == mask => si,
                     _ => {
-                        let tries = &self.tries;
-                        let si = *by_mask.entry(mask).or_insert_with(|| {
-                            subtables.push(Subtable {
-                                search: SubtableMask::new(mask),
-                                best_key: u64::MAX,
-                                plens: match tries {
-                                    Some(tries) => tries
-                                        .each_ref()
-                                        .map(|t| t.prefix_len(&mask).map_or(0, |l| l as u8)),
-                                    None => [0; TRIE_FIELDS.len()],
-                                },
-                                slots: HashTable::with_capacity(if from == 0 {
-                                    // A fresh build: most tables have one big subtable.
-                                    rules.len().min(1 << 16)
-                                } else {
-                                    0
-                                }),
-                                rows: Vec::new(),
-                                rules: Vec::new(),
-                            });
-                            subtables.len() - 1
-                        });
+                        let si = *by_mask
+                            .entry(mask)
+                            .or_insert_with(|| self.new_subtable(mask, capacity));
                         last = Some((mask, si));
                         si
                     }
                 };
-                let st = &mut subtables[si];
+                let st = &mut self.subtables[si];
                 st.best_key = st.best_key.min(order[i]);
                 for (t, &plen) in self
                     .tries
@@ -184,49 +212,46 @@ impl TupleSpace {
                         t.insert(&value, plen as u32);
                     }
                 }
-                let h = st.search.hash(&value, seed);
-                let mut row = [0u64; KEY_WORDS];
-                let row = &mut row[..st.search.row_len()];
-                st.search.write_row(&value, row);
-                let same = st
-                    .slots
-                    .find(wide_hash(h), |s| s.hash == h && st.row(s.row) == &*row)
-                    .map(|s| s.row);
-                match same {
-                    Some(r) => {
-                        st.rules[r as usize].push(i as u32);
-                        touched.push((si, h, r));
-                    }
-                    None => {
-                        let r = st.rules.len() as u32;
-                        st.rows.extend_from_slice(row);
-                        st.rules.push(smallvec::smallvec![i as u32]);
-                        st.slots.insert_unique(
-                            wide_hash(h),
-                            Slot {
-                                hash: h,
-                                best: i as u32,
-                                row: r,
-                            },
-                            |s| wide_hash(s.hash),
-                        );
-                    }
+                if let Some((h, row)) = st.add(&value, i as u32, seed) {
+                    touched.push((si, h, row));
                 }
             }
         }
         if from == 0 {
-            for st in subtables.iter_mut() {
-                st.slots.shrink_to_fit(|s| wide_hash(s.hash));
-                st.rows.shrink_to_fit();
-                st.rules.shrink_to_fit();
+            for st in self.subtables.iter_mut() {
+                st.shrink_to_fit();
             }
         }
+        self.reorder(touched, order);
+    }
+
+    /// A new, empty subtable for `mask` (room for `capacity` entries); its index.
+    fn new_subtable(&mut self, mask: FlowKey, capacity: usize) -> usize {
+        self.subtables.push(Subtable {
+            search: SubtableMask::new(mask),
+            best_key: u64::MAX,
+            plens: match &self.tries {
+                Some(tries) => tries
+                    .each_ref()
+                    .map(|t| t.prefix_len(&mask).map_or(0, |l| l as u8)),
+                None => [0; TRIE_FIELDS.len()],
+            },
+            slots: HashTable::with_capacity(capacity),
+            rows: Vec::new(),
+            rules: Vec::new(),
+        });
+        self.subtables.len() - 1
+    }
+
+    /// Put back the orders lookups rely on after adds: each `touched` row's rules best
+    /// first (and its slot naming the best), and the subtables best rank first.
+    fn reorder(&mut self, mut touched: Vec<(usize, u32, u32)>, order: &[u64]) {
         // Only rows that gained a rule can be out of order (on a fresh build, rows
         // with more than one rule: the rules are added in index order, not rank order).
         touched.sort_unstable_by_key(|&(si, _, r)| (si, r));
         touched.dedup_by_key(|&mut (si, _, r)| (si, r));
         for (si, h, r) in touched {
-            let st = &mut subtables[si];
+            let st = &mut self.subtables[si];
             let rules = &mut st.rules[r as usize];
             rules.sort_by_key(|&x| order[x as usize]);
             let best = rules[0];
@@ -235,7 +260,7 @@ impl TupleSpace {
             }
         }
         // Best rank first; ties by mask for a deterministic order.
-        subtables.sort_by(|a, b| {
+        self.subtables.sort_by(|a, b| {
             a.best_key
                 .cmp(&b.best_key)
                 .then_with(|| a.search.mask().words.cmp(&b.search.mask().words))

@@ -11,7 +11,7 @@
 //! many connections with one megaflow instead of one per 5-tuple, as OVS's prefix tracking
 //! does for addresses.
 
-use crate::rule::{key_ports, Match, PortRange};
+use crate::rule::{key_ports, prefix_mask, Match, PortRange};
 use flowpath_packet::{Field, FlowKey, KEY_BYTES};
 
 /// The fields a region is built from: non-overlapping, covering the whole key (the IPv4
@@ -84,23 +84,6 @@ static WORD_FIELDS: std::sync::LazyLock<Vec<Vec<Field>>> = std::sync::LazyLock::
         })
         .collect()
 });
-
-/// The mask of the top `len` bits of a field of `w` bits.
-#[inline]
-pub(crate) fn prefix_mask(w: u32, len: u32) -> u128 {
-    let full = if w >= 128 {
-        u128::MAX
-    } else {
-        (1u128 << w) - 1
-    };
-    if len == 0 {
-        0
-    } else if len >= w {
-        full
-    } else {
-        full ^ (full >> len)
-    }
-}
 
 /// How many of the top bits of `m` (a `w`-bit field mask) are ones.
 #[inline]
