@@ -86,7 +86,7 @@ enum Put {
 /// One OXM field the flow key holds: the key field it lands in, how, the value bits it
 /// may use (BAD_VALUE beyond them) and what it needs (BAD_PREREQ without it).
 #[derive(Clone, Copy, Debug)]
-pub(super) struct FieldRow {
+struct FieldRow {
     oxm: OxmField,
     key: Field,
     put: Put,
@@ -108,7 +108,7 @@ const fn row(oxm: OxmField, key: Field, put: Put, value_bits: u128, needs: Needs
 /// ip_ecn share the key's `nw_tos`, arp_op its `nw_proto` (the opcode's low byte), arp_spa
 /// and arp_tpa its IPv4 addresses, the ICMP type and code its transport ports; tunnel_id is
 /// the key's 24-bit VNI and metadata keeps [`METADATA_BITS`].
-pub(super) const FIELD_MAP: [FieldRow; 26] = {
+const FIELD_MAP: [FieldRow; 26] = {
     use Field as K;
     use Needs::*;
     use OxmField as O;
@@ -233,10 +233,10 @@ impl FieldRow {
         if !self.needs.met(pinned) {
             return Err(OfError::bad_match(bmc::BAD_PREREQ));
         }
-        let present = VLAN_PRESENT as u128;
         // A VID without the present bit, matched on the present bit: no packet has it.
-        if self.oxm == OxmField::VlanVid && v & present == 0 && v & 0x0fff != 0 && mk & present != 0
-        {
+        let present = VLAN_PRESENT as u128;
+        let untagged_vid = v & present == 0 && v & 0x0fff != 0 && mk & present != 0;
+        if self.oxm == OxmField::VlanVid && untagged_vid {
             return Err(OfError::bad_match(bmc::BAD_VALUE));
         }
         Ok(match self.put {
