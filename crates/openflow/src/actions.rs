@@ -144,38 +144,14 @@ impl OfAction {
             act::POP_VLAN => fixed(8).map(|_| OfAction::PopVlan)?,
             act::DEC_NW_TTL => fixed(8).map(|_| OfAction::DecNwTtl)?,
             act::POP_PBB => fixed(8).map(|_| OfAction::PopPbb)?,
-            act::SET_MPLS_TTL => {
-                fixed(8)?;
-                OfAction::SetMplsTtl(b.u8()?)
-            }
-            act::SET_NW_TTL => {
-                fixed(8)?;
-                OfAction::SetNwTtl(b.u8()?)
-            }
-            act::PUSH_VLAN => {
-                fixed(8)?;
-                OfAction::PushVlan(b.u16()?)
-            }
-            act::PUSH_MPLS => {
-                fixed(8)?;
-                OfAction::PushMpls(b.u16()?)
-            }
-            act::POP_MPLS => {
-                fixed(8)?;
-                OfAction::PopMpls(b.u16()?)
-            }
-            act::PUSH_PBB => {
-                fixed(8)?;
-                OfAction::PushPbb(b.u16()?)
-            }
-            act::SET_QUEUE => {
-                fixed(8)?;
-                OfAction::SetQueue(b.u32()?)
-            }
-            act::GROUP => {
-                fixed(8)?;
-                OfAction::Group(b.u32()?)
-            }
+            act::SET_MPLS_TTL => OfAction::SetMplsTtl(fixed(8).and_then(|_| b.u8())?),
+            act::SET_NW_TTL => OfAction::SetNwTtl(fixed(8).and_then(|_| b.u8())?),
+            act::PUSH_VLAN => OfAction::PushVlan(fixed(8).and_then(|_| b.u16())?),
+            act::PUSH_MPLS => OfAction::PushMpls(fixed(8).and_then(|_| b.u16())?),
+            act::POP_MPLS => OfAction::PopMpls(fixed(8).and_then(|_| b.u16())?),
+            act::PUSH_PBB => OfAction::PushPbb(fixed(8).and_then(|_| b.u16())?),
+            act::SET_QUEUE => OfAction::SetQueue(fixed(8).and_then(|_| b.u32())?),
+            act::GROUP => OfAction::Group(fixed(8).and_then(|_| b.u32())?),
             act::SET_FIELD => {
                 let se = DecodeError::BadSetLen;
                 let o = Oxm::decode(&mut b, se)?;
@@ -310,10 +286,7 @@ impl Instruction {
         let mut b = r.sub(len - 4, e)?;
         let fixed = |want: usize| if len == want { Ok(()) } else { Err(e) };
         Ok(match ty {
-            inst::GOTO_TABLE => {
-                fixed(8)?;
-                Instruction::GotoTable(b.u8()?)
-            }
+            inst::GOTO_TABLE => Instruction::GotoTable(fixed(8).and_then(|_| b.u8())?),
             inst::WRITE_METADATA => {
                 fixed(24)?;
                 b.skip(4)?;
@@ -333,10 +306,7 @@ impl Instruction {
                 fixed(8)?;
                 Instruction::ClearActions
             }
-            inst::METER => {
-                fixed(8)?;
-                Instruction::Meter(b.u32()?)
-            }
+            inst::METER => Instruction::Meter(fixed(8).and_then(|_| b.u32())?),
             inst::EXPERIMENTER => {
                 let experimenter = b.u32()?;
                 Instruction::Experimenter {

@@ -3,6 +3,7 @@
 
 pub mod actions;
 pub mod codec;
+mod common;
 pub mod consts;
 pub mod multipart;
 pub mod oxm;
@@ -11,14 +12,13 @@ mod wire;
 
 pub use actions::{Instruction, OfAction};
 pub use codec::{
-    decode, message_len, negotiate_version, AsyncConfig, Bucket, Features, FlowMod, FlowRemoved,
-    GroupMod, Header, HelloElement, Message, MeterBand, MeterMod, PacketIn, PacketOut, Port,
-    PortMod, Role, SwitchConfig,
+    decode, encode_multipart_reply, encode_multipart_reply_max, message_len, negotiate_version,
+    AsyncConfig, Bucket, Features, FlowMod, FlowRemoved, GroupMod, Header, HelloElement, Message,
+    MeterBand, MeterMod, PacketIn, PacketOut, Port, PortMod, Role, SwitchConfig, TooLong,
 };
 pub use multipart::{
-    encode_multipart_reply, encode_multipart_reply_max, Desc, FlowStats, FlowStatsRequest,
-    GroupDesc, GroupStats, MultipartReply, MultipartRequest, PortStats, TableFeatureProp,
-    TableFeatures, TableStats, TooLong,
+    Desc, FlowStats, FlowStatsRequest, GroupDesc, GroupStats, MultipartReply, MultipartRequest,
+    PortStats, TableFeatureProp, TableFeatures, TableStats,
 };
 pub use oxm::{Oxm, OxmField};
 pub use translate::OfError;

@@ -141,6 +141,18 @@ impl<'a> Reader<'a> {
         Ok(u16::from_be_bytes([self.buf[p], self.buf[p + 1]]))
     }
 
+    /// Read items with `one` until nothing is left.
+    pub(crate) fn list<T>(
+        &mut self,
+        mut one: impl FnMut(&mut Reader<'a>) -> Result<T, DecodeError>,
+    ) -> Result<Vec<T>, DecodeError> {
+        let mut out = Vec::new();
+        while !self.is_empty() {
+            out.push(one(self)?);
+        }
+        Ok(out)
+    }
+
     pub(crate) fn skip(&mut self, n: usize) -> Result<(), DecodeError> {
         self.bytes(n).map(|_| ())
     }

@@ -1,0 +1,41 @@
+//! Translation between OpenFlow 1.3 and flowpath's rule types, with the specification's
+//! error codes for everything flowpath cannot express ([`OfError`]).
+//!
+//! **Match fields.** Every OXM field the flow key holds maps to a `flowpath_pipeline::Match`:
+//! in_port, eth_dst/eth_src (masked), eth_type, vlan_vid (OFPVID_PRESENT, OFPVID_NONE and
+//! the present-only 0x1000/0x1000; the key's TCI keeps bit 0x1000 as "present"), vlan_pcp,
+//! ip_dscp and ip_ecn (the key's `nw_tos`), ip_proto, ipv4_src/dst (masked), tcp and udp
+//! ports (masks accepted, as OVS does), icmpv4/icmpv6 type and code (the key's transport
+//! ports), arp_op (the key keeps the opcode's low byte: an opcode above 255 is BAD_VALUE),
+//! arp_spa/arp_tpa (the key's IPv4 addresses, masked), ipv6_src/dst (masked), tunnel_id
+//! (masked; the key's 24-bit VNI: a value above 24 bits is BAD_VALUE) and metadata
+//! (masked; the key keeps 24 bits, [`METADATA_BITS`]: the rest are always zero, so a value
+//! needing one of them is BAD_VALUE and a write_metadata setting one is UNSUP_METADATA).
+//!
+//! Fields the key lacks are OFPBMC_BAD_FIELD: in_phy_port, sctp_src/sctp_dst
+//! (the parser does not read SCTP, so the key's ports are zero for it), arp_sha/arp_tha,
+//! ipv6_flabel, ipv6_nd_target/sll/tll, mpls_label/tc/bos, pbb_isid, ipv6_exthdr, and every
+//! non-OPENFLOW_BASIC class. Key fields with no OF 1.3 OXM (nw_ttl, nw_frag, tcp_flags,
+//! the inner VLAN, tunnel flags and endpoints) and port ranges (flow syntax `tp_dst=LO-HI`
+//! that are not one prefix) are left out of [`match_to_oxm`]: such a rule dumps with a
+//! wider match than it has.
+//!
+//! `matches` holds the match fields (one table row a field), `actions` the actions and
+//! instructions, `messages` flow_mods, group_mods and the reply bodies made from rules,
+//! groups and tables, `error` [`OfError`].
+
+mod actions;
+mod error;
+mod matches;
+mod messages;
+
+pub use actions::{
+    actions_to_of_actions, instructions_to_rule, of_actions_to_actions, rule_to_instructions,
+    ActionContext, RuleInstructions, SETTABLE_FIELDS,
+};
+pub use error::OfError;
+pub use matches::{match_to_oxm, oxm_to_match, METADATA_BITS, SUPPORTED_FIELDS};
+pub use messages::{
+    duration, flow_mod_selector, flow_mod_to_spec, flow_removed, flow_stats, group_desc,
+    group_mod_to_spec, rule_error, table_features,
+};
