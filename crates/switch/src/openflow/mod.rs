@@ -7,17 +7,22 @@
 //! controller queues to the connections under a per-port rate limit, and one that watches
 //! port link state for PORT_STATUS. The codec is `flowpath-openflow`.
 
+mod connection;
 mod flows;
+mod hub;
+mod multipart;
+mod packet_io;
 pub mod ports;
-mod session;
 pub mod target;
 
+pub use hub::ChannelCounters;
+pub use packet_io::{NoPacketIo, PacketInItem, PacketIo, WorkerPacketIo};
 pub use ports::{DaemonPorts, NoPorts, PortCounters, PortDesc, SwitchPorts};
-pub use session::{ChannelCounters, NoPacketIo, PacketInItem, PacketIo, WorkerPacketIo};
 pub use target::Target;
 
 use crate::switch::Switch;
-use session::{Conn, Shared};
+use connection::Conn;
+use hub::Shared;
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -107,7 +112,7 @@ impl OpenFlowChannel {
     pub fn start(
         switch: Arc<Switch>,
         ports: Arc<dyn SwitchPorts>,
-        packet_io: Arc<dyn session::PacketIo>,
+        packet_io: Arc<dyn PacketIo>,
         cfg: OpenFlowConfig,
         stop: Arc<AtomicBool>,
     ) -> Result<OpenFlowChannel, String> {
@@ -167,7 +172,7 @@ impl OpenFlowChannel {
     }
 
     /// Counters for `flowpath stats` and tests.
-    pub fn counters(&self) -> session::ChannelCounters {
+    pub fn counters(&self) -> ChannelCounters {
         self.shared.counters()
     }
 
