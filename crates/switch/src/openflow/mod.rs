@@ -257,7 +257,7 @@ fn listen(sh: Arc<Shared>, l: TcpListener) {
     }
 }
 
-/// Keep a connection to controller `t` up: connect, run the session, and on failure wait
+/// Keep a connection to controller `t` up: connect, serve it, and on failure wait
 /// (doubling from `backoff_min` to `backoff_max`) and try again.
 fn connect_loop(sh: Arc<Shared>, t: Target) {
     let mut wait = sh.cfg.backoff_min;
@@ -271,7 +271,7 @@ fn connect_loop(sh: Arc<Shared>, t: Target) {
                 if let Some(c) = Conn::open(sh.clone(), s, t.to_string(), true) {
                     c.run();
                 }
-                // A session that lasted resets the backoff.
+                // A connection that lasted resets the backoff.
                 if started.elapsed() > sh.cfg.backoff_max {
                     wait = sh.cfg.backoff_min;
                 }
