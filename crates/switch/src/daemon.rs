@@ -63,18 +63,7 @@ impl Daemon {
         };
         let per_worker = open_ports(cfg, tier.as_ref())?;
 
-        let control_path = cfg.switch.control.clone().unwrap_or(default_control);
-        let sock = Arc::new(
-            ControlSocket::bind(&control_path)
-                .map_err(|e| format!("switch.control: {}: {e}", control_path.display()))?,
-        );
-        let metrics_listener = match &cfg.switch.metrics {
-            Some(m) => Some(
-                TcpListener::bind(m)
-                    .map_err(|e| format!("switch.metrics: cannot listen on {m}: {e}"))?,
-            ),
-            None => None,
-        };
+        let (control_path, sock, metrics_listener) = bind_endpoints(cfg, default_control)?;
 
         // One MAC learning table (NORMAL) for the whole switch.
         let mac = Arc::new(flowpath_datapath::MacLearningTable::new(
@@ -89,23 +78,7 @@ impl Daemon {
         });
 
         let expiry = sw.spawn_expiry(stop.clone());
-        let openflow = if cfg.switch.openflow.is_empty() {
-            None
-        } else {
-            let ofcfg = cfg.openflow_config()?;
-            let ports = Arc::new(DaemonPorts::new(cfg.ports.clone(), snapshots.clone()));
-            let io = Arc::new(WorkerPacketIo::new(
-                &workers,
-                cfg.ports.iter().map(|p| p.number).collect(),
-            ));
-            match OpenFlowChannel::start(sw.clone(), ports, io, ofcfg, stop.clone()) {
-                Ok(ch) => Some(ch),
-                Err(e) => {
-                    stop.store(true, Ordering::Relaxed);
-                    return Err(format!("switch.openflow: {e}"));
-                }
-            }
-        };
+        let openflow = start_openflow(cfg, &sw, &workers, &snapshots, &stop)?;
         let control = spawn_control_with(
             sock.clone(),
             stop.clone(),
@@ -116,14 +89,14 @@ impl Daemon {
                 openflow.as_ref().map(|o| o.stats()),
             ),
         );
-        let (metrics, metrics_addr) = match metrics_listener {
+        let metrics = match metrics_listener {
             Some(l) => {
                 let addr = l.local_addr().map_err(|e| format!("switch.metrics: {e}"))?;
-                let h = spawn_metrics(l, snapshots.clone(), stop.clone());
-                (Some((addr, h)), Some(addr))
+                Some((addr, spawn_metrics(l, snapshots.clone(), stop.clone())))
             }
-            None => (None, None),
+            None => None,
         };
+        let metrics_addr = metrics.as_ref().map(|(addr, _)| *addr);
         Ok(Daemon {
             switch: sw,
             workers,
@@ -182,6 +155,54 @@ impl Daemon {
     /// The XDP tier's `flowpath stats` line, when it runs.
     pub fn tier_stats(&self) -> Option<String> {
         self.tier.as_ref().map(|t| t.stats_line())
+    }
+}
+
+/// The control socket (at `switch.control`, else `default_control`) and the metrics
+/// endpoint's listener (when `switch.metrics` asks for one), bound before anything starts.
+fn bind_endpoints(
+    cfg: &DaemonConfig,
+    default_control: PathBuf,
+) -> Result<(PathBuf, Arc<ControlSocket>, Option<TcpListener>), String> {
+    let control_path = cfg.switch.control.clone().unwrap_or(default_control);
+    let sock = Arc::new(
+        ControlSocket::bind(&control_path)
+            .map_err(|e| format!("switch.control: {}: {e}", control_path.display()))?,
+    );
+    let metrics_listener = match &cfg.switch.metrics {
+        Some(m) => Some(
+            TcpListener::bind(m)
+                .map_err(|e| format!("switch.metrics: cannot listen on {m}: {e}"))?,
+        ),
+        None => None,
+    };
+    Ok((control_path, sock, metrics_listener))
+}
+
+/// The OpenFlow channel, when `switch.openflow` names targets: packet-ins from and
+/// packet-outs to `workers`. A channel that cannot start stops the workers.
+fn start_openflow(
+    cfg: &DaemonConfig,
+    sw: &Arc<Switch>,
+    workers: &[WorkerHandle],
+    snapshots: &[Arc<Mutex<WorkerSnapshot>>],
+    stop: &Arc<AtomicBool>,
+) -> Result<Option<OpenFlowChannel>, String> {
+    if cfg.switch.openflow.is_empty() {
+        return Ok(None);
+    }
+    let ofcfg = cfg.openflow_config()?;
+    let ports = Arc::new(DaemonPorts::new(cfg.ports.clone(), snapshots.to_vec()));
+    let io = Arc::new(WorkerPacketIo::new(
+        workers,
+        cfg.ports.iter().map(|p| p.number).collect(),
+    ));
+    match OpenFlowChannel::start(sw.clone(), ports, io, ofcfg, stop.clone()) {
+        Ok(ch) => Ok(Some(ch)),
+        Err(e) => {
+            stop.store(true, Ordering::Relaxed);
+            Err(format!("switch.openflow: {e}"))
+        }
     }
 }
 

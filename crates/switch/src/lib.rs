@@ -1,5 +1,5 @@
-//! The running switch: the control socket that programs the datapath's flows in
-//! `ovs-ofctl` syntax, flow timeouts, and the state file that keeps flows across restarts.
+//! The running switch: datapath workers, the control socket and OpenFlow channel that
+//! program their flows, flow timeouts, metrics, and the state file that keeps the flows.
 
 pub mod config;
 pub mod control;

@@ -1,9 +1,17 @@
 //! What the daemon reports: `flowpath stats` text, and the Prometheus text exposition
-//! served over HTTP.
+//! served over HTTP. The exposition is `prometheus-client`'s: two collectors read the
+//! workers' snapshots at scrape time (the workers publish snapshots, not live counters).
 
 use crate::control::Response;
-use crate::pmd::WorkerSnapshot;
-use std::fmt::Write as _;
+use crate::pmd::{PortQueueSnapshot, WorkerSnapshot};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::prometheus_text::{encode, CONTENT_TYPE};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+use std::fmt::{self, Write as _};
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -190,248 +198,247 @@ fn port_lines(o: &mut String, w: &WorkerSnapshot) {
     }
 }
 
-/// A worker counter: name, help text, how to read it.
-type WorkerGet = fn(&WorkerSnapshot) -> f64;
-/// A port counter: name, help text, how to read it.
+/// Reads one figure of a worker (the tables below pair it with its name after
+/// `flowpath_worker_` and its help text).
+type WorkerGet = fn(&WorkerSnapshot) -> u64;
+/// Reads one counter of a port queue (named after `flowpath_port_`).
 type PortGet = fn(&flowpath_ports::PortStats) -> u64;
+/// Reads one miss-guard counter of a port (named after `flowpath_port_`).
+type PortMissGet = fn(&flowpath_datapath::PortMissStats) -> u64;
 
-static WORKER_METRICS: [(&str, &str, WorkerGet); 19] = [
+// Counter names leave out the `_total` the encoder adds (the samples and the HELP and
+// TYPE lines read `flowpath_worker_packets_total`).
+
+static WORKER_COUNTERS: [(&str, &str, WorkerGet); 19] = [
     (
-        "miss_budget_drops_total",
+        "miss_budget_drops",
         "Misses dropped over their port's miss budget.",
-        |w| w.guard.miss_budget_drops as f64,
+        |w| w.guard.miss_budget_drops,
     ),
     (
-        "uncached_total",
+        "uncached",
         "Packets forwarded without caching their megaflow (mask rate or mask limit).",
-        |w| w.guard.uncached as f64,
+        |w| w.guard.uncached,
     ),
+    ("megaflow_evictions", "Megaflows evicted (CLOCK).", |w| {
+        w.guard.evictions
+    }),
     (
-        "megaflow_evictions_total",
-        "Megaflows evicted (CLOCK).",
-        |w| w.guard.evictions as f64,
-    ),
-    (
-        "megaflow_subtables_evicted_total",
+        "megaflow_subtables_evicted",
         "Subtables removed whole for a new mask at the mask limit.",
-        |w| w.guard.subtables_evicted as f64,
+        |w| w.guard.subtables_evicted,
     ),
     (
-        "megaflow_mask_limit_refusals_total",
+        "megaflow_mask_limit_refusals",
         "Megaflows not cached because every subtable was busy at the mask limit.",
-        |w| w.guard.mask_limit_refusals as f64,
+        |w| w.guard.mask_limit_refusals,
     ),
     (
-        "megaflow_flow_limit_shrinks_total",
+        "megaflow_flow_limit_shrinks",
         "Times a slow revalidation shrank the flow limit.",
-        |w| w.guard.flow_limit_shrinks as f64,
+        |w| w.guard.flow_limit_shrinks,
     ),
-    ("packets_total", "Packets received by the worker.", |w| {
-        w.packets as f64
-    }),
-    ("batches_total", "Receive batches processed.", |w| {
-        w.batches as f64
-    }),
+    ("packets", "Packets received by the worker.", |w| w.packets),
+    ("batches", "Receive batches processed.", |w| w.batches),
     (
-        "emc_hits_total",
+        "emc_hits",
         "Packets answered by the exact-match cache.",
-        |w| w.emc_hits as f64,
+        |w| w.emc_hits,
     ),
     (
-        "megaflow_hits_total",
+        "megaflow_hits",
         "Packets answered by the megaflow cache.",
-        |w| w.megaflow_hits as f64,
+        |w| w.megaflow_hits,
     ),
     (
-        "smc_hits_total",
+        "smc_hits",
         "Megaflow hits found by the signature-match cache (no subtable search).",
-        |w| w.smc_hits as f64,
+        |w| w.smc_hits,
     ),
-    ("misses_total", "Packets that missed both caches.", |w| {
-        w.misses as f64
+    ("misses", "Packets that missed both caches.", |w| w.misses),
+    ("upcalls", "Packets classified by the slow path.", |w| {
+        w.upcalls
     }),
     (
-        "upcalls_total",
-        "Packets classified by the slow path.",
-        |w| w.upcalls as f64,
-    ),
-    (
-        "drops_total",
+        "drops",
         "Packets dropped by the datapath, all reasons.",
-        |w| w.drops as f64,
+        |w| w.drops,
     ),
+    ("tx_packets", "Packets queued for transmission.", |w| {
+        w.tx_packets
+    }),
     (
-        "tx_packets_total",
-        "Packets queued for transmission.",
-        |w| w.tx_packets as f64,
-    ),
-    (
-        "busy_cycles_total",
+        "busy_cycles",
         "TSC cycles in iterations that received packets.",
-        |w| w.busy_cycles as f64,
+        |w| w.busy_cycles,
     ),
     (
-        "idle_cycles_total",
+        "idle_cycles",
         "TSC cycles in empty iterations and naps.",
-        |w| w.idle_cycles as f64,
+        |w| w.idle_cycles,
     ),
-    ("iterations_total", "Poll loop iterations.", |w| {
-        w.iterations as f64
-    }),
-    ("sleeps_total", "Idle naps taken.", |w| w.sleeps as f64),
-];
-
-static PORT_METRICS: [(&str, &str, PortGet); 7] = [
-    ("rx_packets_total", "Frames received.", |s| s.rx_packets),
-    ("rx_bytes_total", "Bytes received.", |s| s.rx_bytes),
-    (
-        "rx_dropped_total",
-        "Frames received but not delivered.",
-        |s| s.rx_dropped,
-    ),
-    ("tx_packets_total", "Frames sent.", |s| s.tx_packets),
-    ("tx_bytes_total", "Bytes sent.", |s| s.tx_bytes),
-    ("tx_dropped_total", "Frames that could not be sent.", |s| {
-        s.tx_dropped
-    }),
-    ("errors_total", "Failed system calls.", |s| s.errors),
+    ("iterations", "Poll loop iterations.", |w| w.iterations),
+    ("sleeps", "Idle naps taken.", |w| w.sleeps),
 ];
 
 /// The miss-storm defence's levels and limits (gauges).
 static GUARD_GAUGES: [(&str, &str, WorkerGet); 6] = [
-    ("megaflows", "Megaflows held.", |w| w.guard.megaflows as f64),
+    ("megaflows", "Megaflows held.", |w| w.guard.megaflows),
     (
         "megaflow_flow_limit",
         "The dynamic flow limit now (shrinks when revalidation is slow).",
-        |w| w.guard.flow_limit as f64,
+        |w| w.guard.flow_limit,
     ),
     ("megaflow_max", "The configured most megaflows.", |w| {
-        w.guard.megaflow_max as f64
+        w.guard.megaflow_max
     }),
     (
         "megaflow_masks",
         "Megaflow subtables (masks) in use.",
-        |w| w.guard.subtables as f64,
+        |w| w.guard.subtables,
     ),
     ("megaflow_max_masks", "The most megaflow subtables.", |w| {
-        w.guard.max_masks as f64
+        w.guard.max_masks
     }),
     (
         "xdp_candidates",
         "Megaflows waiting to prove themselves before the XDP tier takes them.",
-        |w| w.xdp_candidates as f64,
+        |w| w.xdp_candidates,
     ),
 ];
 
-/// A port's miss-guard counter.
-type PortMissGet = fn(&flowpath_datapath::PortMissStats) -> u64;
-
-static PORT_MISS_METRICS: [(&str, &str, PortMissGet); 5] = [
+static PORT_MISS_COUNTERS: [(&str, &str, PortMissGet); 5] = [
     (
-        "upcalls_total",
+        "upcalls",
         "Misses of this port classified by the slow path.",
         |m| m.upcalls,
     ),
     (
-        "miss_budget_drops_total",
+        "miss_budget_drops",
         "Misses of this port dropped over its share of the slow path.",
         |m| m.budget_drops,
     ),
     (
-        "uncached_total",
+        "uncached",
         "Packets of this port forwarded without caching their megaflow.",
         |m| m.uncached,
     ),
     (
-        "mask_rate_refusals_total",
+        "mask_rate_refusals",
         "New masks this port was refused by the per-port new-mask rate.",
         |m| m.mask_rate_refusals,
     ),
     (
-        "masks_created_total",
+        "masks_created",
         "Megaflow masks this port's misses created.",
         |m| m.masks_created,
     ),
 ];
 
-/// The Prometheus text exposition of the workers' counters.
-///
-/// Written by hand: the format is a few lines of text per metric, and the switch has no
-/// other use for a metrics library.
+static PORT_COUNTERS: [(&str, &str, PortGet); 7] = [
+    ("rx_packets", "Frames received.", |s| s.rx_packets),
+    ("rx_bytes", "Bytes received.", |s| s.rx_bytes),
+    ("rx_dropped", "Frames received but not delivered.", |s| {
+        s.rx_dropped
+    }),
+    ("tx_packets", "Frames sent.", |s| s.tx_packets),
+    ("tx_bytes", "Bytes sent.", |s| s.tx_bytes),
+    ("tx_dropped", "Frames that could not be sent.", |s| {
+        s.tx_dropped
+    }),
+    ("errors", "Failed system calls.", |s| s.errors),
+];
+
+/// The Prometheus text exposition (format 0.0.4) of the workers' counters.
 pub fn prometheus_text(snaps: &[WorkerSnapshot]) -> String {
+    exposition(snaps.into())
+}
+
+fn exposition(snaps: Arc<[WorkerSnapshot]>) -> String {
+    let mut registry = Registry::with_prefix("flowpath");
+    registry
+        .sub_registry_with_prefix("worker")
+        .register_collector(Box::new(Workers(snaps.clone())));
+    registry
+        .sub_registry_with_prefix("port")
+        .register_collector(Box::new(Ports(snaps)));
     let mut o = String::new();
-    for (name, help, get) in &WORKER_METRICS {
-        family(&mut o, "worker", name, help);
-        for w in snaps {
-            let core = w.core.map(|c| c.to_string()).unwrap_or_default();
-            let _ = writeln!(
-                o,
-                "flowpath_worker_{name}{{worker=\"{}\",core=\"{core}\"}} {}",
-                w.id,
-                get(w)
-            );
-        }
-    }
-    for (name, help, get) in &GUARD_GAUGES {
-        let _ = writeln!(o, "# HELP flowpath_worker_{name} {help}");
-        let _ = writeln!(o, "# TYPE flowpath_worker_{name} gauge");
-        for w in snaps {
-            let core = w.core.map(|c| c.to_string()).unwrap_or_default();
-            let _ = writeln!(
-                o,
-                "flowpath_worker_{name}{{worker=\"{}\",core=\"{core}\"}} {}",
-                w.id,
-                get(w)
-            );
-        }
-    }
-    for (name, help, get) in &PORT_MISS_METRICS {
-        family(&mut o, "port", name, help);
-        for w in snaps {
-            for p in &w.ports {
-                let _ = writeln!(
-                    o,
-                    "flowpath_port_{name}{{port=\"{}\",number=\"{}\",queue=\"{}\",worker=\"{}\"}} {}",
-                    escape_label(&p.name),
-                    p.number,
-                    p.queue,
-                    w.id,
-                    get(&p.miss)
-                );
-            }
-        }
-    }
-    for (name, help, get) in &PORT_METRICS {
-        family(&mut o, "port", name, help);
-        for w in snaps {
-            for p in &w.ports {
-                let _ = writeln!(
-                    o,
-                    "flowpath_port_{name}{{port=\"{}\",number=\"{}\",queue=\"{}\",worker=\"{}\"}} {}",
-                    escape_label(&p.name),
-                    p.number,
-                    p.queue,
-                    w.id,
-                    get(&p.stats)
-                );
-            }
-        }
-    }
+    encode(&mut o, &registry).expect("writing to a String cannot fail");
     o
 }
 
-/// The HELP and TYPE lines of one counter family.
-fn family(o: &mut String, of: &str, name: &str, help: &str) {
-    let _ = writeln!(o, "# HELP flowpath_{of}_{name} {help}");
-    let _ = writeln!(o, "# TYPE flowpath_{of}_{name} counter");
+/// The workers' own figures, read from their snapshots at scrape time.
+#[derive(Debug)]
+struct Workers(Arc<[WorkerSnapshot]>);
+
+impl Collector for Workers {
+    fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+        let labels = |w: &WorkerSnapshot| ([("worker", w.id)], [("core", w.core)]);
+        for (name, help, get) in &WORKER_COUNTERS {
+            let samples = self.0.iter().map(|w| (labels(w), get(w)));
+            family(&mut enc, name, help, MetricType::Counter, samples)?;
+        }
+        for (name, help, get) in &GUARD_GAUGES {
+            let samples = self.0.iter().map(|w| (labels(w), get(w)));
+            family(&mut enc, name, help, MetricType::Gauge, samples)?;
+        }
+        Ok(())
+    }
 }
 
-fn escape_label(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+/// Every worker's port queues, read from the workers' snapshots at scrape time.
+#[derive(Debug)]
+struct Ports(Arc<[WorkerSnapshot]>);
+
+impl Ports {
+    /// Each port queue with its labels.
+    fn queues(&self) -> impl Iterator<Item = (impl EncodeLabelSet + '_, &PortQueueSnapshot)> {
+        self.0.iter().flat_map(|w| {
+            w.ports.iter().map(move |p| {
+                let port = [("port", p.name.as_str())];
+                let queue = [("number", p.number), ("queue", p.queue)];
+                (((port, queue), [("worker", w.id)]), p)
+            })
+        })
+    }
 }
 
+impl Collector for Ports {
+    fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+        for (name, help, get) in &PORT_MISS_COUNTERS {
+            let samples = self.queues().map(|(l, p)| (l, get(&p.miss)));
+            family(&mut enc, name, help, MetricType::Counter, samples)?;
+        }
+        for (name, help, get) in &PORT_COUNTERS {
+            let samples = self.queues().map(|(l, p)| (l, get(&p.stats)));
+            family(&mut enc, name, help, MetricType::Counter, samples)?;
+        }
+        Ok(())
+    }
+}
+
+/// One metric family: its HELP and TYPE lines, then a sample per label set.
+fn family<L: EncodeLabelSet>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    kind: MetricType,
+    samples: impl Iterator<Item = (L, u64)>,
+) -> fmt::Result {
+    let mut f = enc.encode_descriptor(name, help, None, kind)?;
+    for (labels, value) in samples {
+        let m = f.encode_family(&labels)?;
+        match kind {
+            MetricType::Gauge => ConstGauge::new(value).encode(m)?,
+            _ => ConstCounter::new(value).encode(m)?,
+        }
+    }
+    Ok(())
+}
+
+/// Serve the exposition until `stop`: every connection is answered with it, whatever it
+/// asked (the endpoint has one page), so a few lines of std do what an HTTP server crate
+/// would.
 pub(crate) fn spawn_metrics(
     l: TcpListener,
     snaps: Vec<Arc<Mutex<WorkerSnapshot>>>,
@@ -448,10 +455,10 @@ pub(crate) fn spawn_metrics(
                 let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
                 let mut buf = [0u8; 1024];
                 let _ = s.read(&mut buf);
-                let body = prometheus_text(&collect(&snaps));
+                let body = exposition(collect(&snaps).into());
                 let _ = write!(
                     s,
-                    "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n{body}",
+                    "HTTP/1.0 200 OK\r\nContent-Type: {CONTENT_TYPE}\r\nContent-Length: {}\r\n\r\n{body}",
                     body.len()
                 );
             }

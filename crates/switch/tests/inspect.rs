@@ -3,9 +3,11 @@
 //! actions), its filter selects by overlap, and a trace against the running switch names
 //! the rule and gives the same megaflow as the dump; after a rule change both follow.
 
-use flowpath_gen::{FrameSpec, GeneratedPort, InMemorySource};
+mod common;
+
+use flowpath_gen::FrameSpec;
 use flowpath_inspect::{MegaflowFilter, Trace, TraceInput, TraceRequest, WorkerMegaflows};
-use flowpath_switch::{spawn_worker, Op, Request, Switch, SwitchConfig, WorkerConfig, WorkerPort};
+use flowpath_switch::{Op, Request, Switch, SwitchConfig};
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -62,18 +64,7 @@ fn dump_and_trace_show_what_the_worker_cached() {
         })
         .collect();
     let stop = Arc::new(AtomicBool::new(false));
-    let port = GeneratedPort::new("gen", InMemorySource::new(frames));
-    let worker = spawn_worker(
-        &sw,
-        WorkerConfig {
-            idle_sleep_max: Duration::ZERO,
-            pace: Some(Duration::from_micros(200)),
-            ..WorkerConfig::default()
-        },
-        vec![WorkerPort::new(1, 0, Box::new(port))],
-        stop.clone(),
-    )
-    .unwrap();
+    let worker = common::paced_worker(&sw, frames, &stop);
 
     // 10.0.0.1 takes the udp rule; 10.0.0.2-4 the /24 rule (each its own megaflow: the
     // udp rule's exact nw_dst is in every megaflow's mask).

@@ -4,8 +4,10 @@
 //! idles out; the hard-timed rule goes when its time is up; and once a rule is gone, its
 //! megaflows are gone too (its packets take the next rule).
 
-use flowpath_gen::{FrameSpec, GeneratedPort, InMemorySource};
-use flowpath_switch::{spawn_worker, Op, Request, Switch, SwitchConfig, WorkerConfig, WorkerPort};
+mod common;
+
+use flowpath_gen::FrameSpec;
+use flowpath_switch::{Op, Request, Switch, SwitchConfig};
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -55,18 +57,7 @@ table=0,priority=100,ip actions=output:9
         64,
     ));
     let stop = Arc::new(AtomicBool::new(false));
-    let port = GeneratedPort::new("gen", InMemorySource::new(vec![frame]));
-    let worker = spawn_worker(
-        &sw,
-        WorkerConfig {
-            idle_sleep_max: Duration::ZERO,
-            pace: Some(Duration::from_micros(200)),
-            ..WorkerConfig::default()
-        },
-        vec![WorkerPort::new(1, 0, Box::new(port))],
-        stop.clone(),
-    )
-    .unwrap();
+    let worker = common::paced_worker(&sw, vec![frame], &stop);
     let expiry = sw.spawn_expiry(stop.clone());
 
     // Counts are live: two dumps a little apart show the busy rule's count growing.

@@ -7,17 +7,22 @@
 //! controller queues to the connections under a per-port rate limit, and one that watches
 //! port link state for PORT_STATUS. The codec is `flowpath-openflow`.
 
+mod connection;
 mod flows;
+mod hub;
+mod multipart;
+mod packet_io;
 pub mod ports;
-mod session;
 pub mod target;
 
+pub use hub::ChannelCounters;
+pub use packet_io::{NoPacketIo, PacketInItem, PacketIo, WorkerPacketIo};
 pub use ports::{DaemonPorts, NoPorts, PortCounters, PortDesc, SwitchPorts};
-pub use session::{ChannelCounters, NoPacketIo, PacketInItem, PacketIo, WorkerPacketIo};
 pub use target::Target;
 
 use crate::switch::Switch;
-use session::{Conn, Shared};
+use connection::Conn;
+use hub::Shared;
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -107,7 +112,7 @@ impl OpenFlowChannel {
     pub fn start(
         switch: Arc<Switch>,
         ports: Arc<dyn SwitchPorts>,
-        packet_io: Arc<dyn session::PacketIo>,
+        packet_io: Arc<dyn PacketIo>,
         cfg: OpenFlowConfig,
         stop: Arc<AtomicBool>,
     ) -> Result<OpenFlowChannel, String> {
@@ -167,7 +172,7 @@ impl OpenFlowChannel {
     }
 
     /// Counters for `flowpath stats` and tests.
-    pub fn counters(&self) -> session::ChannelCounters {
+    pub fn counters(&self) -> ChannelCounters {
         self.shared.counters()
     }
 
@@ -252,7 +257,7 @@ fn listen(sh: Arc<Shared>, l: TcpListener) {
     }
 }
 
-/// Keep a connection to controller `t` up: connect, run the session, and on failure wait
+/// Keep a connection to controller `t` up: connect, serve it, and on failure wait
 /// (doubling from `backoff_min` to `backoff_max`) and try again.
 fn connect_loop(sh: Arc<Shared>, t: Target) {
     let mut wait = sh.cfg.backoff_min;
@@ -266,7 +271,7 @@ fn connect_loop(sh: Arc<Shared>, t: Target) {
                 if let Some(c) = Conn::open(sh.clone(), s, t.to_string(), true) {
                     c.run();
                 }
-                // A session that lasted resets the backoff.
+                // A connection that lasted resets the backoff.
                 if started.elapsed() > sh.cfg.backoff_max {
                     wait = sh.cfg.backoff_min;
                 }

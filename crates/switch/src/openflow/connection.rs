@@ -1,0 +1,384 @@
+//! One OpenFlow connection: its socket read in chunks and cut into messages, version
+//! negotiation (HELLO), echo keepalive, and each message handed to what answers it: the
+//! switch-level requests here (features, config, barrier, role, async config, port and
+//! table mods), rule changes to [`super::flows`], statistics to [`super::multipart`].
+
+use super::flows::{self, PendingAdds};
+use super::hub::{bump, Peer, Shared, N_TABLES};
+use super::multipart;
+use flowpath_openflow::consts::*;
+use flowpath_openflow::{
+    decode, message_len, negotiate_version, Features, Header, Message, PortMod, Role, SwitchConfig,
+};
+use std::io::{ErrorKind, Read};
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A connection being served: its socket's reading side and what it is in the middle of.
+pub(crate) struct Conn {
+    peer: Peer,
+    stream: TcpStream,
+    buf: Vec<u8>,
+    pending: PendingAdds,
+    last_rx: Instant,
+    echo_sent: bool,
+    hello_seen: bool,
+}
+
+/// While flow_mods stream in, the state file is rewritten at most this often.
+const SAVE_GAP: Duration = Duration::from_millis(200);
+
+/// How long a read waits before the loop checks stop, keepalive and pending adds.
+const READ_TICK: Duration = Duration::from_millis(100);
+
+impl Conn {
+    /// Set up the socket, send HELLO and register for asynchronous messages. `None` if
+    /// the socket is already unusable.
+    pub(crate) fn open(
+        sh: Arc<Shared>,
+        stream: TcpStream,
+        peer: String,
+        active: bool,
+    ) -> Option<Conn> {
+        stream.set_nodelay(true).ok()?;
+        stream.set_read_timeout(Some(READ_TICK)).ok()?;
+        stream
+            .set_write_timeout(Some(Duration::from_secs(5)))
+            .ok()?;
+        let out = sh.connect(peer, active, stream.try_clone().ok()?)?;
+        Some(Conn {
+            peer: Peer { sh, out },
+            stream,
+            buf: Vec::with_capacity(1 << 16),
+            pending: PendingAdds::default(),
+            last_rx: Instant::now(),
+            echo_sent: false,
+            hello_seen: false,
+        })
+    }
+
+    /// Serve the connection until the peer goes away, keepalive fails, or stop.
+    pub(crate) fn run(mut self) {
+        let mut chunk = vec![0u8; 1 << 16];
+        while !self.peer.sh.stopped() && self.peer.out.is_alive() {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => {
+                    if !self.received(&chunk[..n]) {
+                        break;
+                    }
+                }
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    self.pending.flush(&self.peer);
+                    let _ = self.peer.sh.switch.save_pending();
+                    if !self.keepalive() {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        self.pending.flush(&self.peer);
+        let _ = self.peer.sh.switch.save_pending();
+        self.peer.out.set_closed();
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+        if self.peer.out.active {
+            self.peer.sh.controllers_changed();
+        }
+    }
+
+    /// Handle every whole message that `bytes` completes; false closes the connection.
+    fn received(&mut self, bytes: &[u8]) -> bool {
+        self.buf.extend_from_slice(bytes);
+        self.last_rx = Instant::now();
+        self.echo_sent = false;
+        // Every whole message in the buffer, then what is left moves to the front once
+        // (not once per message).
+        let mut buf = std::mem::take(&mut self.buf);
+        let mut off = 0;
+        loop {
+            let rest = &buf[off..];
+            match message_len(rest) {
+                Ok(Some(len)) if rest.len() >= len => {
+                    if !self.dispatch(&rest[..len]) {
+                        return false;
+                    }
+                    off += len;
+                }
+                Ok(_) => break,
+                Err(e) => {
+                    // The framing itself is broken: nothing after this can be trusted.
+                    // Say why and close (OVS does the same).
+                    self.peer.error(e.to_of_error(), rest, 0);
+                    return false;
+                }
+            }
+        }
+        buf.drain(..off);
+        self.buf = buf;
+        // More bytes already waiting: keep reading before applying, so a stream of adds
+        // becomes few large batches.
+        if !self.pending.is_empty() && !self.more_waiting() {
+            self.pending.flush(&self.peer);
+        }
+        true
+    }
+
+    /// Are bytes waiting on the socket right now?
+    fn more_waiting(&self) -> bool {
+        let mut b = [0u8; 1];
+        if self.stream.set_nonblocking(true).is_err() {
+            return false;
+        }
+        let r = matches!(self.stream.peek(&mut b), Ok(n) if n > 0);
+        let _ = self.stream.set_nonblocking(false);
+        r
+    }
+
+    /// Echo keepalive: probe after `probe_interval` of silence, give up after twice that.
+    fn keepalive(&mut self) -> bool {
+        let quiet = self.last_rx.elapsed();
+        if quiet >= self.peer.sh.cfg.probe_interval * 2 {
+            eprintln!(
+                "flowpath: openflow {}: no answer to echo for {:.0?}, closing",
+                self.peer.out.peer, quiet
+            );
+            return false;
+        }
+        if quiet >= self.peer.sh.cfg.probe_interval && !self.echo_sent {
+            self.echo_sent = true;
+            return self.peer.send(&Message::EchoRequest(Vec::new()), 0);
+        }
+        true
+    }
+
+    /// Handle one message; false closes the connection.
+    fn dispatch(&mut self, raw: &[u8]) -> bool {
+        bump(&self.peer.sh.counters.messages_in);
+        let Some(h) = Header::peek(raw) else {
+            return false;
+        };
+        if !self.hello_seen {
+            return self.hello(raw, h);
+        }
+        let m = match decode(raw) {
+            Ok((_, m)) => m,
+            Err(e) => {
+                self.flush_before(None);
+                self.peer.error(e.to_of_error(), raw, h.xid);
+                return true;
+            }
+        };
+        if let Message::FlowMod(fm) = &m {
+            bump(&self.peer.sh.counters.flow_mods);
+            if self.peer.out.is_slave() {
+                self.flush_before(None);
+                self.peer
+                    .error((et::BAD_REQUEST, brc::IS_SLAVE), raw, h.xid);
+            } else {
+                self.pending.flow_mod(&self.peer, fm, raw, h.xid);
+            }
+            return true;
+        }
+        self.flush_before(Some(&m));
+        self.answer(m, raw, h.xid);
+        true
+    }
+
+    /// Answer a message other than FLOW_MOD (the pending adds are applied).
+    fn answer(&self, m: Message, raw: &[u8], xid: u32) {
+        let p = &self.peer;
+        match m {
+            Message::Hello(_) | Message::EchoReply(_) => {}
+            Message::EchoRequest(d) => {
+                p.send(&Message::EchoReply(d), xid);
+            }
+            Message::FeaturesRequest => self.features(xid),
+            Message::GetConfigRequest => {
+                let c = *p.out.config.lock().unwrap_or_else(|e| e.into_inner());
+                p.send(&Message::GetConfigReply(c), xid);
+            }
+            Message::SetConfig(c) => self.set_config(c, raw, xid),
+            Message::BarrierRequest => self.barrier(xid),
+            Message::RoleRequest(r) => self.role_request(r, raw, xid),
+            Message::GetAsyncRequest => {
+                let a = *p.out.async_cfg.lock().unwrap_or_else(|e| e.into_inner());
+                p.send(&Message::GetAsyncReply(a), xid);
+            }
+            Message::SetAsync(a) => {
+                *p.out.async_cfg.lock().unwrap_or_else(|e| e.into_inner()) = a;
+            }
+            Message::MultipartRequest { flags, body } => {
+                multipart::answer(p, flags, body, raw, xid)
+            }
+            Message::PacketOut(po) => {
+                if self.master_or_equal(raw, xid) {
+                    bump(&p.sh.counters.packet_outs);
+                    flows::packet_out(p, po, raw, xid);
+                }
+            }
+            Message::GroupMod(gm) => {
+                if self.master_or_equal(raw, xid) {
+                    flows::group_mod(p, gm, raw, xid);
+                }
+            }
+            Message::PortMod(pm) => self.port_mod(pm, raw, xid),
+            Message::TableMod { table_id, .. } => {
+                // OpenFlow 1.3 table config bits are all deprecated: accept and keep none.
+                if table_id != OFPTT_ALL && table_id >= N_TABLES {
+                    p.error((et::TABLE_MOD_FAILED, 0), raw, xid); // OFPTMFC_BAD_TABLE
+                }
+            }
+            Message::MeterMod(_) => {
+                // No meters (features say 0): OFPMMFC_OUT_OF_METERS would mislead;
+                // BAD_REQUEST/BAD_TYPE says "not supported" as OVS does without meters.
+                p.error((et::METER_MOD_FAILED, 0), raw, xid); // OFPMMFC_UNKNOWN
+            }
+            Message::Experimenter { .. } => {
+                p.error((et::BAD_REQUEST, brc::BAD_EXPERIMENTER), raw, xid);
+            }
+            Message::Error { type_, code, .. } => {
+                eprintln!(
+                    "flowpath: openflow {}: peer sent error type {type_} code {code}",
+                    p.out.peer
+                );
+            }
+            // Replies and switch-to-controller messages make no sense coming in.
+            _ => p.error((et::BAD_REQUEST, brc::BAD_TYPE), raw, xid),
+        }
+    }
+
+    /// Apply pending adds before anything whose meaning may depend on them (everything
+    /// but another add and messages that cannot see rules).
+    fn flush_before(&mut self, m: Option<&Message>) {
+        if matches!(
+            m,
+            Some(Message::EchoRequest(_)) | Some(Message::EchoReply(_))
+        ) {
+            return;
+        }
+        self.pending.flush(&self.peer);
+    }
+
+    /// The first message must be HELLO; agree on OpenFlow 1.3 or say why not and close.
+    fn hello(&mut self, raw: &[u8], h: Header) -> bool {
+        let elements = match decode(raw) {
+            Ok((_, Message::Hello(e))) => e,
+            // Some clients skip the hello; a 1.3 message is as good as one (OVS accepts).
+            Ok(_) | Err(_) if h.version == OFP_VERSION && h.type_ != msg::HELLO => {
+                self.hello_seen = true;
+                self.peer.out.set_ready();
+                return self.dispatch(raw);
+            }
+            Ok(_) => Vec::new(),
+            Err(_) if h.type_ == msg::HELLO => Vec::new(),
+            Err(e) => {
+                self.peer.error(e.to_of_error(), raw, h.xid);
+                return false;
+            }
+        };
+        match negotiate_version(h.version, &elements, 1 << OFP_VERSION) {
+            Some(OFP_VERSION) => {
+                self.hello_seen = true;
+                self.peer.out.set_ready();
+                if self.peer.out.active {
+                    self.peer.sh.controllers_changed();
+                }
+                true
+            }
+            _ => {
+                let why = format!(
+                    "flowpath speaks OpenFlow 1.3 (0x04) only; peer offered version {:#04x}",
+                    h.version
+                );
+                let mut m = Message::error((et::HELLO_FAILED, hfc::INCOMPATIBLE), &[]);
+                if let Message::Error { data, .. } = &mut m {
+                    *data = why.into_bytes();
+                }
+                self.peer.send(&m, h.xid);
+                false
+            }
+        }
+    }
+
+    /// Is this connection allowed to change the switch? A slave is told it is not.
+    fn master_or_equal(&self, raw: &[u8], xid: u32) -> bool {
+        if self.peer.out.is_slave() {
+            self.peer.error((et::BAD_REQUEST, brc::IS_SLAVE), raw, xid);
+            return false;
+        }
+        true
+    }
+
+    fn features(&self, xid: u32) {
+        self.peer.send(
+            &Message::FeaturesReply(Features {
+                datapath_id: self.peer.sh.cfg.datapath_id,
+                n_buffers: 0,
+                n_tables: N_TABLES,
+                auxiliary_id: 0,
+                capabilities: OFPC_FLOW_STATS
+                    | OFPC_TABLE_STATS
+                    | OFPC_PORT_STATS
+                    | OFPC_GROUP_STATS,
+            }),
+            xid,
+        );
+    }
+
+    fn set_config(&self, c: SwitchConfig, raw: &[u8], xid: u32) {
+        if c.flags & OFPC_FRAG_MASK == OFPC_FRAG_REASM {
+            // flowpath does not reassemble fragments.
+            self.peer.error((et::SWITCH_CONFIG_FAILED, 0), raw, xid);
+        } else {
+            *self
+                .peer
+                .out
+                .config
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = c;
+        }
+    }
+
+    fn barrier(&self, xid: u32) {
+        // A barrier means "applied", which it is; the state file follows within SAVE_GAP,
+        // or at once when the input goes quiet or the connection closes.
+        if let Err(e) = self.peer.sh.switch.save_pending_within(SAVE_GAP) {
+            eprintln!("flowpath: openflow: saving the state file: {e}");
+        }
+        self.peer.send(&Message::BarrierReply, xid);
+    }
+
+    /// PORT_MOD: the port must exist; administrative port config (down, no-recv, no-fwd)
+    /// is not supported, so only a mod that changes nothing is accepted.
+    fn port_mod(&self, pm: PortMod, raw: &[u8], xid: u32) {
+        if !self.master_or_equal(raw, xid) {
+            return;
+        }
+        let known = self
+            .peer
+            .sh
+            .ports
+            .describe()
+            .iter()
+            .any(|p| p.number == pm.port_no);
+        if !known {
+            self.peer.error((et::PORT_MOD_FAILED, 0), raw, xid); // OFPPMFC_BAD_PORT
+        } else if pm.mask != 0 {
+            self.peer.error((et::PORT_MOD_FAILED, 2), raw, xid); // OFPPMFC_BAD_CONFIG
+        }
+    }
+
+    /// ROLE_REQUEST: the hub arbitrates between the connections; the reply says the role
+    /// this one has now.
+    fn role_request(&self, r: Role, raw: &[u8], xid: u32) {
+        match self.peer.sh.request_role(&self.peer.out, r) {
+            Ok(now) => {
+                self.peer.send(&Message::RoleReply(now), xid);
+            }
+            Err(e) => self.peer.of_error(e, raw, xid),
+        }
+    }
+}

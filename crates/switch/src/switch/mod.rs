@@ -1,0 +1,279 @@
+//! [`Switch`]: the rule store shared by the datapath workers, programmed through
+//! [`Request`](crate::control::Request)s, with every configuration change saved to the
+//! state file before it is acknowledged, and rules expired by their idle and hard
+//! timeouts.
+
+mod requests;
+mod stats_sync;
+
+pub use requests::{dump_lines, selector, spawn_control_with};
+pub use stats_sync::{MegaflowDump, StatsSync, StatsTicket};
+
+use crate::state::StateFile;
+use flowpath_pipeline::{
+    now_ns, Applied, Backend, Change, GroupSpec, Removed, RuleError, RuleSpec, RuleStore,
+};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How a switch is set up.
+#[derive(Clone, Debug)]
+pub struct SwitchConfig {
+    /// Where the configured flows are kept; `None` keeps them in memory only.
+    pub state: Option<PathBuf>,
+    pub backend: Backend,
+    /// How often rules are checked for expiry.
+    pub expire_every: Duration,
+}
+
+impl Default for SwitchConfig {
+    fn default() -> Self {
+        SwitchConfig {
+            state: None,
+            backend: Backend::TupleSpace,
+            expire_every: Duration::from_millis(250),
+        }
+    }
+}
+
+/// Told about every rule change, around it: a cache outside the workers' own (the XDP
+/// tier) stops answering in `before_apply` and resumes, for the new version, in
+/// `after_apply`, which runs before the change is acknowledged. Both run with the switch's
+/// configuration lock held, so changes do not interleave.
+pub trait RuleChangeHook: Send + Sync {
+    fn before_apply(&self);
+    /// `version`: the rule store's version after the change (unchanged if it was refused).
+    fn after_apply(&self, version: u64);
+}
+
+/// Calls `after_apply` with the store's version when dropped (on every way out).
+struct RuleChange<'a> {
+    hook: Option<&'a dyn RuleChangeHook>,
+    store: &'a RuleStore,
+}
+
+impl Drop for RuleChange<'_> {
+    fn drop(&mut self) {
+        if let Some(h) = self.hook {
+            h.after_apply(self.store.version());
+        }
+    }
+}
+
+/// The switch's control side: rules, their persistence and expiry.
+pub struct Switch {
+    store: Arc<RuleStore>,
+    state: Option<StateFile>,
+    /// Serialises configuration changes with their saves, so the file follows the order
+    /// in which changes were applied.
+    config: Mutex<()>,
+    stats: Arc<StatsSync>,
+    cfg: SwitchConfig,
+    hook: OnceLock<Arc<dyn RuleChangeHook>>,
+    /// Changes applied by [`Switch::apply_batch`] and not yet in the state file, and when
+    /// [`Switch::save_pending`] last wrote it.
+    unsaved: AtomicBool,
+    saved_at: Mutex<Instant>,
+    /// Told about every rule removed by expiry or by [`Switch::apply_batch`] (the
+    /// OpenFlow channel's FLOW_REMOVED).
+    removal_listeners: Mutex<Vec<Arc<RemovalListener>>>,
+}
+
+/// Called with the rules one change removed (their counters final), and why.
+pub type RemovalListener = dyn Fn(&[Removed]) + Send + Sync;
+
+impl Switch {
+    /// Set up a switch, restoring the flows saved in `cfg.state`.
+    pub fn open(cfg: SwitchConfig) -> Result<Arc<Switch>, String> {
+        let store = Arc::new(RuleStore::new(cfg.backend));
+        let state = cfg.state.clone().map(StateFile::new);
+        if let Some(st) = &state {
+            let (specs, groups) = st.load_all().map_err(|e| e.to_string())?;
+            if !specs.is_empty() || !groups.is_empty() {
+                // Groups first: flows may name them.
+                let mut changes: Vec<Change> = groups.into_iter().map(Change::AddGroup).collect();
+                changes.push(Change::Replace(specs));
+                store
+                    .apply(changes)
+                    .map_err(|e| format!("state file {}: {e}", st.path().display()))?;
+            }
+        }
+        Ok(Arc::new(Switch {
+            store,
+            state,
+            config: Mutex::new(()),
+            stats: Arc::new(StatsSync::default()),
+            cfg,
+            hook: OnceLock::new(),
+            unsaved: AtomicBool::new(false),
+            saved_at: Mutex::new(Instant::now()),
+            removal_listeners: Mutex::new(Vec::new()),
+        }))
+    }
+
+    pub fn store(&self) -> &Arc<RuleStore> {
+        &self.store
+    }
+
+    pub fn stats_sync(&self) -> &Arc<StatsSync> {
+        &self.stats
+    }
+
+    /// Have `hook` called around every rule change from now on (once; false if a hook was
+    /// already set).
+    pub fn set_rule_change_hook(&self, hook: Arc<dyn RuleChangeHook>) -> bool {
+        let _cfg = self.config.lock().unwrap_or_else(|e| e.into_inner());
+        self.hook.set(hook).is_ok()
+    }
+
+    /// Start a rule change (call with the config lock held): `before_apply` now,
+    /// `after_apply` when the returned guard is dropped.
+    fn rule_change(&self) -> RuleChange<'_> {
+        let hook = self.hook.get().map(|h| &**h);
+        if let Some(h) = hook {
+            h.before_apply();
+        }
+        RuleChange {
+            hook,
+            store: &self.store,
+        }
+    }
+
+    /// Apply `changes` atomically (the same rule store, hook and lock as the control
+    /// socket), leaving the state-file save for [`Switch::save_pending`]: the OpenFlow
+    /// channel applies a burst of flow_mods as it reads them and saves once, at a barrier
+    /// or when its input goes quiet, so a stream of 100,000 flow_mods is not 100,000 saves.
+    /// The removal listeners hear about the rules it removed.
+    pub fn apply_batch(&self, changes: Vec<Change>) -> Result<Applied, RuleError> {
+        if changes.is_empty() {
+            return Ok(Applied {
+                version: self.store.version(),
+                ..Applied::default()
+            });
+        }
+        let mut done = {
+            let _cfg = self.config.lock().unwrap_or_else(|e| e.into_inner());
+            let _change = self.rule_change();
+            let done = self.store.apply(changes)?;
+            self.unsaved.store(true, Ordering::Release);
+            done
+        };
+        let removed = std::mem::take(&mut done.removed_rules);
+        if !removed.is_empty() {
+            self.tell_removed(&removed);
+        }
+        Ok(done)
+    }
+
+    /// [`Switch::save_pending`], unless the last save was less than `gap` ago (then the
+    /// next quiet moment saves): a client that sends a barrier after every flow_mod, as
+    /// `ovs-ofctl add-flows` does, would otherwise rewrite the whole state file per flow.
+    pub fn save_pending_within(&self, gap: Duration) -> std::io::Result<()> {
+        let last = self
+            .saved_at
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .elapsed();
+        if last < gap {
+            return Ok(());
+        }
+        self.save_pending()
+    }
+
+    /// Save the state file if [`Switch::apply_batch`] changed rules since the last save.
+    pub fn save_pending(&self) -> std::io::Result<()> {
+        if !self.unsaved.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let _cfg = self.config.lock().unwrap_or_else(|e| e.into_inner());
+        if self.unsaved.swap(false, Ordering::AcqRel) {
+            if let Err(e) = self.save() {
+                self.unsaved.store(true, Ordering::Release);
+                return Err(e);
+            }
+            *self.saved_at.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+        }
+        Ok(())
+    }
+
+    /// Hear about every rule removed by expiry or [`Switch::apply_batch`] from now on.
+    pub fn on_removed(&self, listener: Arc<RemovalListener>) {
+        self.removal_listeners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(listener);
+    }
+
+    fn tell_removed(&self, removed: &[Removed]) {
+        let ls = self
+            .removal_listeners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        for l in ls {
+            l(removed);
+        }
+    }
+
+    /// Save the current rules (call with the config lock held).
+    fn save(&self) -> std::io::Result<()> {
+        let Some(st) = &self.state else {
+            return Ok(());
+        };
+        let snap = self.store.snapshot();
+        let specs: Vec<&RuleSpec> = snap.rules().map(|r| &*r.spec).collect();
+        let mut groups: Vec<&GroupSpec> = snap.groups().iter().map(|g| &*g.spec).collect();
+        groups.sort_by_key(|g| g.id);
+        st.save_all(&specs, &groups)
+    }
+
+    /// Remove rules whose timeouts have passed (saving the new set); returns how many.
+    pub fn expire(&self) -> usize {
+        let now = now_ns();
+        let snap = self.store.snapshot();
+        if !snap
+            .rules()
+            .any(|r| r.spec.idle_timeout != 0 || r.spec.hard_timeout != 0)
+        {
+            return 0;
+        }
+        // Idle times must see the latest counts.
+        if snap.rules().any(|r| r.spec.idle_timeout != 0) {
+            self.stats.request_and_wait(Duration::from_millis(200));
+        }
+        let _cfg = self.config.lock().unwrap_or_else(|e| e.into_inner());
+        // Only a pass that will remove something is a rule change (the XDP tier stops
+        // answering for its duration).
+        if !self.store.snapshot().rules().any(|r| r.expired_at(now)) {
+            return 0;
+        }
+        let _change = self.rule_change();
+        match self.store.expire_removed(now) {
+            Ok(gone) if !gone.is_empty() => {
+                if let Err(e) = self.save() {
+                    eprintln!("flowpath: saving the state after expiring flows: {e}");
+                }
+                self.tell_removed(&gone);
+                gone.len()
+            }
+            _ => 0,
+        }
+    }
+
+    /// Run expiry every `expire_every` until `stop`.
+    pub fn spawn_expiry(self: &Arc<Self>, stop: Arc<AtomicBool>) -> JoinHandle<()> {
+        let sw = self.clone();
+        std::thread::Builder::new()
+            .name("flowpath-expiry".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(sw.cfg.expire_every);
+                    sw.expire();
+                }
+            })
+            .expect("spawn the expiry thread")
+    }
+}

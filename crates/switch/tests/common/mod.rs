@@ -1,0 +1,29 @@
+//! What more than one of the switch's test files needs.
+
+use flowpath_gen::{GeneratedPort, InMemorySource};
+use flowpath_switch::pmd::WorkerHandle;
+use flowpath_switch::{spawn_worker, Switch, WorkerConfig, WorkerPort};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A worker forwarding `frames` (over and over) as received on port 1, a batch every
+/// 200 µs, until `stop`.
+pub fn paced_worker(
+    sw: &Arc<Switch>,
+    frames: Vec<Vec<u8>>,
+    stop: &Arc<AtomicBool>,
+) -> WorkerHandle {
+    let port = GeneratedPort::new("gen", InMemorySource::new(frames));
+    spawn_worker(
+        sw,
+        WorkerConfig {
+            idle_sleep_max: Duration::ZERO,
+            pace: Some(Duration::from_micros(200)),
+            ..WorkerConfig::default()
+        },
+        vec![WorkerPort::new(1, 0, Box::new(port))],
+        stop.clone(),
+    )
+    .unwrap()
+}
