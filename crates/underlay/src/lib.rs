@@ -49,7 +49,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
-pub use flowpath_datapath::tunnel::{HopMiss, UnderlayHop, UnderlayResolver};
+pub use flowpath_packet::hop::{HopMiss, UnderlayHop, UnderlayResolver};
 use rustc_hash::FxBuildHasher;
 
 use nl::{Netlink, RouteAnswer};
@@ -758,7 +758,7 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use flowpath_datapath::tunnel::StaticUnderlay;
+    use flowpath_packet::hop::StaticUnderlay;
 
     #[test]
     fn layered_prefers_the_static_hop_and_sums_generations() {

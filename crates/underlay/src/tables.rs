@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 
-use flowpath_datapath::tunnel::UnderlayHop;
+use flowpath_packet::hop::UnderlayHop;
 use netlink_packet_route::address::{AddressAttribute, AddressHeaderFlags, AddressScope};
 use netlink_packet_route::link::{LinkAttribute, LinkFlags};
 use netlink_packet_route::neighbour::{NeighbourAddress, NeighbourAttribute, NeighbourState};
