@@ -228,6 +228,22 @@ impl Tunnels {
     }
 }
 
+/// Key byte of `tun_flags`.
+pub(crate) const TUN_FLAGS_BYTE: usize = 68;
+
+/// Map a decapsulated packet's outer fields to its tunnel port: rewrite `in_port`, or
+/// false when no tunnel port takes it.
+#[inline(always)]
+pub(crate) fn map_tunnel(t: &Tunnels, key: &mut FlowKey) -> bool {
+    match t.lookup_key(key) {
+        Some(port) => {
+            key.bytes_mut()[0..4].copy_from_slice(&port.to_be_bytes());
+            true
+        }
+        None => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -270,11 +270,11 @@ impl MegaflowCache {
 
     /// After an eviction, start loading what the next one will read, while the slow path
     /// classifies the next miss (a thousand cycles and more). The hand moves one entry per
-    /// miss, 256 bytes apart, too slowly for the hardware's stride prefetcher, so a full
-    /// cache under new flows took three misses to memory in every eviction: the hand's
-    /// entry (~40 % of `install_in`'s samples in `miss`), its counters' line
+    /// miss, 256 bytes apart, too slowly for the hardware's stride prefetcher, so without
+    /// help a full cache under new flows takes three misses to memory in every eviction:
+    /// the hand's entry (~40 % of `install_in`'s samples in `miss`), its counters' line
     /// (`push_entry_stats`, ~60 % of its samples) and its bucket in the subtable index
-    /// (`SlotIndex::remove`, ~90 %). Now the entry after the hand's is fetched, and for the
+    /// (`SlotIndex::remove`, ~90 %). So the entry after the hand's is fetched, and for the
     /// entry at the hand (fetched by the eviction before), if CLOCK would take it as things
     /// stand, its last line and its index bucket. A guess only: a hit in between saves
     /// the entry and the prefetch is wasted, nothing else.
