@@ -8,7 +8,7 @@ use flowpath_packet::hop::{HopMiss, UnderlayHop, UnderlayResolver};
 
 /// Two resolvers in order: `first`'s hop if it has one, else `then`'s. For a daemon whose
 /// tunnel ports mix static hops (`underlay_port` + `next_hop_mac`, a `StaticUnderlay`)
-/// with ports routed by the kernel (a [`NetlinkUnderlay`]): the static hops win for their
+/// with ports routed by the kernel (a [`NetlinkUnderlay`](crate::NetlinkUnderlay)): the static hops win for their
 /// remotes. Resolution requests and miss reasons go to `then`.
 pub struct Layered {
     pub first: Arc<dyn UnderlayResolver>,
