@@ -56,7 +56,7 @@ impl Default for MissLimits {
 }
 
 impl MissLimits {
-    /// No budget, no fairness, no mask rate (what flowpath did before the guard).
+    /// No budget, no fairness, no mask rate (the datapath as if it had no guard).
     pub fn off() -> MissLimits {
         MissLimits {
             slow_path_share: 1.0,

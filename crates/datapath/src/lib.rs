@@ -4,9 +4,12 @@
 //! Other cache tiers (XDP in the kernel, offloads, limiters) follow the caches through the
 //! tier interface in [`tier`]; ports come in through the foundation's `Port` trait.
 
+mod actions;
+pub mod config;
 pub mod controller;
 pub mod datapath;
 pub mod emc;
+mod encap;
 pub mod guard;
 pub mod hold;
 pub mod l2;

@@ -1,6 +1,11 @@
-//! Output sinks that need no ports: counting (for benches) and capturing (for tests).
+//! Where `Output` actions send packets ([`OutputSink`]), and the sinks that need no ports:
+//! counting (for benches) and capturing (for tests).
 
-use crate::datapath::OutputSink;
+/// Where `Output` actions send packets. Implemented by port sets, counting sinks and test
+/// captures; generic (not `dyn`) so the call is inlined on the hot path.
+pub trait OutputSink {
+    fn output(&mut self, port: u32, data: &[u8]);
+}
 
 /// Counts packets and bytes per output port; touches the packet only to read its length.
 #[derive(Clone, Debug, Default)]

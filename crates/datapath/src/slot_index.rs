@@ -17,10 +17,10 @@
 //! An index doubles when it is 5/7 full. The table it doubles into is made while it fills
 //! its last three eighths, a few buckets an insert: written (so faulted in), then filled
 //! with copies of the entries, inserts and removals in copied buckets done in both. The
-//! doubling insert only swaps tables, so a new-flow flood no longer stalls a batch on
-//! page faults and a rehash (3.6–4.4 M cycles at 40,960 entries before; `bench
-//! --first-flood`). Lookups never see the second table: a version that moved entries
-//! after the doubling, searching both tables meanwhile, cost `megaflow_hit_16` 14 %.
+//! doubling insert only swaps tables, so a new-flow flood does not stall a batch on page
+//! faults and a rehash (3.6–4.4 M cycles at 40,960 entries done in one insert; `bench
+//! --first-flood`). Lookups never see the second table: moving entries after the doubling
+//! and searching both tables meanwhile costs `megaflow_hit_16` 14 %.
 
 use flowpath_base::{TableBuilder, TableMemory};
 
@@ -205,11 +205,10 @@ enum Ahead {
 pub struct SlotIndex {
     table: Table,
     len: usize,
-    /// The table the index doubles into next, made ahead from five eighths full. Doubling
-    /// used to allocate and write it, and move every entry into it, in the one insert that
-    /// doubled: for 40,960 entries into 1 MB, ~256 page faults (1–2.5 M cycles, ~10,000 a
-    /// fault on this project's VM) and ~0.9 M cycles of moving, in one batch of a new-flow
-    /// flood.
+    /// The table the index doubles into next, made ahead from five eighths full. Made and
+    /// filled in the one insert that doubles, it would cost that insert, for 40,960 entries
+    /// into 1 MB, ~256 page faults (1–2.5 M cycles, ~10,000 a fault on this project's VM)
+    /// and ~0.9 M cycles of moving, in one batch of a new-flow flood.
     ahead: Option<Box<Ahead>>,
     /// Entries the index will hold at most (its owner's bound): a table past what that
     /// needs is not made ahead.

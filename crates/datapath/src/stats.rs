@@ -5,7 +5,7 @@ use flowpath_packet::DropReason;
 
 /// TSC cycles spent per stage, summed over the batches that were timed (one in
 /// [`crate::datapath::STAGE_SAMPLE`], chosen at random: a TSC read costs ~25 cycles here,
-/// and five a batch were ~3 cycles per packet). `packets` is how many packets those
+/// and five a batch would be ~3 cycles per packet). `packets` is how many packets those
 /// batches held: divide by it for cycles per packet.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StageCycles {

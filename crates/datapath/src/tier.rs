@@ -10,67 +10,9 @@
 //! worker loop calls a tier's [`Tier`] hooks; nothing else of the datapath is open to it.
 
 use crate::Datapath;
-use flowpath_packet::{Action, FlowKey};
-use flowpath_pipeline::Ending;
 
-/// A megaflow as another tier names it: its slot and the slot's generation at install.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct MegaflowId {
-    pub(crate) slot: u32,
-    pub(crate) gen: u32,
-}
-
-impl MegaflowId {
-    /// The cache slot (unique among live entries; reused after removal).
-    pub fn slot(&self) -> u32 {
-        self.slot
-    }
-}
-
-/// What the megaflow cache did, in order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MegaflowEvent {
-    /// The slow path installed this megaflow.
-    Installed(MegaflowId),
-    /// Gone: evicted, removed by revalidation, or timed out.
-    Removed(MegaflowId),
-    /// Every megaflow is gone at once (no `Removed` for each).
-    Flushed,
-    /// The rules changed; every megaflow still live keeps its decision under the new
-    /// version ([`Datapath::rule_version`]).
-    Revalidated,
-}
-
-/// Read-only view of one live megaflow.
-#[derive(Clone, Copy)]
-pub struct MegaflowView<'a> {
-    pub(crate) entry: &'a crate::megaflow::MegaflowEntry,
-    pub(crate) mask: &'a FlowKey,
-}
-
-impl<'a> MegaflowView<'a> {
-    /// The masked key.
-    pub fn key(&self) -> &'a FlowKey {
-        self.entry.key()
-    }
-    pub fn mask(&self) -> &'a FlowKey {
-        self.mask
-    }
-    pub fn actions(&self) -> &'a [Action] {
-        self.entry.actions()
-    }
-    pub fn ending(&self) -> Ending {
-        self.entry.ending()
-    }
-    /// Packets and bytes counted for this megaflow (its own hits and credited ones).
-    pub fn counts(&self) -> (u64, u64) {
-        (self.entry.packets(), self.entry.bytes())
-    }
-    /// TSC when a packet last used it; 0: never.
-    pub fn used_tsc(&self) -> u64 {
-        self.entry.used_tsc()
-    }
-}
+// The handle, view and events are the cache's own types (they sit beside its entry).
+pub use crate::megaflow::{MegaflowEvent, MegaflowId, MegaflowView};
 
 /// A cache tier driven by the worker loop.
 pub trait Tier: Send {

@@ -5,6 +5,7 @@
 pub mod action;
 pub mod checksum;
 pub mod encap;
+pub mod hop;
 pub mod key;
 pub use flowpath_base::packet;
 pub mod parse;

@@ -5,15 +5,19 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 
-use flowpath_datapath::tunnel::UnderlayHop;
-use netlink_packet_route::address::{AddressAttribute, AddressHeaderFlags, AddressScope};
-use netlink_packet_route::link::{LinkAttribute, LinkFlags};
-use netlink_packet_route::neighbour::{NeighbourAddress, NeighbourAttribute, NeighbourState};
+use flowpath_packet::hop::UnderlayHop;
+use netlink_packet_route::address::{
+    AddressAttribute, AddressHeaderFlags, AddressMessage, AddressScope,
+};
+use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
+use netlink_packet_route::neighbour::{
+    NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
+};
 use netlink_packet_route::route::RouteType;
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 
 use crate::nl::RouteAnswer;
-use crate::{Refusal, Route};
+use crate::route::{Refusal, Route};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Link {
@@ -106,31 +110,7 @@ impl Tables {
     /// Apply one dumped or notified message.
     pub fn apply(&mut self, msg: &RouteNetlinkMessage) -> Touched {
         match msg {
-            RouteNetlinkMessage::NewLink(l) => {
-                let mut name = None;
-                let mut mac = None;
-                for a in &l.attributes {
-                    match a {
-                        LinkAttribute::IfName(n) => name = Some(n.clone()),
-                        LinkAttribute::Address(b) => mac = mac6(b),
-                        _ => {}
-                    }
-                }
-                let old = self.links.get(&l.header.index);
-                let link = Link {
-                    name: name
-                        .or_else(|| old.map(|o| o.name.clone()))
-                        .unwrap_or_default(),
-                    mac: mac.or_else(|| old.and_then(|o| o.mac)),
-                    up: l.header.flags.contains(LinkFlags::Up),
-                };
-                let changed = old != Some(&link);
-                self.links.insert(l.header.index, link);
-                Touched {
-                    neigh: false,
-                    routes: changed,
-                }
-            }
+            RouteNetlinkMessage::NewLink(l) => self.new_link(l),
             RouteNetlinkMessage::DelLink(l) => {
                 let i = l.header.index;
                 self.links.remove(&i);
@@ -141,87 +121,122 @@ impl Tables {
                     routes: true,
                 }
             }
-            RouteNetlinkMessage::NewAddress(a) | RouteNetlinkMessage::DelAddress(a) => {
-                let mut ip = None;
-                let mut local = None;
-                let mut flags = None;
-                for at in &a.attributes {
-                    match at {
-                        AddressAttribute::Address(x) => ip = Some(*x),
-                        AddressAttribute::Local(x) => local = Some(*x),
-                        AddressAttribute::Flags(f) => flags = Some(f.bits()),
-                        _ => {}
-                    }
-                }
-                // IFA_LOCAL is the interface's own address (IFA_ADDRESS is the peer's on
-                // point-to-point links).
-                let Some(ip) = local.or(ip) else {
-                    return Touched::default();
-                };
-                let hf = a.header.flags;
-                let f = flags.unwrap_or(hf.bits() as u32);
-                let tentative = AddressHeaderFlags::Tentative.bits() as u32;
-                let dadfailed = AddressHeaderFlags::Dadfailed.bits() as u32;
-                let addr = Addr {
-                    ip,
-                    scope: a.header.scope,
-                    unusable: f & (tentative | dadfailed) != 0,
-                };
-                let list = self.addrs.entry(a.header.index).or_default();
-                list.retain(|x| x.ip != ip);
-                if matches!(msg, RouteNetlinkMessage::NewAddress(_)) {
-                    list.push(addr);
-                }
-                Touched {
-                    neigh: false,
-                    routes: true,
-                }
-            }
-            RouteNetlinkMessage::NewNeighbour(n) | RouteNetlinkMessage::DelNeighbour(n) => {
-                if !matches!(n.header.family, AddressFamily::Inet | AddressFamily::Inet6) {
-                    return Touched::default();
-                }
-                let mut dst = None;
-                let mut mac = None;
-                for a in &n.attributes {
-                    match a {
-                        NeighbourAttribute::Destination(NeighbourAddress::Inet(v4)) => {
-                            dst = Some(IpAddr::V4(*v4))
-                        }
-                        NeighbourAttribute::Destination(NeighbourAddress::Inet6(v6)) => {
-                            dst = Some(IpAddr::V6(*v6))
-                        }
-                        NeighbourAttribute::LinkLayerAddress(b) => mac = mac6(b),
-                        _ => {}
-                    }
-                }
-                let Some(dst) = dst else {
-                    return Touched::default();
-                };
-                let key = (n.header.ifindex, dst);
-                let changed = if matches!(msg, RouteNetlinkMessage::DelNeighbour(_)) {
-                    self.neighs.remove(&key).is_some()
-                } else {
-                    let old = self.neighs.get(&key);
-                    // An INCOMPLETE/FAILED update may come without the old lladdr.
-                    let new = Neigh {
-                        mac,
-                        state: n.header.state,
-                    };
-                    let changed = old != Some(&new);
-                    self.neighs.insert(key, new);
-                    changed
-                };
-                Touched {
-                    neigh: changed,
-                    routes: false,
-                }
-            }
+            RouteNetlinkMessage::NewAddress(a) => self.address(a, true),
+            RouteNetlinkMessage::DelAddress(a) => self.address(a, false),
+            RouteNetlinkMessage::NewNeighbour(n) => self.neighbour(n, true),
+            RouteNetlinkMessage::DelNeighbour(n) => self.neighbour(n, false),
             RouteNetlinkMessage::NewRoute(_) | RouteNetlinkMessage::DelRoute(_) => Touched {
                 neigh: false,
                 routes: true,
             },
             _ => Touched::default(),
+        }
+    }
+
+    /// A link appeared or changed (a change the next route lookups may see).
+    fn new_link(&mut self, l: &LinkMessage) -> Touched {
+        let mut name = None;
+        let mut mac = None;
+        for a in &l.attributes {
+            match a {
+                LinkAttribute::IfName(n) => name = Some(n.clone()),
+                LinkAttribute::Address(b) => mac = mac6(b),
+                _ => {}
+            }
+        }
+        let old = self.links.get(&l.header.index);
+        let link = Link {
+            name: name
+                .or_else(|| old.map(|o| o.name.clone()))
+                .unwrap_or_default(),
+            mac: mac.or_else(|| old.and_then(|o| o.mac)),
+            up: l.header.flags.contains(LinkFlags::Up),
+        };
+        let changed = old != Some(&link);
+        self.links.insert(l.header.index, link);
+        Touched {
+            neigh: false,
+            routes: changed,
+        }
+    }
+
+    /// An address was added (`added`) or removed.
+    fn address(&mut self, a: &AddressMessage, added: bool) -> Touched {
+        let mut ip = None;
+        let mut local = None;
+        let mut flags = None;
+        for at in &a.attributes {
+            match at {
+                AddressAttribute::Address(x) => ip = Some(*x),
+                AddressAttribute::Local(x) => local = Some(*x),
+                AddressAttribute::Flags(f) => flags = Some(f.bits()),
+                _ => {}
+            }
+        }
+        // IFA_LOCAL is the interface's own address (IFA_ADDRESS is the peer's on
+        // point-to-point links).
+        let Some(ip) = local.or(ip) else {
+            return Touched::default();
+        };
+        let hf = a.header.flags;
+        let f = flags.unwrap_or(hf.bits() as u32);
+        let tentative = AddressHeaderFlags::Tentative.bits() as u32;
+        let dadfailed = AddressHeaderFlags::Dadfailed.bits() as u32;
+        let addr = Addr {
+            ip,
+            scope: a.header.scope,
+            unusable: f & (tentative | dadfailed) != 0,
+        };
+        let list = self.addrs.entry(a.header.index).or_default();
+        list.retain(|x| x.ip != ip);
+        if added {
+            list.push(addr);
+        }
+        Touched {
+            neigh: false,
+            routes: true,
+        }
+    }
+
+    /// A neighbour entry was added or changed (`added`) or removed.
+    fn neighbour(&mut self, n: &NeighbourMessage, added: bool) -> Touched {
+        if !matches!(n.header.family, AddressFamily::Inet | AddressFamily::Inet6) {
+            return Touched::default();
+        }
+        let mut dst = None;
+        let mut mac = None;
+        for a in &n.attributes {
+            match a {
+                NeighbourAttribute::Destination(NeighbourAddress::Inet(v4)) => {
+                    dst = Some(IpAddr::V4(*v4))
+                }
+                NeighbourAttribute::Destination(NeighbourAddress::Inet6(v6)) => {
+                    dst = Some(IpAddr::V6(*v6))
+                }
+                NeighbourAttribute::LinkLayerAddress(b) => mac = mac6(b),
+                _ => {}
+            }
+        }
+        let Some(dst) = dst else {
+            return Touched::default();
+        };
+        let key = (n.header.ifindex, dst);
+        let changed = if !added {
+            self.neighs.remove(&key).is_some()
+        } else {
+            let old = self.neighs.get(&key);
+            // An INCOMPLETE/FAILED update may come without the old lladdr.
+            let new = Neigh {
+                mac,
+                state: n.header.state,
+            };
+            let changed = old != Some(&new);
+            self.neighs.insert(key, new);
+            changed
+        };
+        Touched {
+            neigh: changed,
+            routes: false,
         }
     }
 
