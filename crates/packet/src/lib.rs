@@ -1,6 +1,6 @@
-//! Packets as flowpath sees them: zero-copy parsing into a fixed-layout [`FlowKey`],
-//! the named reasons a packet is dropped, the header rewrites actions perform, and the
-//! Internet checksum arithmetic they and the traffic generator share.
+//! Packets as flowpath sees them: zero-copy parsing into a fixed-layout [`FlowKey`] with
+//! named drop reasons, the header rewrites and encapsulation actions perform (with the
+//! underlay hop they leave by), and the checksum arithmetic they share with the generator.
 
 pub mod action;
 pub mod checksum;
