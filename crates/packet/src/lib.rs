@@ -1,6 +1,5 @@
-//! Packets as flowpath sees them: zero-copy parsing into a fixed-layout [`FlowKey`] with
-//! named drop reasons, the header rewrites and encapsulation actions perform (with the
-//! underlay hop they leave by), and the checksum arithmetic they share with the generator.
+//! Packets as flowpath sees them: parsing once into a fixed-layout [`FlowKey`] with named
+//! drop reasons, and the rewrites, encapsulation (with its underlay hop) and checksums.
 
 pub mod action;
 pub mod checksum;
