@@ -1,20 +1,20 @@
 //! `flowpath gen`: the traffic generator command's flags. Turns them into a
-//! [`TrafficSpec`], a capture to replay, or a transmit job
-//! (`--tx`, XDP live frames), refusing flags that do not go together with a one-line error
-//! naming the flag; [`jobs`] does the job and [`report`] says what happened.
+//! [`TrafficSpec`], a capture to replay, or a transmit job (`--tx`, XDP live frames),
+//! refusing flags that do not go together with a one-line error naming the flag
+//! ([`values`] reads each flag), and hands the job to `flowpath_tx` (or the attack to
+//! `flowpath_bench::attack`), which does it and says what happened.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use flowpath_gen::pcap;
-use flowpath_gen::spec::{AddrRange, PortRange, SpecError};
+use flowpath_gen::spec::{AddrRange, PortRange};
 use flowpath_gen::{Churn, Encap, Lifetime, Popularity, Proto, Sizes, TrafficSpec};
+use flowpath_tx::{FlowOrder, Looped, TxFrames, TxJob};
 
-mod jobs;
-mod report;
+mod values;
 
-use flowpath_ports::xdpgen::FlowOrder;
-use jobs::{Failure, Looped, TxFrames, TxJob};
+use values::{bad, failed, num, parsed, rate, refuse, seconds, share, spec_err, Bad};
 
 const ABOUT: &str = "How it works: the flags describe a workload (flows, popularity, frame \
 sizes, churn, encapsulation, seed), the same spec `flowpath bench` can run from memory. One loop \
@@ -178,77 +178,19 @@ struct GenFlags {
     rules: Option<String>,
 }
 
-/// A one-line error naming the flag.
-struct Bad(String);
-
-fn bad(flag: &str, msg: impl std::fmt::Display) -> Bad {
-    Bad(format!("{flag}: {msg}"))
-}
-
-fn num<T: std::str::FromStr>(flag: &str, s: &Option<String>, what: &str) -> Result<Option<T>, Bad> {
-    s.as_deref()
-        .map(|v| {
-            v.trim()
-                .replace('_', "")
-                .parse::<T>()
-                .map_err(|_| bad(flag, format!("'{v}' is not {what}")))
-        })
-        .transpose()
-}
-
-fn parsed<T: std::str::FromStr<Err = String>>(
-    flag: &str,
-    s: &Option<String>,
-) -> Result<Option<T>, Bad> {
-    s.as_deref()
-        .map(|v| v.parse::<T>().map_err(|e| bad(flag, e)))
-        .transpose()
-}
-
-/// `5%` or `0.05` (the planner's share syntax).
-fn share(flag: &str, s: &Option<String>) -> Result<Option<f64>, Bad> {
-    s.as_deref()
-        .map(|v| flowpath_planner::units::parse_share(v).map_err(|e| bad(flag, e)))
-        .transpose()
-}
-
-/// Refuse the first of `flags` (name, given) that was given, saying `why`.
-fn refuse(flags: &[(&str, bool)], why: &str) -> Result<(), Bad> {
-    match flags.iter().find(|(_, given)| *given) {
-        Some((flag, _)) => Err(bad(flag, why)),
-        None => Ok(()),
-    }
-}
-
-/// The flag a spec field comes from.
-fn flag_of(e: &SpecError) -> &'static str {
-    match e.field {
-        "flows.count" => "--flows",
-        "flows.src" => "--src",
-        "flows.dst" => "--dst",
-        "flows.sport" => "--sport",
-        "flows.dport" => "--dport",
-        "popularity" => "--zipf",
-        "sizes" => "--size",
-        "churn.new_flow_share" => "--miss-rate",
-        "churn.lifetime" => "--lifetime",
-        "encap" => "--encap",
-        "slots" => "--slots",
-        _ => "spec",
-    }
-}
-
-fn spec_err(e: SpecError) -> Bad {
-    bad(flag_of(&e), e.message)
-}
-
-/// A job's failure as the flag at fault.
-fn failed(f: Failure) -> Bad {
-    match f {
-        Failure::Spec(e) => spec_err(e),
-        Failure::Replay(m) => bad("--replay", m),
-        Failure::Out(m) => bad("--out", m),
-        Failure::Tx(m) => bad("--tx", m),
+impl GenFlags {
+    /// The flags that describe generated flows, each with whether it was given.
+    fn flow_flags(&self) -> Vec<(&'static str, bool)> {
+        vec![
+            ("--flows", self.flows.is_some()),
+            ("--proto", self.proto.is_some()),
+            ("--encap", self.encap.is_some()),
+            ("--src", self.src.is_some()),
+            ("--dst", self.dst.is_some()),
+            ("--sport", self.sport.is_some()),
+            ("--dport", self.dport.is_some()),
+            ("--zipf", self.zipf.is_some()),
+        ]
     }
 }
 
@@ -373,19 +315,12 @@ fn execute(a: &GenFlags) -> Result<String, Bad> {
         "only applies with --tx IFACE",
     )?;
     if a.replay.is_some() {
-        let generator_only = [
-            ("--flows", a.flows.is_some()),
-            ("--proto", a.proto.is_some()),
-            ("--encap", a.encap.is_some()),
+        let mut generator_only = a.flow_flags();
+        generator_only.extend([
             ("--vni", a.vni.is_some()),
-            ("--src", a.src.is_some()),
-            ("--dst", a.dst.is_some()),
-            ("--sport", a.sport.is_some()),
-            ("--dport", a.dport.is_some()),
-            ("--zipf", a.zipf.is_some()),
             ("--size", a.size.is_some()),
             ("--slots", a.slots.is_some()),
-        ];
+        ]);
         refuse(
             &generator_only,
             "describes generated traffic and cannot be used with --replay",
@@ -394,7 +329,7 @@ fn execute(a: &GenFlags) -> Result<String, Bad> {
     }
     let spec = spec_from(a)?;
     let n = packets(a, 100_000)?;
-    jobs::generate(&spec, n, a.out.as_deref(), a.json).map_err(failed)
+    flowpath_tx::generate(&spec, n, a.out.as_deref(), a.json).map_err(failed)
 }
 
 /// `--attack tse`: the attack's frames to --out, and what they do to the megaflow cache.
@@ -406,20 +341,13 @@ fn attack(a: &GenFlags) -> Result<String, Bad> {
             format!("'{kind}' is not an attack this generator makes (tse; a new-flow flood is --miss-rate 100%)"),
         ));
     }
-    let workload_only = [
-        ("--flows", a.flows.is_some()),
-        ("--proto", a.proto.is_some()),
-        ("--encap", a.encap.is_some()),
-        ("--src", a.src.is_some()),
-        ("--dst", a.dst.is_some()),
-        ("--sport", a.sport.is_some()),
-        ("--dport", a.dport.is_some()),
-        ("--zipf", a.zipf.is_some()),
+    let mut workload_only = a.flow_flags();
+    workload_only.extend([
         ("--miss-rate", a.miss_rate.is_some()),
         ("--lifetime", a.lifetime.is_some()),
         ("--replay", a.replay.is_some()),
         ("--tx", a.tx.is_some()),
-    ];
+    ]);
     refuse(
         &workload_only,
         "cannot be used with --attack (to transmit it: --out FILE, then --replay FILE --tx IFACE)",
@@ -466,54 +394,7 @@ fn replay(a: &GenFlags) -> Result<String, Bad> {
     } else {
         None
     };
-    jobs::replay(path, cap, looped, a.out.as_deref(), a.json).map_err(failed)
-}
-
-/// `1M`, `500k`, `2.5M`, `1_000_000`: packets per second.
-fn rate(s: &Option<String>) -> Result<Option<u64>, Bad> {
-    let Some(v) = s.as_deref() else {
-        return Ok(None);
-    };
-    let t = v.trim().replace('_', "");
-    let (n, mul) = match t.char_indices().last() {
-        Some((i, 'k' | 'K')) => (&t[..i], 1e3),
-        Some((i, 'm' | 'M')) => (&t[..i], 1e6),
-        Some((i, 'g' | 'G')) => (&t[..i], 1e9),
-        _ => (&t[..], 1.0),
-    };
-    let x: f64 = n
-        .trim()
-        .parse()
-        .map_err(|_| bad("--rate", format!("'{v}' is not a rate like 500k or 1M")))?;
-    let pps = x * mul;
-    if !(pps >= 1.0 && pps.is_finite()) {
-        return Err(bad(
-            "--rate",
-            format!("'{v}' must be at least 1 packet per second"),
-        ));
-    }
-    Ok(Some(pps.round() as u64))
-}
-
-/// `10`, `0.5`, `10s`: seconds.
-fn seconds(s: &Option<String>) -> Result<Option<Duration>, Bad> {
-    let Some(v) = s.as_deref() else {
-        return Ok(None);
-    };
-    let t = v.trim();
-    let x: f64 = t
-        .strip_suffix('s')
-        .unwrap_or(t)
-        .trim()
-        .parse()
-        .map_err(|_| bad("--duration", format!("'{v}' is not a number of seconds")))?;
-    if !(x > 0.0 && x.is_finite() && x < 1e9) {
-        return Err(bad(
-            "--duration",
-            format!("'{v}' must be more than 0 seconds"),
-        ));
-    }
-    Ok(Some(Duration::from_secs_f64(x)))
+    flowpath_tx::replay(path, cap, looped, a.out.as_deref(), a.json).map_err(failed)
 }
 
 /// `--tx`: the flags that apply, then build template frames, transmit, report.
@@ -593,7 +474,7 @@ fn transmit(a: &GenFlags) -> Result<String, Bad> {
         outer_sport,
         order,
     };
-    jobs::transmit(&job, what).map_err(failed)
+    flowpath_tx::transmit(&job, what).map_err(failed)
 }
 
 /// `--replay` with `--tx`: the capture, sent as it is (so no flags that would change it).

@@ -120,7 +120,7 @@ pub struct LabConfig {
     /// Pace the generator(s) to this many packets per second in all (`flowpath gen
     /// --rate`, shared evenly when there are several); None: as fast as they go. Paced
     /// near a switch's capacity, the switch CPU's cycles per packet are its own work, not
-    /// also the contention an overloading generator causes (see the README's XDP tier).
+    /// also the contention an overloading generator causes (see docs/xdp-tier.md).
     pub gen_rate: Option<f64>,
     /// Visit the hit case's flows in random order (`flowpath gen --order random`), not
     /// round-robin: entries laid out in the order the flows arrived (the XDP tier's, a
@@ -203,4 +203,29 @@ pub(crate) fn xdp_object(dir: &Path, name: &str, bytes: &[u8]) -> Option<PathBuf
     let p = dir.join(name);
     std::fs::write(&p, bytes).ok()?;
     Some(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cases_parse() {
+        assert_eq!(Case::parse("hit"), Ok(Case::Hit));
+        assert_eq!(Case::parse(" miss"), Ok(Case::Miss));
+        assert!(Case::parse("mixed").is_err());
+    }
+
+    #[test]
+    fn classes_parse() {
+        assert_eq!(Class::parse("ipv4"), Ok(Class::Ipv4));
+        assert_eq!(Class::parse(" vxlan_decap"), Ok(Class::VxlanDecap));
+        assert_eq!(Class::parse("vxlan_encap"), Ok(Class::VxlanEncap));
+        assert_eq!(Class::parse("ipv6"), Ok(Class::Ipv6));
+        assert!(Class::parse("vxlan").unwrap_err().contains("vxlan_decap"));
+        for c in Class::ALL {
+            assert_eq!(Class::parse(c.name()), Ok(c));
+        }
+        assert_eq!(LabConfig::default().classes, vec![Class::Ipv4]);
+    }
 }

@@ -180,141 +180,9 @@ impl Generator {
                 if let Some(why) = self.cannot(job.class) {
                     return Err(why);
                 }
-                if job.part.1 > 1 {
-                    return Err(
-                        "one trafgen per CPU is not set up: the multi-worker rows need \
-                                `flowpath gen --tx`"
-                            .into(),
-                    );
-                }
-                if job.rate.is_some() {
-                    return Err("--gen-rate paces `flowpath gen --tx` only, not trafgen".into());
-                }
-                if job.random_order {
-                    return Err(
-                        "--flow-order random needs `flowpath gen --tx` (trafgen's config \
-                                counts through the flows)"
-                            .into(),
-                    );
-                }
-                let cfg = job.dir.join(format!("trafgen-{}.cfg", job.case.name()));
-                std::fs::write(&cfg, trafgen_config(job))
-                    .map_err(|e| format!("{}: {e}", cfg.display()))?;
-                v.extend([
-                    exe.to_string_lossy().into_owned(),
-                    "-o".into(),
-                    job.iface.into(),
-                    "-i".into(),
-                    cfg.to_string_lossy().into_owned(),
-                    "-P".into(),
-                    "1".into(),
-                    "-C".into(),
-                ]);
+                v.extend(trafgen_args(exe, job)?);
             }
-            GenKind::Flowpath { exe, flags } => {
-                let has = |f: &str| flags.iter().any(|x| x == f);
-                if job.part.1 > 1 && job.class != Class::Ipv4 {
-                    return Err(format!(
-                        "generators sharing the flows: ipv4 only, not {}",
-                        job.class.name()
-                    ));
-                }
-                v.extend([
-                    exe.to_string_lossy().into_owned(),
-                    "gen".into(),
-                    "--tx".into(),
-                    job.iface.into(),
-                    "--duration".into(),
-                    job.secs.to_string(),
-                    "--dst".into(),
-                    if job.class == Class::Ipv6 {
-                        IPV6_DST.into()
-                    } else {
-                        job.dst_ip.into()
-                    },
-                    // One source port: flowpath gen steps the source port over the ports
-                    // above the template's before the address, so with 65535 every flow
-                    // (and every new flow) is a new source address.
-                    "--sport".into(),
-                    "65535".into(),
-                ]);
-                if let Some(r) = job.rate {
-                    if !has("--rate") {
-                        return Err("this flowpath gen has no --rate to pace with".into());
-                    }
-                    v.extend(["--rate".into(), format!("{:.0}", r.max(1.0))]);
-                }
-                if job.random_order && job.case == Case::Hit {
-                    if !has("--order") {
-                        return Err(
-                            "this flowpath gen has no --order to visit flows at random".into()
-                        );
-                    }
-                    v.extend(["--order".into(), "random".into()]);
-                }
-                let v6 = job.class == Class::Ipv6;
-                match (job.case, v6) {
-                    (Case::Hit, false) => {
-                        let (first, n) = share(HIT_SRC_FIRST, job.flows.max(1), job.part);
-                        v.extend([
-                            "--flows".into(),
-                            n.to_string(),
-                            "--src".into(),
-                            format!("{}+{n}", dotted(first)),
-                            "--miss-rate".into(),
-                            "0%".into(),
-                        ])
-                    }
-                    (Case::Miss, false) => {
-                        let all = MISS_SRC_LAST - 1 - (MISS_SRC_FIRST + 1) + 1;
-                        let (first, n) = share(MISS_SRC_FIRST + 1, all, job.part);
-                        v.extend([
-                            "--flows".into(),
-                            "1".into(),
-                            "--src".into(),
-                            format!("{}-{}", dotted(first), dotted(first + n - 1)),
-                            "--miss-rate".into(),
-                            "100%".into(),
-                        ])
-                    }
-                    (Case::Hit, true) => v.extend([
-                        "--flows".into(),
-                        job.flows.to_string(),
-                        "--src".into(),
-                        format!("{IPV6_HIT_SRC_FIRST}+{}", job.flows),
-                        "--miss-rate".into(),
-                        "0%".into(),
-                    ]),
-                    (Case::Miss, true) => v.extend([
-                        "--flows".into(),
-                        "1".into(),
-                        "--src".into(),
-                        IPV6_MISS_SRC.into(),
-                        "--miss-rate".into(),
-                        "100%".into(),
-                    ]),
-                }
-                match job.class {
-                    Class::Ipv6 => v.extend(["--encap".into(), "ipv6".into()]),
-                    // The kernel program varies the outermost header: with one outer source
-                    // port, each flow (and each new flow) is a new outer source address,
-                    // i.e. another remote VTEP; the inner frame is the IPv4 one.
-                    Class::VxlanDecap => v.extend([
-                        "--encap".into(),
-                        "vxlan4-ipv4".into(),
-                        "--vni".into(),
-                        VXLAN_VNI.to_string(),
-                        "--outer-sport".into(),
-                        "65535".into(),
-                    ]),
-                    Class::Ipv4 | Class::VxlanEncap => {}
-                }
-                for (flag, value) in [("--dst-mac", job.dst_mac), ("--src-mac", job.src_mac)] {
-                    if has(flag) {
-                        v.extend([flag.into(), value.into()]);
-                    }
-                }
-            }
+            GenKind::Flowpath { exe, flags } => v.extend(flowpath_args(exe, flags, job)?),
         }
         Ok(v)
     }
@@ -341,6 +209,143 @@ impl Generator {
         let child = sh::spawn(c, Stdio::from(f), Stdio::from(f2))?;
         Ok((child, log))
     }
+}
+
+/// trafgen's arguments for `job` (its config written to `job.dir`).
+fn trafgen_args(exe: &Path, job: &GenJob) -> Result<Vec<String>, String> {
+    if job.part.1 > 1 {
+        return Err(
+            "one trafgen per CPU is not set up: the multi-worker rows need \
+                    `flowpath gen --tx`"
+                .into(),
+        );
+    }
+    if job.rate.is_some() {
+        return Err("--gen-rate paces `flowpath gen --tx` only, not trafgen".into());
+    }
+    if job.random_order {
+        return Err(
+            "--flow-order random needs `flowpath gen --tx` (trafgen's config \
+                    counts through the flows)"
+                .into(),
+        );
+    }
+    let cfg = job.dir.join(format!("trafgen-{}.cfg", job.case.name()));
+    std::fs::write(&cfg, trafgen_config(job)).map_err(|e| format!("{}: {e}", cfg.display()))?;
+    Ok(vec![
+        exe.to_string_lossy().into_owned(),
+        "-o".into(),
+        job.iface.into(),
+        "-i".into(),
+        cfg.to_string_lossy().into_owned(),
+        "-P".into(),
+        "1".into(),
+        "-C".into(),
+    ])
+}
+
+/// `flowpath gen --tx`'s arguments for `job`, using only the `flags` its `--help` lists
+/// where a flag is optional.
+fn flowpath_args(exe: &Path, flags: &[String], job: &GenJob) -> Result<Vec<String>, String> {
+    let has = |f: &str| flags.iter().any(|x| x == f);
+    if job.part.1 > 1 && job.class != Class::Ipv4 {
+        return Err(format!(
+            "generators sharing the flows: ipv4 only, not {}",
+            job.class.name()
+        ));
+    }
+    let mut v: Vec<String> = vec![
+        exe.to_string_lossy().into_owned(),
+        "gen".into(),
+        "--tx".into(),
+        job.iface.into(),
+        "--duration".into(),
+        job.secs.to_string(),
+        "--dst".into(),
+        if job.class == Class::Ipv6 {
+            IPV6_DST.into()
+        } else {
+            job.dst_ip.into()
+        },
+        // One source port: flowpath gen steps the source port over the ports above the
+        // template's before the address, so with 65535 every flow (and every new flow) is
+        // a new source address.
+        "--sport".into(),
+        "65535".into(),
+    ];
+    if let Some(r) = job.rate {
+        if !has("--rate") {
+            return Err("this flowpath gen has no --rate to pace with".into());
+        }
+        v.extend(["--rate".into(), format!("{:.0}", r.max(1.0))]);
+    }
+    if job.random_order && job.case == Case::Hit {
+        if !has("--order") {
+            return Err("this flowpath gen has no --order to visit flows at random".into());
+        }
+        v.extend(["--order".into(), "random".into()]);
+    }
+    v.extend(flowpath_sources(job));
+    v.extend(flowpath_encap(job.class));
+    for (flag, value) in [("--dst-mac", job.dst_mac), ("--src-mac", job.src_mac)] {
+        if has(flag) {
+            v.extend([flag.into(), value.into()]);
+        }
+    }
+    Ok(v)
+}
+
+/// The flows and sources of `job`'s case and class (`--flows`, `--src`, `--miss-rate`),
+/// IPv4 sources shared among the generators running side by side.
+fn flowpath_sources(job: &GenJob) -> [String; 6] {
+    let (flows, src, miss) = match (job.case, job.class == Class::Ipv6) {
+        (Case::Hit, false) => {
+            let (first, n) = share(HIT_SRC_FIRST, job.flows.max(1), job.part);
+            (n, format!("{}+{n}", dotted(first)), "0%")
+        }
+        (Case::Miss, false) => {
+            let all = MISS_SRC_LAST - 1 - (MISS_SRC_FIRST + 1) + 1;
+            let (first, n) = share(MISS_SRC_FIRST + 1, all, job.part);
+            let src = format!("{}-{}", dotted(first), dotted(first + n - 1));
+            (1, src, "100%")
+        }
+        (Case::Hit, true) => (
+            job.flows,
+            format!("{IPV6_HIT_SRC_FIRST}+{}", job.flows),
+            "0%",
+        ),
+        (Case::Miss, true) => (1, IPV6_MISS_SRC.into(), "100%"),
+    };
+    [
+        "--flows".into(),
+        flows.to_string(),
+        "--src".into(),
+        src,
+        "--miss-rate".into(),
+        miss.into(),
+    ]
+}
+
+/// The encapsulation flags of a class (none for IPv4 and the encap class, whose frames
+/// arrive as IPv4).
+fn flowpath_encap(class: Class) -> Vec<String> {
+    let vni = VXLAN_VNI.to_string();
+    let args = match class {
+        Class::Ipv6 => vec!["--encap", "ipv6"],
+        // The kernel program varies the outermost header: with one outer source port,
+        // each flow (and each new flow) is a new outer source address, i.e. another
+        // remote VTEP; the inner frame is the IPv4 one.
+        Class::VxlanDecap => vec![
+            "--encap",
+            "vxlan4-ipv4",
+            "--vni",
+            &vni,
+            "--outer-sport",
+            "65535",
+        ],
+        Class::Ipv4 | Class::VxlanEncap => vec![],
+    };
+    args.into_iter().map(String::from).collect()
 }
 
 /// The long flags (`--name`) an `--help` text lists.

@@ -1,6 +1,7 @@
 //! The lab: a network-namespace topology that sends the same traffic through flowpath,
 //! Open vSwitch (afxdp), DPDK testpmd (net_af_xdp) and Linux forwarding, measured alike.
 
+mod annotate;
 pub mod bpfmap;
 mod config;
 pub mod generator;
@@ -8,18 +9,21 @@ mod measure;
 pub mod peers;
 pub mod pmdperf;
 pub mod procstat;
+mod registry;
 pub mod report;
 pub mod sh;
 pub mod systems;
+mod teardown;
 pub mod topo;
 
+pub use annotate::{
+    annotate_generator_bound, annotate_pacing, annotate_prog_time, annotate_scaling,
+    annotate_xdp_parse_split, annotate_xdp_tier_per_core, annotate_xdp_tier_ratio,
+    XDP_TIER_PER_CORE_MPPS,
+};
 pub use config::*;
 use generator::Generator;
 use measure::Path3;
-pub use measure::{
-    annotate_generator_bound, annotate_pacing, annotate_prog_time, annotate_scaling,
-    annotate_xdp_parse_split, annotate_xdp_tier_per_core, annotate_xdp_tier_ratio,
-};
 use report::Row;
 use std::path::PathBuf;
 use systems::Ctx;
@@ -243,24 +247,6 @@ impl Lab {
     }
 
     fn run_one(&mut self, sys: &str, case: Case) -> Row {
-        let direct = Path3 {
-            gen_if: topo::GDIR_IF,
-            dst_mac: topo::SDIR_MAC,
-            src_mac: topo::GDIR_MAC,
-            sink_if: topo::SDIR_IF,
-            cpu: self.cfg.gen_cpu,
-            cost_cpus: vec![self.cfg.gen_cpu],
-            gen_cpus: vec![self.cfg.gen_cpu],
-        };
-        let switched = Path3 {
-            gen_if: topo::GEN_IF,
-            dst_mac: topo::SWIN_MAC,
-            src_mac: topo::GEN_MAC,
-            sink_if: topo::SINK_IF,
-            cpu: self.cfg.switch_cpu,
-            cost_cpus: vec![self.cfg.switch_cpu],
-            gen_cpus: vec![self.cfg.gen_cpu],
-        };
         let gen_name = self.generator.as_ref().map_or("none", |g| g.name());
         if let Some(why) = peers::blocked(&self.missing, sys) {
             let gen_name = if sys == "trafgen" {
@@ -271,39 +257,7 @@ impl Lab {
             return Row::failed(sys, case.name(), gen_name, why);
         }
         match sys {
-            "generator" => {
-                let Some(g) = self.generator.clone() else {
-                    return Row::failed(sys, case.name(), gen_name, self.no_generator());
-                };
-                let mut row = self.measure(sys, case, &g, &direct, None);
-                row.notes.insert(
-                    0,
-                    format!(
-                        "{} -> veth -> XDP drop, no switch; cycles are the generator's",
-                        g.name()
-                    ),
-                );
-                row
-            }
-            "trafgen" => {
-                let Some(g) = self.trafgen.clone() else {
-                    return Row::failed(
-                        sys,
-                        case.name(),
-                        "trafgen",
-                        format!(
-                            "trafgen not installed (netsniff-ng): run {}",
-                            peers::SETUP_SCRIPT
-                        ),
-                    );
-                };
-                let mut row = self.measure(sys, case, &g, &direct, None);
-                row.notes.insert(
-                    0,
-                    "trafgen -> veth -> XDP drop, no switch (for comparison)".into(),
-                );
-                row
-            }
+            "generator" | "trafgen" => self.run_direct(sys, case),
             _ => {
                 let Some(g) = self.generator.clone() else {
                     return Row::failed(sys, case.name(), gen_name, self.no_generator());
@@ -311,7 +265,7 @@ impl Lab {
                 let Some(s) = systems::make(sys) else {
                     return Row::failed(sys, case.name(), gen_name, "unknown system".into());
                 };
-                let mut path = switched;
+                let mut path = Path3::switched(&self.cfg);
                 if s.workers() > 1 {
                     // A generator on each worker's CPU: a veth puts XDP frames on the rx
                     // queue of the sending CPU, so each feeds one of swin's queues.
@@ -322,6 +276,39 @@ impl Lab {
                 self.measure(sys, case, &g, &path, Some(s))
             }
         }
+    }
+
+    /// The `generator` and `trafgen` rows: a generator straight into the sink, no switch.
+    fn run_direct(&mut self, sys: &str, case: Case) -> Row {
+        let (g, note) = if sys == "trafgen" {
+            let Some(g) = self.trafgen.clone() else {
+                return Row::failed(
+                    sys,
+                    case.name(),
+                    "trafgen",
+                    format!(
+                        "trafgen not installed (netsniff-ng): run {}",
+                        peers::SETUP_SCRIPT
+                    ),
+                );
+            };
+            (
+                g,
+                "trafgen -> veth -> XDP drop, no switch (for comparison)".to_string(),
+            )
+        } else {
+            let Some(g) = self.generator.clone() else {
+                return Row::failed(sys, case.name(), "none", self.no_generator());
+            };
+            let note = format!(
+                "{} -> veth -> XDP drop, no switch; cycles are the generator's",
+                g.name()
+            );
+            (g, note)
+        };
+        let mut row = self.measure(sys, case, &g, &Path3::direct(&self.cfg), None);
+        row.notes.insert(0, note);
+        row
     }
 
     /// One paragraph on how the table was made: TSC rate, generator, CPUs, windows.
@@ -413,301 +400,5 @@ impl Lab {
             ovs_xdp_mode: &self.cfg.ovs_xdp_mode,
             class: self.class,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cases_parse() {
-        assert_eq!(Case::parse("hit"), Ok(Case::Hit));
-        assert_eq!(Case::parse(" miss"), Ok(Case::Miss));
-        assert!(Case::parse("mixed").is_err());
-    }
-
-    #[test]
-    fn classes_parse() {
-        assert_eq!(Class::parse("ipv4"), Ok(Class::Ipv4));
-        assert_eq!(Class::parse(" vxlan_decap"), Ok(Class::VxlanDecap));
-        assert_eq!(Class::parse("vxlan_encap"), Ok(Class::VxlanEncap));
-        assert_eq!(Class::parse("ipv6"), Ok(Class::Ipv6));
-        assert!(Class::parse("vxlan").unwrap_err().contains("vxlan_decap"));
-        for c in Class::ALL {
-            assert_eq!(Class::parse(c.name()), Ok(c));
-        }
-        assert_eq!(LabConfig::default().classes, vec![Class::Ipv4]);
-    }
-
-    #[test]
-    fn generator_bound_rows_are_marked() {
-        let mk = |s: &str, m: f64| Row {
-            system: s.into(),
-            case: "hit".into(),
-            class: "ipv4".into(),
-            mpps: Some(m),
-            ..Row::default()
-        };
-        let mut rows = vec![
-            mk("generator", 1.0),
-            mk("linux", 0.95),
-            mk("ovs-afxdp", 0.3),
-        ];
-        rows.push(Row {
-            class: "vxlan_decap".into(),
-            ..mk("flowpath-afxdp", 0.95)
-        });
-        annotate_generator_bound(&mut rows);
-        assert!(rows[1].notes.iter().any(|n| n.contains("GENERATOR-BOUND")));
-        assert!(rows[2].notes.is_empty());
-        assert!(rows[0].notes.is_empty());
-        assert!(rows[3].notes.is_empty(), "another class's generator row");
-    }
-
-    #[test]
-    fn the_xdp_tier_row_is_judged_against_redirect_only_by_the_figure_that_applies() {
-        let mk = |s: &str, class: &str, m: f64, cycles: f64, busy: f64| Row {
-            system: s.into(),
-            case: "hit".into(),
-            class: class.into(),
-            mpps: Some(m),
-            cycles_per_packet: Some(cycles),
-            cpu_busy_pct: Some(busy),
-            ..Row::default()
-        };
-        // The tier's note when redirect-only's CPU was `fwd_busy` % busy.
-        let note = |fwd_busy: f64| {
-            let mut rows = vec![
-                mk("flowpath-xdp", "ipv4", 2.0, 500.0, 99.0),
-                mk("xdp-forward", "ipv4", 4.0, 450.0, fwd_busy),
-            ];
-            annotate_xdp_tier_ratio(&mut rows);
-            assert!(rows[1].notes.is_empty());
-            rows[0].notes.join("; ")
-        };
-        // Both saturated: Mpps decides (2.0 / 4.0 = 0.50x, although cycles say 0.90x).
-        let n = note(98.0);
-        assert!(n.contains("0.50x by Mpps, 0.90x by cycles/pkt"), "{n}");
-        assert!(n.contains("judged by Mpps"), "{n}");
-        assert!(n.contains("NOT met"), "{n}");
-        // The generator set the rate (86 % busy): the cycles decide.
-        let n = note(86.0);
-        assert!(n.contains("judged by cycles/pkt"), "{n}");
-        assert!(n.contains("(tier 99%, redirect-only 86%)"), "{n}");
-        assert!(n.contains("target >= 0.8x met"), "{n}");
-        // No redirect-only row of that class, or a miss row: no note.
-        let mut rows = vec![
-            mk("flowpath-xdp", "ipv6", 2.0, 500.0, 99.0),
-            mk("xdp-forward", "ipv4", 4.0, 450.0, 98.0),
-            Row {
-                case: "miss".into(),
-                ..mk("flowpath-xdp", "ipv4", 1.0, 900.0, 99.0)
-            },
-        ];
-        annotate_xdp_tier_ratio(&mut rows);
-        assert!(rows.iter().all(|r| r.notes.is_empty()));
-    }
-
-    #[test]
-    fn the_parse_baseline_splits_the_tiers_cycles_over_redirect_only() {
-        let sample = |c: f64| report::Sample {
-            cycles_per_packet: Some(c),
-            ..report::Sample::default()
-        };
-        let mk = |s: &str, class: &str, windows: &[f64]| {
-            let mut w = windows.to_vec();
-            w.sort_by(f64::total_cmp);
-            Row {
-                system: s.into(),
-                case: "hit".into(),
-                class: class.into(),
-                cycles_per_packet: Some(w[w.len() / 2]),
-                samples: windows.iter().map(|&c| sample(c)).collect(),
-                ..Row::default()
-            }
-        };
-        // Three rounds; the second a slow spell for all rows. Per round: reading 100, 150,
-        // 80; the tier's own work 120, 200, 140.
-        let mut rows = vec![
-            mk("flowpath-xdp", "ipv4", &[1120.0, 1650.0, 1120.0]),
-            mk("xdp-forward", "ipv4", &[900.0, 1300.0, 900.0]),
-            mk(systems::PARSE_FORWARD, "ipv4", &[1000.0, 1450.0, 980.0]),
-            mk("flowpath-xdp", "ipv6", &[1300.0]),
-            mk("xdp-forward", "ipv6", &[900.0]),
-        ];
-        annotate_xdp_parse_split(&mut rows);
-        let n = rows[0].notes.join("; ");
-        assert!(n.contains("100 [80..150] reading and parsing"), "{n}");
-        assert!(n.contains("140 [120..200] the tier's lookup"), "{n}");
-        assert!(n.contains("medians of 3 per-round differences"), "{n}");
-        let n = rows[2].notes.join("; ");
-        assert!(n.contains("costs 100 [80..150] cycles a packet"), "{n}");
-        // Redirect-only gets no note; a class without the parse row gets none.
-        assert!(rows[1].notes.is_empty());
-        assert!(rows[3].notes.is_empty() && rows[4].notes.is_empty());
-        // Windows that do not pair up: the rows' medians (1,120 - 980 = 140 tier's own).
-        let mut rows = vec![
-            mk("flowpath-xdp", "ipv4", &[1120.0]),
-            mk("xdp-forward", "ipv4", &[900.0, 1300.0, 900.0]),
-            mk(systems::PARSE_FORWARD, "ipv4", &[1000.0, 1450.0, 980.0]),
-        ];
-        annotate_xdp_parse_split(&mut rows);
-        let n = rows[0].notes.join("; ");
-        assert!(n.contains("100 reading and parsing"), "{n}");
-        assert!(n.contains("120 the tier's lookup"), "{n}");
-        assert!(n.contains("the rows' medians"), "{n}");
-    }
-
-    #[test]
-    fn the_xdp_tier_hit_row_is_judged_per_core_equivalent() {
-        let mk = |s: &str, case: &str, cycles: f64, offered: f64| Row {
-            system: s.into(),
-            case: case.into(),
-            class: "ipv4".into(),
-            mpps: Some(1.0),
-            cycles_per_packet: Some(cycles),
-            offered_mpps: Some(offered),
-            tsc_hz: 2.6e9,
-            ..Row::default()
-        };
-        let mut rows = vec![
-            mk("flowpath-xdp", "hit", 700.0, 2.0),
-            mk("flowpath-xdp", "hit", 1300.0, 4.0),
-            mk("flowpath-xdp", "miss", 700.0, 2.0),
-            mk("xdp-forward", "hit", 400.0, 2.0),
-        ];
-        annotate_xdp_tier_per_core(&mut rows);
-        // 2.6 GHz / 700 cycles = 3.71 Mpps: met, judged by the cycles (2.0 offered).
-        let n = rows[0].notes.join("; ");
-        assert!(n.contains("per core equivalent: 3.71 Mpps"), "{n}");
-        assert!(n.contains("700 busy cycles"), "{n}");
-        assert!(n.contains("target >= 3.5 Mpps met"), "{n}");
-        assert!(n.contains("offered 2.00 Mpps, less than the target"), "{n}");
-        // 2.6 GHz / 1,300 = 2.00: not met, although 4.0 was offered.
-        let n = rows[1].notes.join("; ");
-        assert!(
-            n.contains("2.00 Mpps (TSC 2.600 GHz / 1,300 busy cycles"),
-            "{n}"
-        );
-        assert!(n.contains("NOT met; offered 4.00 Mpps"), "{n}");
-        assert!(rows[2].notes.is_empty() && rows[3].notes.is_empty());
-    }
-
-    #[test]
-    fn two_worker_rows_get_their_ratio_and_say_when_it_cannot_be_judged() {
-        let mk = |s: &str, m: f64, offered: f64, workers: Vec<u64>| Row {
-            system: s.into(),
-            case: "hit".into(),
-            class: "ipv4".into(),
-            mpps: Some(m),
-            offered_mpps: Some(offered),
-            worker_packets: workers,
-            ..Row::default()
-        };
-        let rows = || {
-            vec![
-                mk("flowpath-afxdp", 0.5, 3.0, vec![]),
-                mk(systems::TWO_WORKERS, 0.95, 3.0, vec![100, 90]),
-            ]
-        };
-        let mut r = rows();
-        annotate_scaling(&mut r, 4);
-        assert!(r[0].notes.is_empty());
-        let n = r[1].notes.join("; ");
-        assert!(n.contains("packets per worker: 100 / 90"), "{n}");
-        assert!(n.contains("1->2 workers: 1.90x"), "{n}");
-        assert!(n.contains("target >= 1.8x met"), "{n}");
-        let mut r = rows();
-        annotate_scaling(&mut r, 2);
-        let n = r[1].notes.join("; ");
-        assert!(
-            n.contains("GENERATOR-BOUND: 2 workers and 2 generators"),
-            "{n}"
-        );
-        assert!(n.contains("not judged"), "{n}");
-        let mut r = rows();
-        r[1].offered_mpps = Some(1.0);
-        annotate_scaling(&mut r, 8);
-        assert!(r[1]
-            .notes
-            .join(";")
-            .contains("offered 1.000 Mpps ~ delivered"));
-    }
-
-    #[test]
-    fn program_time_notes_give_each_row_its_ns_and_the_tier_its_difference_by_round() {
-        // Three interleaved rounds; a row's windows carry the program time (--prog-time).
-        let mk = |s: &str, prog: &str, ns: [f64; 3]| {
-            let mut r = Row {
-                system: s.into(),
-                case: "hit".into(),
-                class: "ipv4".into(),
-                tsc_hz: 2.5e9,
-                samples: ns
-                    .iter()
-                    .map(|&ns| report::Sample {
-                        xdp_prog: Some(prog.into()),
-                        prog_ns_per_run: Some(ns),
-                        ..report::Sample::default()
-                    })
-                    .collect(),
-                ..Row::default()
-            };
-            r.summarise();
-            r
-        };
-        let mut rows = vec![
-            mk("flowpath-xdp", "flow_tier", [180.0, 220.0, 200.0]),
-            mk("xdp-forward", "xdp_fwd_all", [80.0, 100.0, 60.0]),
-            mk(
-                systems::PARSE_FORWARD,
-                "parse_forward",
-                [100.0, 130.0, 110.0],
-            ),
-            mk("linux", "", [0.0; 3]),
-        ];
-        rows[3].samples.iter_mut().for_each(|s| {
-            s.xdp_prog = None;
-            s.prog_ns_per_run = None;
-        });
-        rows[3].summarise();
-        annotate_prog_time(&mut rows);
-        let n = rows[0].notes.join("; ");
-        assert!(
-            n.contains("XDP program flow_tier on swin: 200 ns a run [180..220]"),
-            "{n}"
-        );
-        // Per round 100, 120, 140 over redirect-only: median 120 = 300 cycles at 2.5 GHz.
-        assert!(
-            n.contains("120 ns a run [100..140] over xdp-forward's program (median of 3 per-round differences; 300 cycles"),
-            "{n}"
-        );
-        // Per round 80, 90, 90 over parse-then-redirect.
-        assert!(
-            n.contains("90 ns a run [80..90] over xdp-parse-forward's program"),
-            "{n}"
-        );
-        let n = rows[1].notes.join("; ");
-        assert!(
-            n.contains("XDP program xdp_fwd_all on swin: 80 ns a run [60..100]"),
-            "{n}"
-        );
-        assert!(
-            !n.contains("by program time"),
-            "only the tier compares: {n}"
-        );
-        assert!(rows[3].notes.is_empty(), "no program time, no note");
-
-        // Without a window-by-window match (one row lost a round) the medians' difference.
-        rows[1].samples.pop();
-        rows[1].summarise();
-        rows[0].notes.clear();
-        annotate_prog_time(&mut rows);
-        let n = rows[0].notes.join("; ");
-        assert!(
-            n.contains("110 ns a run over xdp-forward's program (275 cycles"),
-            "{n}"
-        );
     }
 }

@@ -1,6 +1,7 @@
 //! Rows of the lab's results and how they are shown: a text table, JSON lines, an SVG
 //! bar chart.
 
+use flowpath_base::Summary;
 use flowpath_report::chart::{bar_chart, Bar};
 pub use flowpath_report::thousands;
 use serde::Serialize;
@@ -45,7 +46,8 @@ pub struct Sample {
     pub prog_ns_per_run: Option<f64>,
 }
 
-/// One system and case: medians over the windows, with min and max.
+/// One system and case: medians over the windows (the upper middle window of an even
+/// count, [`Summary`]), with min and max.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Row {
     pub system: String,
@@ -99,23 +101,6 @@ pub struct Row {
     pub samples: Vec<Sample>,
 }
 
-/// (median, min, max) of the values; the median of an even count is the mean of the
-/// middle two.
-pub fn median_min_max(v: &[f64]) -> Option<(f64, f64, f64)> {
-    if v.is_empty() {
-        return None;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    let n = s.len();
-    let med = if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    };
-    Some((med, s[0], s[n - 1]))
-}
-
 impl Row {
     /// A row that could not be measured.
     pub fn failed(system: &str, case: &str, generator: &str, error: String) -> Row {
@@ -134,26 +119,26 @@ impl Row {
         let col = |f: &dyn Fn(&Sample) -> Option<f64>| -> Vec<f64> {
             self.samples.iter().filter_map(f).collect()
         };
-        if let Some((m, lo, hi)) = median_min_max(&col(&|s| Some(s.mpps))) {
-            (self.mpps, self.mpps_min, self.mpps_max) = (Some(m), Some(lo), Some(hi));
+        let summary = |f: &dyn Fn(&Sample) -> Option<f64>| Summary::of(&col(f));
+        let median = |f: &dyn Fn(&Sample) -> Option<f64>| summary(f).map(|s| s.median);
+        if let Some(s) = summary(&|s| Some(s.mpps)) {
+            (self.mpps, self.mpps_min, self.mpps_max) = (Some(s.median), Some(s.min), Some(s.max));
         }
-        if let Some((m, lo, hi)) = median_min_max(&col(&|s| s.cycles_per_packet)) {
+        if let Some(s) = summary(&|s| s.cycles_per_packet) {
             (self.cycles_per_packet, self.cycles_min, self.cycles_max) =
-                (Some(m), Some(lo), Some(hi));
+                (Some(s.median), Some(s.min), Some(s.max));
         }
-        self.own_cycles_per_packet =
-            median_min_max(&col(&|s| s.own_cycles_per_packet)).map(|t| t.0);
+        self.own_cycles_per_packet = median(&|s| s.own_cycles_per_packet);
         if self.system.starts_with("ovs") {
             self.ovs_pmd_cycles_per_packet = self.own_cycles_per_packet;
         }
-        (self.prog_ns_per_run, self.prog_ns_min, self.prog_ns_max) =
-            match median_min_max(&col(&|s| s.prog_ns_per_run)) {
-                Some((m, lo, hi)) => (Some(m), Some(lo), Some(hi)),
-                None => (None, None, None),
-            };
+        let prog = summary(&|s| s.prog_ns_per_run);
+        self.prog_ns_per_run = prog.map(|s| s.median);
+        self.prog_ns_min = prog.map(|s| s.min);
+        self.prog_ns_max = prog.map(|s| s.max);
         self.xdp_prog = self.samples.iter().rev().find_map(|s| s.xdp_prog.clone());
-        self.offered_mpps = median_min_max(&col(&|s| Some(s.offered_mpps))).map(|t| t.0);
-        self.cpu_busy_pct = median_min_max(&col(&|s| Some(s.cpu_busy_pct))).map(|t| t.0);
+        self.offered_mpps = median(&|s| Some(s.offered_mpps));
+        self.cpu_busy_pct = median(&|s| Some(s.cpu_busy_pct));
         self.delivered = self.samples.iter().map(|s| s.delivered).sum();
         self.worker_packets = Vec::new();
         for w in self
@@ -343,13 +328,6 @@ mod tests {
         };
         r.summarise();
         r
-    }
-
-    #[test]
-    fn median_of_odd_and_even_counts() {
-        assert_eq!(median_min_max(&[3.0, 1.0, 2.0]), Some((2.0, 1.0, 3.0)));
-        assert_eq!(median_min_max(&[4.0, 1.0, 2.0, 3.0]), Some((2.5, 1.0, 4.0)));
-        assert_eq!(median_min_max(&[]), None);
     }
 
     #[test]

@@ -94,7 +94,7 @@ pub fn spawn(mut c: Command, stdout: Stdio, stderr: Stdio) -> Result<Child, Stri
         .stderr(stderr)
         .spawn()
         .map_err(|e| format!("{line}: {e}"))?;
-    crate::topo::register_pid(child.id());
+    crate::registry::register_pid(child.id());
     Ok(child)
 }
 
@@ -119,7 +119,7 @@ pub fn signal_group(pid: u32, sig: i32) {
 /// straggler of the group at once); reap it.
 pub fn stop(child: &mut Child, sig: i32, grace: Duration) {
     if let Ok(Some(_)) = child.try_wait() {
-        crate::topo::unregister_pid(child.id());
+        crate::registry::unregister_pid(child.id());
         return;
     }
     signal_group(child.id(), sig);
@@ -137,7 +137,7 @@ pub fn stop(child: &mut Child, sig: i32, grace: Duration) {
     if !exited {
         let _ = child.wait();
     }
-    crate::topo::unregister_pid(child.id());
+    crate::registry::unregister_pid(child.id());
 }
 
 /// Poll `f` every 50 ms until it gives `Some` or `timeout` passes.
@@ -158,10 +158,10 @@ pub fn wait_for<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Optio
 pub fn sleep(d: Duration) -> bool {
     let t = Instant::now();
     while t.elapsed() < d {
-        if crate::topo::interrupted() {
+        if crate::registry::interrupted() {
             return false;
         }
         std::thread::sleep((d - t.elapsed()).min(Duration::from_millis(50)));
     }
-    !crate::topo::interrupted()
+    !crate::registry::interrupted()
 }

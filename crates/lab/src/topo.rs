@@ -1,16 +1,22 @@
 //! The lab's topology — `fpl<pid>-gen` —veth— `fpl<pid>-sw` —veth— `fpl<pid>-sink`, plus a
-//! direct gen—sink pair for measuring the generator alone — and everything that tears it
-//! down: a registry of what this run created, emptied on drop, on SIGINT/SIGTERM, and by
-//! `flowpath lab --cleanup` for runs that died.
+//! direct gen—sink pair for measuring the generator alone: its addresses, how it is built,
+//! its queues and NAPI threads, and its interfaces' counters. What the run created is
+//! registered ([`crate::registry`]) and torn down on drop ([`crate::teardown`]); both are
+//! re-exported here, where the lab's users have always found them.
 
+use crate::registry::register_namespace;
 use crate::sh;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
 use std::time::Duration;
 
-/// Every namespace the lab makes starts with this, then the pid of the run.
-pub const PREFIX: &str = "fpl";
+pub use crate::registry::{
+    interrupted, register_dir, register_hugepages_restore, register_mount, register_pid,
+    restore_file, set_file, take_hugepages_restore, unregister_mount, unregister_pid,
+};
+pub use crate::teardown::{
+    cleanup_all, cleanup_leftovers, install_signal_handler, kill_namespace_processes,
+    pid_of_namespace, run_id, PREFIX,
+};
 
 /// Fixed addresses: the generator's frames go to `SWIN_MAC` / `SINK_IP`, so Linux
 /// forwarding routes them and the other switches simply forward them.
@@ -42,188 +48,6 @@ pub const SDIR_IF: &str = "sdir0";
 /// multi-worker rows).
 pub const MAX_SWITCH_QUEUES: u32 = 2;
 
-#[derive(Default)]
-struct Registry {
-    namespaces: Vec<String>,
-    pids: Vec<u32>,
-    mounts: Vec<PathBuf>,
-    dirs: Vec<PathBuf>,
-    hugepages_restore: Option<u64>,
-    /// Global settings (e.g. sysctls) to write back: (path, original content).
-    restore_files: Vec<(PathBuf, String)>,
-}
-
-static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-static CLEANUP: Mutex<()> = Mutex::new(());
-
-fn with_registry<T>(f: impl FnOnce(&mut Registry) -> T) -> T {
-    let mut g = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
-    f(g.get_or_insert_with(Registry::default))
-}
-
-/// Remember a process to kill at cleanup.
-pub fn register_pid(pid: u32) {
-    with_registry(|r| r.pids.push(pid));
-}
-
-/// Forget a process that was stopped and reaped.
-pub fn unregister_pid(pid: u32) {
-    with_registry(|r| r.pids.retain(|&p| p != pid));
-}
-
-/// Remember a mount point to unmount (and remove) at cleanup.
-pub fn register_mount(p: &Path) {
-    with_registry(|r| r.mounts.push(p.to_path_buf()));
-}
-
-/// Forget a mount point that was unmounted.
-pub fn unregister_mount(p: &Path) {
-    with_registry(|r| r.mounts.retain(|m| m != p));
-}
-
-/// Forget the huge-page count to restore (it was restored).
-pub fn take_hugepages_restore() -> Option<u64> {
-    with_registry(|r| r.hugepages_restore.take())
-}
-
-/// Write `value` into a global setting file (a sysctl), remembering the original to put
-/// back at cleanup or by `restore_file`.
-pub fn set_file(path: &Path, value: &str) -> Result<(), String> {
-    let orig = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    with_registry(|r| {
-        if !r.restore_files.iter().any(|(p, _)| p == path) {
-            r.restore_files
-                .push((path.to_path_buf(), orig.trim().to_string()));
-        }
-    });
-    std::fs::write(path, value).map_err(|e| format!("{}: {e}", path.display()))
-}
-
-/// Put back what `set_file` changed at `path`.
-pub fn restore_file(path: &Path) {
-    let orig = with_registry(|r| {
-        let i = r.restore_files.iter().position(|(p, _)| p == path)?;
-        Some(r.restore_files.remove(i).1)
-    });
-    if let Some(v) = orig {
-        let _ = std::fs::write(path, v);
-    }
-}
-
-/// Remember a directory to remove at cleanup.
-pub fn register_dir(p: &Path) {
-    with_registry(|r| r.dirs.push(p.to_path_buf()));
-}
-
-/// Remember the huge-page count to put back at cleanup (the first one registered wins).
-pub fn register_hugepages_restore(n: u64) {
-    with_registry(|r| {
-        r.hugepages_restore.get_or_insert(n);
-    });
-}
-
-/// Was the lab interrupted (SIGINT/SIGTERM)?
-pub fn interrupted() -> bool {
-    INTERRUPTED.load(Ordering::Relaxed)
-}
-
-/// Undo everything registered: stop processes (SIGTERM, then SIGKILL), kill whatever
-/// still runs in the namespaces, delete them, unmount, remove directories, restore the
-/// huge-page count. Idempotent; safe from the signal thread.
-pub fn cleanup_all() {
-    // Held for the whole teardown: a second caller (the main thread dropping the topology
-    // while the signal thread tears down) waits until it is done instead of exiting early.
-    let _busy = CLEANUP.lock().unwrap_or_else(|e| e.into_inner());
-    let reg = {
-        let mut g = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
-        g.take()
-    };
-    let Some(reg) = reg else { return };
-    for &p in &reg.pids {
-        sh::signal_group(p, libc::SIGTERM);
-    }
-    if !reg.pids.is_empty() {
-        let alive = |p: &u32| Path::new(&format!("/proc/{p}")).exists() && !is_zombie(*p);
-        sh::wait_for(Duration::from_millis(1500), || {
-            (!reg.pids.iter().any(alive)).then_some(())
-        });
-        for &p in &reg.pids {
-            sh::signal_group(p, libc::SIGKILL);
-        }
-    }
-    for ns in &reg.namespaces {
-        delete_namespace(ns);
-    }
-    for m in &reg.mounts {
-        let _ = sh::run(None, "umount", &[&m.to_string_lossy()]);
-        let _ = std::fs::remove_dir(m);
-    }
-    for d in &reg.dirs {
-        let _ = std::fs::remove_dir_all(d);
-    }
-    for (p, v) in &reg.restore_files {
-        let _ = std::fs::write(p, v);
-    }
-    if let Some(n) = reg.hugepages_restore {
-        let _ = std::fs::write("/proc/sys/vm/nr_hugepages", n.to_string());
-    }
-}
-
-fn is_zombie(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rsplit_once(')')
-                .map(|(_, r)| r.trim_start().starts_with('Z'))
-        })
-        .unwrap_or(false)
-}
-
-/// Kill every process still running in `ns` (all of them the lab's); how many there were.
-pub fn kill_namespace_processes(ns: &str) -> usize {
-    let Ok(pids) = sh::ip(&["netns", "pids", ns]) else {
-        return 0;
-    };
-    let pids: Vec<u32> = pids
-        .split_whitespace()
-        .filter_map(|p| p.parse().ok())
-        .collect();
-    for &p in &pids {
-        sh::signal(p, libc::SIGKILL);
-    }
-    if !pids.is_empty() {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    pids.len()
-}
-
-/// Kill every process left in `ns`, then delete it.
-fn delete_namespace(ns: &str) {
-    kill_namespace_processes(ns);
-    let _ = sh::ip(&["netns", "del", ns]);
-}
-
-/// On SIGINT, SIGTERM or SIGHUP: clean up, then exit 130. Install once, early.
-pub fn install_signal_handler() -> Result<(), String> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
-        .map_err(|e| format!("signal handler: {e}"))?;
-    std::thread::Builder::new()
-        .name("lab-signals".into())
-        .spawn(move || {
-            if let Some(sig) = signals.forever().next() {
-                INTERRUPTED.store(true, Ordering::Relaxed);
-                eprintln!("\nflowpath lab: signal {sig}: tearing down the topology...");
-                cleanup_all();
-                eprintln!("flowpath lab: cleaned up");
-                std::process::exit(130);
-            }
-        })
-        .map_err(|e| format!("signal thread: {e}"))?;
-    Ok(())
-}
-
 /// The three namespaces and the interfaces between them. Dropping it tears everything
 /// the run registered down.
 pub struct Topology {
@@ -235,11 +59,6 @@ pub struct Topology {
     pub dir: PathBuf,
     /// Why the sinks have no XDP program, when they have none.
     pub sink_xdp_note: Option<String>,
-}
-
-/// The id of this run's namespaces: the prefix and our pid.
-pub fn run_id() -> String {
-    format!("{PREFIX}{}", std::process::id())
 }
 
 impl Topology {
@@ -285,7 +104,7 @@ impl Topology {
     fn add_namespaces(&self) -> Result<(), String> {
         for ns in [&self.gen, &self.sw, &self.sink] {
             sh::ip(&["netns", "add", ns])?;
-            with_registry(|r| r.namespaces.push(ns.clone()));
+            register_namespace(ns);
             // No IPv6: no neighbour discovery or MLD frames to count at the sink.
             let _ = sh::run(
                 Some(ns),
@@ -610,76 +429,9 @@ pub fn parse_link_stats(json: &str) -> Option<LinkStats> {
     })
 }
 
-/// The pid in a lab namespace name `fpl<pid>-<role>`.
-pub fn pid_of_namespace(name: &str) -> Option<u32> {
-    let rest = name.strip_prefix(PREFIX)?;
-    let (pid, role) = rest.split_once('-')?;
-    if !["gen", "sw", "sink"].contains(&role) {
-        return None;
-    }
-    pid.parse().ok()
-}
-
-/// Remove what dead lab runs left behind: namespaces named `fpl<pid>-*` whose pid is
-/// gone (with any process still in them), their temp directories and huge-page mounts.
-/// Returns one line per thing removed or kept.
-pub fn cleanup_leftovers() -> Vec<String> {
-    let mut report = Vec::new();
-    let list = sh::ip(&["netns", "list"]).unwrap_or_default();
-    let me = std::process::id();
-    let mut dead_ids = std::collections::BTreeSet::new();
-    for name in list.lines().filter_map(|l| l.split_whitespace().next()) {
-        let Some(pid) = pid_of_namespace(name) else {
-            continue;
-        };
-        if pid != me && Path::new(&format!("/proc/{pid}")).exists() {
-            report.push(format!("kept {name}: run {pid} is still alive"));
-            continue;
-        }
-        delete_namespace(name);
-        report.push(format!("removed namespace {name}"));
-        dead_ids.insert(pid);
-    }
-    if let Ok(rd) = std::fs::read_dir(std::env::temp_dir()) {
-        for e in rd.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let Some(pid) = name
-                .strip_prefix(PREFIX)
-                .and_then(|r| r.strip_suffix("-lab").or_else(|| r.strip_suffix("-xdp")))
-                .and_then(|p| p.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            if pid != me && Path::new(&format!("/proc/{pid}")).exists() {
-                continue;
-            }
-            let huge = e.path().join("huge");
-            if huge.exists() {
-                let _ = sh::run(None, "umount", &[&huge.to_string_lossy()]);
-            }
-            if std::fs::remove_dir_all(e.path()).is_ok() {
-                report.push(format!("removed {}", e.path().display()));
-            }
-        }
-    }
-    if report.is_empty() {
-        report.push("nothing to clean up".into());
-    }
-    report
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn namespace_names_carry_the_pid() {
-        assert_eq!(pid_of_namespace("fpl1234-gen"), Some(1234));
-        assert_eq!(pid_of_namespace("fpl1234-sink"), Some(1234));
-        assert_eq!(pid_of_namespace("fpl1234-other"), None);
-        assert_eq!(pid_of_namespace("fplx-gen"), None);
-        assert_eq!(pid_of_namespace("other-gen"), None);
-    }
 
     #[test]
     fn napi_thread_names_are_told_apart() {

@@ -100,6 +100,8 @@ fn frames_reach_the_sink_through_linux_forwarding_and_cleanup_leaves_nothing() {
         // The sink's XDP program timed as `--prog-time` times the switch's: its runs and
         // their nanoseconds grow with the frames while the statistics are on.
         if obj.is_some() {
+            // Its VXLAN counter reads, and none of these datagrams is VXLAN.
+            assert_eq!(bpfmap::xdp_counter(&t.sink, SINK_IF), Ok(0));
             let stats = bpfmap::enable_run_time_stats().expect("BPF_ENABLE_STATS");
             let a = bpfmap::prog_runs(&t.sink, SINK_IF).expect("the sink's program");
             assert_eq!(a.name, "xdp_sink");

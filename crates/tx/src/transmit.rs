@@ -1,95 +1,15 @@
-//! What `flowpath gen` does once its flags are parsed: generate a spec's packets or loop a
-//! capture into a pcap file (or only count them), report what a capture holds, and
-//! transmit template frames (XDP live frames, else a packet socket). The thin layer
-//! between the gen crate (traffic) and the ports crate (the transmitter); each job
-//! returns the text to print.
+//! `--tx`: template frames from a spec's frame mix or a capture, sent out of an interface
+//! by the ports' transmitter (XDP live frames, else a packet socket) while the kernel
+//! program varies their flows; the report of what was sent.
 
-use flowpath_gen::CaptureReplay;
 use std::time::Duration;
 
-use flowpath_gen::pcap::{self, Capture, Summary};
-use flowpath_gen::spec::SpecError;
-use flowpath_gen::{Churn, InMemorySource, TrafficSpec};
+use flowpath_gen::pcap::Capture;
+use flowpath_gen::TrafficSpec;
 use flowpath_ports::xdpgen::{FlowOrder, FrameTx, TxPlan, Vary, MAX_TEMPLATES};
 
-use super::report::{self, Verb};
-
-/// Why a job failed: the input at fault, and the message.
-pub enum Failure {
-    /// The spec (its field says which).
-    Spec(SpecError),
-    /// The capture being replayed.
-    Replay(String),
-    /// Writing the packets out.
-    Out(String),
-    /// The transmit interface.
-    Tx(String),
-}
-
-/// Generate `packets` packets of `spec` into the pcap file `out` (or only count them).
-pub fn generate(
-    spec: &TrafficSpec,
-    packets: u64,
-    out: Option<&str>,
-    json: bool,
-) -> Result<String, Failure> {
-    let mut src = spec.source().map_err(Failure::Spec)?;
-    let summary = write(out, &mut src, packets)?;
-    if json {
-        let v = serde_json::json!({ "spec": spec, "summary": summary, "out": out });
-        return Ok(report::json(&v));
-    }
-    let head = report::spec_head(spec, src.slot_count());
-    Ok(report::summary(&head, Verb::of(out), out, &summary))
-}
-
-/// How a replayed capture is looped into packets.
-pub struct Looped {
-    pub packets: u64,
-    pub churn: Churn,
-    pub seed: u64,
-}
-
-/// Report what the capture `cap` (read from `path`) holds, or with `looped` loop it into
-/// packets written to `out` (or only counted).
-pub fn replay(
-    path: &str,
-    cap: Capture,
-    looped: Option<Looped>,
-    out: Option<&str>,
-    json: bool,
-) -> Result<String, Failure> {
-    let (count, truncated, format) = (cap.frames.len(), cap.truncated, cap.format);
-    let mut head = report::capture_head(path, format, count, truncated);
-    let (summary, verb) = match looped {
-        Some(l) => {
-            let mut src = cap
-                .into_source()
-                .map_err(|e| Failure::Replay(format!("{path}: {e}")))?
-                .with_seed(l.seed);
-            l.churn.apply_to(&mut src);
-            head += &format!(", looped into {}", l.packets);
-            (write(out, &mut src, l.packets)?, Verb::of(out))
-        }
-        None => (cap.summary(), Verb::Holds),
-    };
-    if json {
-        let v = serde_json::json!({ "replay": path, "format": format, "capture_packets": count,
-            "truncated": truncated, "summary": summary, "out": out });
-        return Ok(report::json(&v));
-    }
-    Ok(report::summary(&head, verb, out, &summary))
-}
-
-/// Write `n` packets of `src` to the pcap file `out`, or only count them.
-fn write(out: Option<&str>, src: &mut InMemorySource, n: u64) -> Result<Summary, Failure> {
-    match out {
-        Some(path) => {
-            pcap::write_pcap_file(path, src, n).map_err(|e| Failure::Out(format!("{path}: {e}")))
-        }
-        None => pcap::write_pcap(std::io::sink(), src, n).map_err(|e| Failure::Out(e.to_string())),
-    }
-}
+use crate::report;
+use crate::Failure;
 
 /// Where and how long `--tx` transmits.
 pub struct TxJob<'a> {
@@ -241,4 +161,43 @@ pub fn set_outer_udp_sport(f: &mut [u8], port: u16) -> bool {
         f[l4 + 6..l4 + 8].copy_from_slice(&new.to_be_bytes());
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_outer_udp_source_port_is_rewritten_with_a_right_checksum() {
+        use flowpath_gen::spec::IpVersion;
+        use flowpath_gen::Encap;
+        use flowpath_packet::checksum::{finish, sum16};
+        for outer in [IpVersion::V4, IpVersion::V6] {
+            let spec = TrafficSpec {
+                encap: Encap::Vxlan {
+                    outer,
+                    inner: IpVersion::V4,
+                    vni: 42,
+                },
+                ..TrafficSpec::default()
+            };
+            let mut f = spec.frame_mix_templates(1).unwrap().remove(0);
+            assert!(set_outer_udp_sport(&mut f, 65535));
+            let l4 = if outer == IpVersion::V4 { 34 } else { 54 };
+            assert_eq!(&f[l4..l4 + 2], &[0xff, 0xff]);
+            assert_eq!(&f[l4 + 2..l4 + 4], &4789u16.to_be_bytes());
+            if outer == IpVersion::V4 {
+                assert_eq!(&f[l4 + 6..l4 + 8], &[0, 0], "IPv4 outer: no UDP checksum");
+            } else {
+                // The pseudo-header (addresses, length, next header) and the segment sum to
+                // 0xffff when the checksum is right.
+                let udp_len = f.len() - l4;
+                let mut acc = sum16(&f[22..54], 0);
+                acc = sum16(&(udp_len as u32).to_be_bytes(), acc);
+                acc = sum16(&[0, 0, 0, 17], acc);
+                assert_eq!(finish(sum16(&f[l4..], acc)), 0);
+            }
+        }
+        assert!(!set_outer_udp_sport(&mut [0u8; 20], 1));
+    }
 }
