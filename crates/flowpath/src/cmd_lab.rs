@@ -208,6 +208,10 @@ pub struct LabArgs {
     /// Print one JSON object per row, one per line (JSON Lines), instead of the table.
     #[arg(long)]
     json: bool,
+    /// Print the table as Markdown with a caption naming the command, machine and date (what
+    /// `scripts/results.py` pastes into README.md and docs/lab.md).
+    #[arg(long, conflicts_with = "json")]
+    markdown: bool,
     /// Also write results.json (a JSON array of the rows), table.txt and chart.svg here.
     #[arg(long, value_name = "DIR")]
     out: Option<std::path::PathBuf>,
@@ -278,6 +282,8 @@ pub fn run(args: LabArgs) -> ExitCode {
     drop(lab);
     if json {
         print!("{}", report::json_lines(&rows));
+    } else if args.markdown {
+        print!("{}", report::markdown(&rows, &summary));
     } else {
         print!("{}", report::table(&rows));
         println!("\n{summary}");

@@ -263,6 +263,72 @@ pub fn table(rows: &[Row]) -> String {
     out
 }
 
+/// The results as a Markdown table for `--markdown`: a caption with the command, machine and
+/// date, one row per system, class and case, each row's Mpps over Open vSwitch's in the same
+/// run (the peer every row is read against), and the run's `summary` below.
+pub fn markdown(rows: &[Row], summary: &str) -> String {
+    let classes: std::collections::BTreeSet<&str> = rows.iter().map(|r| r.class.as_str()).collect();
+    let ovs = |r: &Row| {
+        rows.iter()
+            .find(|o| o.system == "ovs-afxdp" && o.class == r.class && o.case == r.case)
+            .and_then(|o| o.mpps)
+    };
+    let body: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            let vs_ovs = match (r.mpps, ovs(r)) {
+                (Some(m), Some(o)) if o > 0.0 && r.system != "ovs-afxdp" => {
+                    format!("{:.2}x", m / o)
+                }
+                _ => String::new(),
+            };
+            let notes = match &r.error {
+                Some(e) => e.clone(),
+                None => r.notes.join("; "),
+            };
+            let mut row = vec![format!("`{}`", r.system)];
+            if classes.len() > 1 {
+                row.push(r.class.clone());
+            }
+            row.extend([
+                r.case.clone(),
+                mpps_cell(r),
+                cycles_cell(r),
+                r.own_cycles_per_packet.map_or(String::new(), thousands),
+                r.offered_mpps.map_or(String::new(), |m| format!("{m:.3}")),
+                vs_ovs,
+                notes,
+            ]);
+            row
+        })
+        .collect();
+    let mut head = vec!["system"];
+    if classes.len() > 1 {
+        head.push("class");
+    }
+    head.extend([
+        "case",
+        "Mpps at sink [min-max]",
+        "cycles/packet [min-max]",
+        "own counter",
+        "offered Mpps",
+        "Mpps vs OVS",
+        "notes",
+    ]);
+    let tsc_ghz = rows.first().map_or(0.0, |r| r.tsc_hz / 1e9);
+    format!(
+        "{}\n{}\n{}\n",
+        flowpath_report::markdown::caption(
+            "Medians of the windows [min-max]; cycles per packet are the switch CPU's busy TSC \
+             cycles over the packets delivered, the same for every system; \"own counter\" is the \
+             switch's own figure (OVS `pmd-perf-show`, `flowpath stats`).",
+            tsc_ghz
+        ),
+        flowpath_report::markdown::table(&head, &body),
+        summary.trim_end()
+    )
+}
+
 /// One JSON object per row, one per line (JSON Lines).
 pub fn json_lines(rows: &[Row]) -> String {
     rows.iter()
@@ -337,6 +403,42 @@ mod tests {
         assert_eq!(thousands(6450.0), "6,450");
         assert_eq!(thousands(1_234_567.4), "1,234,567");
         assert_eq!(thousands(-1234.0), "-1,234");
+    }
+
+    #[test]
+    fn markdown_reads_every_row_against_ovs_of_the_same_case() {
+        let rows = vec![
+            row(
+                "ovs-afxdp",
+                "hit",
+                &[0.30, 0.32, 0.31],
+                &[6400.0, 6450.0, 6500.0],
+            ),
+            row(
+                "flowpath-xdp",
+                "hit",
+                &[3.1, 3.2, 3.0],
+                &[700.0, 720.0, 710.0],
+            ),
+            row("flowpath-xdp", "miss", &[0.5], &[5000.0]),
+        ];
+        let md = markdown(&rows, "Summary line.");
+        let lines: Vec<&str> = md.lines().collect();
+        assert!(lines[0].starts_with("`flowpath"), "{md}");
+        assert!(lines.contains(&"| system | case | Mpps at sink [min-max] | cycles/packet [min-max] | own counter | offered Mpps | Mpps vs OVS | notes |"), "{md}");
+        let xdp_hit = lines
+            .iter()
+            .find(|l| l.starts_with("| `flowpath-xdp` | hit"))
+            .unwrap();
+        assert!(xdp_hit.contains("| 10.00x |"), "{md}");
+        let xdp_miss = lines
+            .iter()
+            .find(|l| l.starts_with("| `flowpath-xdp` | miss"))
+            .unwrap();
+        // No OVS row of that case in the run: no ratio.
+        let vs_ovs = xdp_miss.split('|').map(str::trim).nth(7);
+        assert_eq!(vs_ovs, Some(""), "{md}");
+        assert_eq!(lines.last(), Some(&"Summary line."));
     }
 
     #[test]
