@@ -27,16 +27,8 @@ pub enum PortKind {
     Vxlan,
 }
 
-/// Where the XDP program is attached.
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum XdpMode {
-    /// Driver (native) mode where the interface supports it, generic otherwise.
-    #[default]
-    Auto,
-    Native,
-    Generic,
-}
+/// Where the XDP program is attached (the attach crate's, shared with the XDP tier).
+pub use flowpath_xdpattach::XdpMode;
 
 fn one() -> u32 {
     1
