@@ -1,9 +1,9 @@
 //! The fallback transmitter of `flowpath gen --tx`: a packet socket (AF_PACKET, transmit
 //! only, the qdisc bypassed) sending batches with `sendmmsg`, each frame varied in user
 //! space exactly as `gen_tx` varies it in the kernel ([`GenCfg::vary`]). For kernels (or
-//! security modules) that refuse XDP live frames to this process: seen on a Linux 6.18
-//! VM whose `BPF_PROG_RUN` answered EPERM to `BPF_F_TEST_XDP_LIVE_FRAMES` while plain test
-//! runs worked. Slower (a copy and a system call per batch), the same packets.
+//! security modules) that refuse XDP live frames to this process, as a Linux 6.18 VM can,
+//! whose `BPF_PROG_RUN` answers EPERM to `BPF_F_TEST_XDP_LIVE_FRAMES` while plain test runs
+//! work. Slower (a copy and a system call per batch), the same packets.
 //!
 //! Hand-written over `libc` like the AF_PACKET port: a send-only socket is a few calls.
 
