@@ -3,6 +3,7 @@
 use crate::fault::FaultConfig;
 use crate::Port;
 use serde::Deserialize;
+use std::net::IpAddr;
 use std::path::PathBuf;
 
 /// Which kind of port.
@@ -27,16 +28,8 @@ pub enum PortKind {
     Vxlan,
 }
 
-/// Where the XDP program is attached.
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum XdpMode {
-    /// Driver (native) mode where the interface supports it, generic otherwise.
-    #[default]
-    Auto,
-    Native,
-    Generic,
-}
+/// Where the XDP program is attached (the attach crate's, shared with the XDP tier).
+pub use flowpath_xdpattach::XdpMode;
 
 fn one() -> u32 {
     1
@@ -109,13 +102,16 @@ pub enum TunnelKeyConfig {
 /// A vxlan port's settings, checked ([`PortConfig::vxlan`]). `None` means `"flow"`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VxlanSettings {
-    pub remote: Option<std::net::IpAddr>,
-    pub local: Option<std::net::IpAddr>,
+    pub remote: Option<IpAddr>,
+    pub local: Option<IpAddr>,
     pub key: Option<u32>,
     pub dst_port: u16,
     /// `(underlay_port, next_hop_mac, local_mac)` when the config gives the hop.
     pub static_hop: Option<(u32, [u8; 6], [u8; 6])>,
 }
+
+/// `(underlay_port, next_hop_mac, local_mac)` of [`VxlanSettings::static_hop`].
+type StaticHop = (u32, [u8; 6], [u8; 6]);
 
 /// Default outer source MAC of a static underlay hop.
 pub const DEFAULT_LOCAL_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
@@ -204,10 +200,40 @@ impl PortConfig {
     /// A vxlan port's settings, checked; the error starts with the field's name
     /// (`remote_ip: ...`). `Ok(None)` for other kinds.
     pub fn vxlan(&self) -> Result<Option<VxlanSettings>, String> {
-        use std::net::IpAddr;
         if self.kind != PortKind::Vxlan {
             return Ok(None);
         }
+        let (remote, local) = self.vxlan_addresses()?;
+        let key = match &self.key {
+            None => Some(0),
+            Some(TunnelKeyConfig::Vni(v)) if *v <= 0x00ff_ffff => Some(*v as u32),
+            Some(TunnelKeyConfig::Vni(v)) => {
+                return Err(format!("key: {v} is not a VNI (0..=16777215)"))
+            }
+            Some(TunnelKeyConfig::Word(w)) if w == "flow" => None,
+            Some(TunnelKeyConfig::Word(w)) => {
+                return Err(format!(
+                    "key: '{w}' is not a VNI (0..=16777215) or \"flow\""
+                ))
+            }
+        };
+        let dst_port = self.dst_port.unwrap_or(4789);
+        if dst_port == 0 {
+            return Err("dst_port: must be 1..=65535".into());
+        }
+        let static_hop = self.vxlan_static_hop(local.is_some())?;
+        Ok(Some(VxlanSettings {
+            remote,
+            local,
+            key,
+            dst_port,
+            static_hop,
+        }))
+    }
+
+    /// A vxlan port's `remote_ip` (`None`: "flow") and `local_ip`, checked: unicast, and of
+    /// one address family.
+    fn vxlan_addresses(&self) -> Result<(Option<IpAddr>, Option<IpAddr>), String> {
         let remote = match self.remote_ip.as_deref() {
             None => {
                 return Err("remote_ip: a vxlan port needs one (an address, or \"flow\")".into())
@@ -238,23 +264,12 @@ impl PortConfig {
                 ));
             }
         }
-        let key = match &self.key {
-            None => Some(0),
-            Some(TunnelKeyConfig::Vni(v)) if *v <= 0x00ff_ffff => Some(*v as u32),
-            Some(TunnelKeyConfig::Vni(v)) => {
-                return Err(format!("key: {v} is not a VNI (0..=16777215)"))
-            }
-            Some(TunnelKeyConfig::Word(w)) if w == "flow" => None,
-            Some(TunnelKeyConfig::Word(w)) => {
-                return Err(format!(
-                    "key: '{w}' is not a VNI (0..=16777215) or \"flow\""
-                ))
-            }
-        };
-        let dst_port = self.dst_port.unwrap_or(4789);
-        if dst_port == 0 {
-            return Err("dst_port: must be 1..=65535".into());
-        }
+        Ok((remote, local))
+    }
+
+    /// A vxlan port's static underlay hop `(underlay_port, next_hop_mac, local_mac)`, if the
+    /// config gives one (it needs `local_ip`: `has_local`).
+    fn vxlan_static_hop(&self, has_local: bool) -> Result<Option<StaticHop>, String> {
         let mac = |field: &str, v: &Option<String>| -> Result<Option<[u8; 6]>, String> {
             match v {
                 None => Ok(None),
@@ -265,36 +280,27 @@ impl PortConfig {
         };
         let next_hop = mac("next_hop_mac", &self.next_hop_mac)?;
         let local_mac = mac("local_mac", &self.local_mac)?;
-        let static_hop = match (self.underlay_port, next_hop) {
+        match (self.underlay_port, next_hop) {
             (Some(p), Some(m)) => {
                 if p == 0 || p > 0xff00 {
                     return Err(format!(
                         "underlay_port: {p} is not a usable OpenFlow port number (1..=65280)"
                     ));
                 }
-                if local.is_none() {
+                if !has_local {
                     return Err(
                         "local_ip: a static hop (underlay_port, next_hop_mac) needs the local address"
                             .into(),
                     );
                 }
-                Some((p, m, local_mac.unwrap_or(DEFAULT_LOCAL_MAC)))
+                Ok(Some((p, m, local_mac.unwrap_or(DEFAULT_LOCAL_MAC))))
             }
-            (None, None) if local_mac.is_none() => None,
-            (None, _) => {
-                return Err("underlay_port: a static hop needs it (with next_hop_mac)".into())
-            }
+            (None, None) if local_mac.is_none() => Ok(None),
+            (None, _) => Err("underlay_port: a static hop needs it (with next_hop_mac)".into()),
             (Some(_), None) => {
-                return Err("next_hop_mac: a static hop needs it (with underlay_port)".into())
+                Err("next_hop_mac: a static hop needs it (with underlay_port)".into())
             }
-        };
-        Ok(Some(VxlanSettings {
-            remote,
-            local,
-            key,
-            dst_port,
-            static_hop,
-        }))
+        }
     }
 
     /// Open queue `queue` of this port, wrapped in its tracer and fault injector if asked.

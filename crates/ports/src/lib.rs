@@ -1,6 +1,5 @@
-//! Ports: where packets enter and leave the switch (AF_XDP, AF_PACKET, TAP, pcap files,
-//! test handles) behind the foundation's [`Port`] trait, with tracing and fault-injection
-//! wrappers, and the switch config's description of a port.
+//! Ports: where packets enter and leave the switch (AF_XDP, AF_PACKET, TAP, pcap, test
+//! handles) behind [`Port`], with tracing and fault wrappers, port config and `gen --tx`.
 //!
 //! The trait and the batch live in `flowpath-base`, so that other crates (the traffic
 //! generator's in-memory source) can be ports without depending on this crate.

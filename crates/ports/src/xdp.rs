@@ -6,39 +6,29 @@
 //! [`crate::afxdp::AfXdpPort`] holds one, and the program is detached when the last port of
 //! that interface is dropped.
 //!
-//! Stale programs: aya attaches through a BPF link, which the kernel removes when the owning
-//! process exits, so a crashed flowpath leaves nothing behind. Programs attached the legacy
-//! way (netlink, e.g. `ip link set dev X xdp obj ...`, older tools or the netlink fallback on
-//! old kernels) do outlive their process; before attaching, [`XskProgram::get`] looks at the
-//! interface over netlink and removes such a program if it is one of ours (`xsk_redirect`,
-//! `xdp_pass`, `xdp_drop`). Anything else is reported, not removed; a program held by a live
-//! process's link cannot be removed over netlink at all (the kernel answers EBUSY).
+//! Attaching, and the interface's XDP state over netlink, are `flowpath-xdpattach`'s (shared
+//! with the XDP tier); its names are re-exported here. Before attaching, every program of
+//! this module first clears a stale legacy-attached program of ours from the interface
+//! ([`clear_stale_xdp`]: a dead flowpath's is removed, anyone else's refused).
 
 use aya::maps::{MapData, XskMap};
-use aya::programs::{Xdp, XdpMode as AyaMode};
+use aya::programs::Xdp;
 use aya::Ebpf;
 use std::collections::HashMap;
-use std::ffi::CString;
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use flowpath_xdpattach::XdpLinkId;
+pub use flowpath_xdpattach::{
+    attach_loaded, attached_program, clear_stale_xdp, detach_xdp, ifindex, Attached, XdpAttachment,
+};
 
 /// The compiled programs (empty when the crate was built without clang).
 static XSK_OBJ: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xsk_redirect.bpf.o"));
 pub(crate) static GEN_OBJ: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/gen_tx.bpf.o"));
-
-/// Names of the programs flowpath attaches (and may therefore remove when stale): this
-/// crate's, and the XDP tier's `flow_tier` (crates/xdptier).
-const OUR_PROGRAMS: [&str; 6] = [
-    "xsk_redirect",
-    "xdp_pass",
-    "xdp_drop",
-    "xdp_fwd_all",
-    "gen_tx",
-    "flow_tier",
-];
 
 /// Whoever owns the XDP program and XSKMAP an AF_XDP socket is steered through. By default
 /// each interface gets its own [`XskProgram`]; the XDP tier (one program and one XSKMAP for
@@ -65,12 +55,6 @@ impl XskRegistrar for XskProgram {
     }
 }
 
-/// Before attaching a program of ours to `ifname`: remove a stale legacy-attached one of
-/// ours (a dead flowpath's), refuse anyone else's (see the module documentation).
-pub fn clear_stale_xdp(ifname: &str) -> io::Result<()> {
-    clear_stale(ifname, ifindex(ifname)?)
-}
-
 /// Whether the XDP objects were compiled in (clang was present at build time).
 pub fn bpf_available() -> bool {
     !XSK_OBJ.is_empty() && !GEN_OBJ.is_empty()
@@ -87,38 +71,6 @@ pub(crate) fn load_object(obj: &[u8]) -> io::Result<Ebpf> {
     Ebpf::load(obj).map_err(|e| io::Error::other(format!("loading XDP object: {e}")))
 }
 
-/// Where an XDP program ended up.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Attached {
-    /// Driver (native) mode.
-    Native,
-    /// Generic (SKB) mode.
-    Generic,
-}
-
-impl Attached {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Attached::Native => "native XDP",
-            Attached::Generic => "generic XDP",
-        }
-    }
-}
-
-/// The interface index of `ifname` in the calling thread's network namespace.
-pub fn ifindex(ifname: &str) -> io::Result<u32> {
-    let c = CString::new(ifname).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: c is a valid NUL-terminated string.
-    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    if idx == 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("no interface '{ifname}' in this network namespace"),
-        ));
-    }
-    Ok(idx)
-}
-
 /// Load `prog` from `ebpf` and attach it to `ifindex` as `mode` asks (Auto: native, then
 /// generic). Clears a stale program of ours first.
 fn attach_prog(
@@ -127,8 +79,8 @@ fn attach_prog(
     ifname: &str,
     ifindex: u32,
     mode: crate::XdpMode,
-) -> io::Result<(aya::programs::xdp::XdpLinkId, Attached)> {
-    clear_stale(ifname, ifindex)?;
+) -> io::Result<(XdpLinkId, Attached)> {
+    clear_stale_xdp(ifname)?;
     let p: &mut Xdp = ebpf
         .program_mut(prog)
         .ok_or_else(|| io::Error::other(format!("XDP object has no program {prog}")))?
@@ -139,38 +91,11 @@ fn attach_prog(
     attach_loaded(p, prog, ifname, ifindex, mode)
 }
 
-/// Attach a loaded XDP program to `ifindex` as `mode` asks (Auto: native, then generic):
-/// the one attach path of the ports' programs and the XDP tier. Says which mode it got.
-pub fn attach_loaded(
-    p: &mut Xdp,
-    prog: &str,
-    ifname: &str,
-    ifindex: u32,
-    mode: crate::XdpMode,
-) -> io::Result<(aya::programs::xdp::XdpLinkId, Attached)> {
-    let tries: &[(AyaMode, Attached)] = match mode {
-        crate::XdpMode::Auto => &[
-            (AyaMode::Driver, Attached::Native),
-            (AyaMode::Skb, Attached::Generic),
-        ],
-        crate::XdpMode::Native => &[(AyaMode::Driver, Attached::Native)],
-        crate::XdpMode::Generic => &[(AyaMode::Skb, Attached::Generic)],
-    };
-    let mut last = String::new();
-    for &(m, a) in tries {
-        match p.attach_to_if_index(ifindex, m) {
-            Ok(id) => return Ok((id, a)),
-            Err(e) => last = format!("{} attach of {prog} to {ifname}: {e}", a.as_str()),
-        }
-    }
-    Err(io::Error::other(last))
-}
-
 /// An XDP program attached to one interface, detached when dropped.
 pub struct XdpGuard {
     ebpf: Ebpf,
     prog: &'static str,
-    link: Option<aya::programs::xdp::XdpLinkId>,
+    link: Option<XdpLinkId>,
     ifname: String,
     mode: Attached,
 }
@@ -251,7 +176,7 @@ pub fn attach_xdp_forward(from: &str, to: &str) -> io::Result<XdpGuard> {
 struct XskInner {
     ebpf: Ebpf,
     map: XskMap<MapData>,
-    link: Option<aya::programs::xdp::XdpLinkId>,
+    link: Option<XdpLinkId>,
 }
 
 /// The redirect-to-socket program on one interface, shared by all its queue sockets.
@@ -347,229 +272,5 @@ impl Drop for XskProgram {
         if reg.get(&self.key).is_some_and(|w| w.strong_count() == 0) {
             reg.remove(&self.key);
         }
-    }
-}
-
-/// What netlink says is attached to an interface.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct XdpAttachment {
-    pub prog_id: u32,
-    /// IFLA_XDP_ATTACHED: 1 driver, 2 generic (skb), 3 hardware, 4 several.
-    pub mode: u8,
-}
-
-/// The XDP program attached to `ifname`, if any (netlink RTM_GETLINK).
-pub fn attached_program(ifname: &str) -> io::Result<Option<XdpAttachment>> {
-    nl::query(ifindex(ifname)?)
-}
-
-/// Remove whatever XDP program is attached to `ifname` the legacy (netlink) way, whoever
-/// attached it; returns its id. Fails with EBUSY when a live process holds it by a link.
-pub fn detach_xdp(ifname: &str) -> io::Result<Option<u32>> {
-    let idx = ifindex(ifname)?;
-    match nl::query(idx)? {
-        None => Ok(None),
-        Some(a) => {
-            nl::detach(idx, a.mode)?;
-            Ok(Some(a.prog_id))
-        }
-    }
-}
-
-/// Before attaching: remove a stale netlink-attached program of ours, refuse anyone else's.
-fn clear_stale(ifname: &str, idx: u32) -> io::Result<()> {
-    let Some(a) = nl::query(idx)? else {
-        return Ok(());
-    };
-    let name = aya::programs::loaded_programs()
-        .filter_map(Result::ok)
-        .find(|p| p.id() == a.prog_id)
-        .and_then(|p| p.name_as_str().map(str::to_string))
-        .unwrap_or_default();
-    if !OUR_PROGRAMS.contains(&name.as_str()) {
-        return Err(io::Error::new(
-            io::ErrorKind::AddrInUse,
-            format!(
-                "{ifname} already has XDP program id {} ('{name}'); remove it first \
-                 (ip link set dev {ifname} xdp off)",
-                a.prog_id
-            ),
-        ));
-    }
-    nl::detach(idx, a.mode).map_err(|e| {
-        if e.raw_os_error() == Some(libc::EBUSY) {
-            io::Error::new(
-                io::ErrorKind::AddrInUse,
-                format!(
-                    "{ifname} has XDP program '{name}' (id {}) held by a running process \
-                     (another flowpath?)",
-                    a.prog_id
-                ),
-            )
-        } else {
-            io::Error::new(
-                e.kind(),
-                format!(
-                    "removing stale XDP program {} from {ifname}: {e}",
-                    a.prog_id
-                ),
-            )
-        }
-    })
-}
-
-/// Minimal rtnetlink: read IFLA_XDP of a link and detach a legacy-attached program.
-/// Hand-written (plain `libc` sockets) because aya keeps its netlink helpers private and a
-/// netlink crate would be a new dependency for two messages.
-mod nl {
-    use super::XdpAttachment;
-    use std::io;
-
-    const IFLA_XDP: u16 = 43;
-    const IFLA_XDP_FD: u16 = 1;
-    const IFLA_XDP_ATTACHED: u16 = 2;
-    const IFLA_XDP_FLAGS: u16 = 3;
-    const IFLA_XDP_PROG_ID: u16 = 4;
-    const NLA_F_NESTED: u16 = 1 << 15;
-    const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
-    const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
-    const XDP_FLAGS_HW_MODE: u32 = 1 << 3;
-
-    struct Sock(i32);
-    impl Drop for Sock {
-        fn drop(&mut self) {
-            // SAFETY: we own the fd.
-            unsafe { libc::close(self.0) };
-        }
-    }
-
-    fn open() -> io::Result<Sock> {
-        // SAFETY: plain socket(2).
-        let fd = unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                libc::NETLINK_ROUTE,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Sock(fd))
-    }
-
-    /// nlmsghdr + ifinfomsg for `ifindex`, followed by `attrs`.
-    fn message(ty: u16, flags: u16, ifindex: u32, attrs: &[u8]) -> Vec<u8> {
-        let len = 16 + 16 + attrs.len();
-        let mut m = Vec::with_capacity(len);
-        m.extend_from_slice(&(len as u32).to_ne_bytes());
-        m.extend_from_slice(&ty.to_ne_bytes());
-        m.extend_from_slice(&flags.to_ne_bytes());
-        m.extend_from_slice(&1u32.to_ne_bytes()); // seq
-        m.extend_from_slice(&0u32.to_ne_bytes()); // pid
-        m.extend_from_slice(&[0u8; 4]); // family, pad, type
-        m.extend_from_slice(&(ifindex as i32).to_ne_bytes());
-        m.extend_from_slice(&[0u8; 8]); // flags, change
-        m.extend_from_slice(attrs);
-        m
-    }
-
-    fn attr(ty: u16, payload: &[u8]) -> Vec<u8> {
-        let len = 4 + payload.len();
-        let mut a = Vec::with_capacity((len + 3) & !3);
-        a.extend_from_slice(&(len as u16).to_ne_bytes());
-        a.extend_from_slice(&ty.to_ne_bytes());
-        a.extend_from_slice(payload);
-        a.resize((len + 3) & !3, 0);
-        a
-    }
-
-    fn exchange(msg: &[u8]) -> io::Result<Vec<u8>> {
-        let s = open()?;
-        // SAFETY: msg is a valid buffer; the kernel address is zeroed sockaddr_nl.
-        let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        sa.nl_family = libc::AF_NETLINK as u16;
-        let r = unsafe {
-            libc::sendto(
-                s.0,
-                msg.as_ptr().cast(),
-                msg.len(),
-                0,
-                (&sa as *const libc::sockaddr_nl).cast(),
-                std::mem::size_of::<libc::sockaddr_nl>() as u32,
-            )
-        };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let mut buf = vec![0u8; 65536];
-        // SAFETY: buf is writable for its length.
-        let n = unsafe { libc::recv(s.0, buf.as_mut_ptr().cast(), buf.len(), 0) };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        buf.truncate(n as usize);
-        if buf.len() >= 20 && u16::from_ne_bytes([buf[4], buf[5]]) == libc::NLMSG_ERROR as u16 {
-            let err = i32::from_ne_bytes([buf[16], buf[17], buf[18], buf[19]]);
-            if err != 0 {
-                return Err(io::Error::from_raw_os_error(-err));
-            }
-        }
-        Ok(buf)
-    }
-
-    /// Walk rtattrs in `b`, calling `f(type, payload)`.
-    fn attrs(mut b: &[u8], mut f: impl FnMut(u16, &[u8])) {
-        while b.len() >= 4 {
-            let len = u16::from_ne_bytes([b[0], b[1]]) as usize;
-            let ty = u16::from_ne_bytes([b[2], b[3]]) & !NLA_F_NESTED;
-            if len < 4 || len > b.len() {
-                break;
-            }
-            f(ty, &b[4..len]);
-            b = &b[((len + 3) & !3).min(b.len())..];
-        }
-    }
-
-    pub fn query(ifindex: u32) -> io::Result<Option<XdpAttachment>> {
-        let msg = message(libc::RTM_GETLINK, libc::NLM_F_REQUEST as u16, ifindex, &[]);
-        let resp = exchange(&msg)?;
-        if resp.len() < 32 || u16::from_ne_bytes([resp[4], resp[5]]) != libc::RTM_NEWLINK {
-            return Err(io::Error::other("unexpected netlink answer to RTM_GETLINK"));
-        }
-        let len =
-            (u32::from_ne_bytes([resp[0], resp[1], resp[2], resp[3]]) as usize).min(resp.len());
-        let (mut mode, mut id) = (0u8, 0u32);
-        attrs(&resp[32..len], |ty, p| {
-            if ty == IFLA_XDP {
-                attrs(p, |ty, p| match ty {
-                    IFLA_XDP_ATTACHED if !p.is_empty() => mode = p[0],
-                    IFLA_XDP_PROG_ID if p.len() >= 4 => {
-                        id = u32::from_ne_bytes([p[0], p[1], p[2], p[3]])
-                    }
-                    _ => {}
-                });
-            }
-        });
-        Ok((mode != 0).then_some(XdpAttachment { prog_id: id, mode }))
-    }
-
-    pub fn detach(ifindex: u32, attached_mode: u8) -> io::Result<()> {
-        let flags = match attached_mode {
-            1 => XDP_FLAGS_DRV_MODE,
-            2 => XDP_FLAGS_SKB_MODE,
-            3 => XDP_FLAGS_HW_MODE,
-            _ => 0,
-        };
-        let mut inner = attr(IFLA_XDP_FD, &(-1i32).to_ne_bytes());
-        inner.extend(attr(IFLA_XDP_FLAGS, &flags.to_ne_bytes()));
-        let nest = attr(IFLA_XDP | NLA_F_NESTED, &inner);
-        let msg = message(
-            libc::RTM_SETLINK,
-            (libc::NLM_F_REQUEST | libc::NLM_F_ACK) as u16,
-            ifindex,
-            &nest,
-        );
-        exchange(&msg).map(|_| ())
     }
 }

@@ -488,7 +488,7 @@ fn udp_template() -> Vec<u8> {
 }
 
 /// The live-frame transmitter on `ifname`, or None (after printing why) where the kernel
-/// refuses live frames to this process (EPERM: seen on a Linux 6.18 VM; `flowpath gen
+/// refuses live frames to this process (EPERM on some Linux 6.18 VMs; `flowpath gen
 /// --tx` then uses the packet socket, tested below). Probed with one frame, so call it
 /// before anything listens on the peer (without XDP there the veth drops it).
 /// A namespace for tag `t` with the veth pair `x{t}0`–`x{t}1` and live frames sent on
@@ -615,8 +615,8 @@ fn live_frames_arrive_exactly_with_the_flows_asked_for() {
     let pass = attach_xdp_pass("xb1").unwrap();
     eprintln!("xdp_pass on xb1: {:?}", pass.mode());
     // Every frame is accounted for: received, or counted as dropped when the peer's XDP
-    // ring was full (a loaded CI machine can leave the peer's NAPI behind the burst; CI
-    // once saw 4,872 of 5,000 arrive). Counters are read until they settle.
+    // ring was full (a loaded CI machine can leave the peer's NAPI behind the burst, and a
+    // few percent of the 5,000 then miss it). Counters are read until they settle.
     let (rx0, drop0) = ns.veth_delivery("xb0", "xb1");
     let sent = tx.send(&t, 5000, &Vary::AsIs).unwrap();
     assert_eq!(sent, 5000);

@@ -473,7 +473,7 @@ struct plain_hit {
  * equal even seqs too): `lk` is absent; else 0 (the caller looks in the bucket). Only
  * keys whose words 5 and 7 are zero can be there. One line read, where the bucket and
  * the entry are two dependent reads (three lines): with the flows in random order, ~24 ns
- * a hit (README, "One line a hit"). */
+ * a hit (docs/xdp-tier.md, the hot line). */
 static __always_inline int hot_find(const struct fp_flow_key *lk, __u64 h, struct plain_hit *hit)
 {
 	if (lk->w[5] | lk->w[7])

@@ -511,7 +511,7 @@ impl FlowTier {
         let idx = ifindex(ifname)?;
         let name = self.program;
         let p = program(&mut self.ebpf, name)?;
-        let (id, a) = flowpath_ports::xdp::attach_loaded(p, name, ifname, idx, mode)?;
+        let (id, a) = flowpath_xdpattach::attach_loaded(p, name, ifname, idx, mode)?;
         self.links.push((idx, id, a));
         Ok(a)
     }

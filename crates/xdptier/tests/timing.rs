@@ -16,10 +16,10 @@
 mod common;
 
 use common::*;
+use flowpath_base::median;
 use flowpath_gen::{build, FrameSpec, L3, L4};
 use flowpath_packet::{Action, Field, FlowKey};
 use flowpath_xdptier::{actions_from, FlowTier};
-use std::time::Duration;
 
 const OUT: u32 = 5;
 const DEV: u32 = 3;
@@ -31,11 +31,13 @@ fn dev_of(p: u32) -> Option<u32> {
 
 /// The median of 7 timed loops, in ns per run.
 fn ns(t: &FlowTier, frame: &[u8]) -> f64 {
-    let mut v: Vec<Duration> = (0..7)
-        .map(|_| t.time_run(frame, LO, REPEAT).expect("BPF_PROG_TEST_RUN"))
+    let v: Vec<f64> = (0..7)
+        .map(|_| {
+            let d = t.time_run(frame, LO, REPEAT).expect("BPF_PROG_TEST_RUN");
+            d.as_nanos() as f64
+        })
         .collect();
-    v.sort();
-    v[3].as_nanos() as f64
+    median(&v).expect("seven samples")
 }
 
 /// A mask over the 5-tuple and in_port plus `extra` (so masks differ).
@@ -150,11 +152,12 @@ fn measure() {
     eprintln!("  parse, then redirect (baseline)  {parse_only:7.1}");
 }
 
-/// Median and quartiles of `v` (sorted here).
+/// Median (the base crate's) and quartiles of `v` (sorted here).
 fn quartiles(v: &mut [f64]) -> (f64, f64, f64) {
+    let m = median(v).expect("at least one round");
     v.sort_by(f64::total_cmp);
     let n = v.len();
-    (v[n / 2], v[n / 4], v[3 * n / 4])
+    (m, v[n / 4], v[3 * n / 4])
 }
 
 #[test]
@@ -205,8 +208,8 @@ fn compare_objects() {
         let (r, lo, hi) = quartiles(&mut ratio);
         eprintln!(
             "  {name:32} A {:6.1}  B {:6.1}  B/A {r:.3} (middle half {lo:.3}..{hi:.3})",
-            quartiles(&mut va).0,
-            quartiles(&mut vb).0
+            median(&va).expect("at least one round"),
+            median(&vb).expect("at least one round")
         );
     }
 }

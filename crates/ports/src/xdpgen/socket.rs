@@ -1,13 +1,15 @@
 //! The fallback transmitter of `flowpath gen --tx`: a packet socket (AF_PACKET, transmit
 //! only, the qdisc bypassed) sending batches with `sendmmsg`, each frame varied in user
 //! space exactly as `gen_tx` varies it in the kernel ([`GenCfg::vary`]). For kernels (or
-//! security modules) that refuse XDP live frames to this process: seen on a Linux 6.18
-//! VM whose `BPF_PROG_RUN` answered EPERM to `BPF_F_TEST_XDP_LIVE_FRAMES` while plain test
-//! runs worked. Slower (a copy and a system call per batch), the same packets.
+//! security modules) that refuse XDP live frames to this process, as a Linux 6.18 VM can,
+//! whose `BPF_PROG_RUN` answers EPERM to `BPF_F_TEST_XDP_LIVE_FRAMES` while plain test runs
+//! work. Slower (a copy and a system call per batch), the same packets.
 //!
 //! Hand-written over `libc` like the AF_PACKET port: a send-only socket is a few calls.
 
-use super::{config_for, next_burst, Burst, GenCfg, TxPlan, TxReport, MAX_TEMPLATES};
+use super::pace::{next_burst, Burst};
+use super::plan::{TxPlan, TxReport};
+use super::template::{config_for, GenCfg, MAX_TEMPLATES};
 use std::io;
 use std::mem::{size_of, zeroed};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -37,7 +39,7 @@ impl PacketSocketTx {
             let e = io::Error::last_os_error();
             io::Error::new(e.kind(), format!("{ifname}: {what}: {e}"))
         };
-        let index = super::ifindex(ifname)?;
+        let index = crate::xdp::ifindex(ifname)?;
         // Protocol 0: the socket receives nothing.
         // SAFETY: plain socket(2).
         let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
@@ -77,7 +79,7 @@ impl PacketSocketTx {
         &self.ifname
     }
 
-    /// Cycle through `templates` (each its turn of [`TURN`] packets) until the plan's
+    /// Cycle through `templates` (each its turn of `TURN` packets) until the plan's
     /// duration or packet count, pacing when it has a rate: what
     /// [`LiveFrameTx::run`](super::LiveFrameTx::run) does, through the socket.
     pub fn run<T: AsRef<[u8]>>(&mut self, templates: &[T], plan: &TxPlan) -> io::Result<TxReport> {

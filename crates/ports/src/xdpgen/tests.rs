@@ -1,7 +1,10 @@
 //! The transmitters' per-packet variation keeps checksums right, and the packet socket's
 //! copy of it does what the program does.
 
-use super::*;
+use super::template::{be16, config_for, with_meta, GenCfg, META};
+use super::{FlowOrder, Vary};
+use aya::maps::{Array, MapData};
+use aya::programs::{TestRun, TestRunOptions, Xdp};
 
 fn sum16(b: &[u8]) -> u32 {
     let mut s = 0u32;
