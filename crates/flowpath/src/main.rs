@@ -391,7 +391,7 @@ fn bench(args: BenchArgs) -> ExitCode {
             eprint!("\rtiming replace of {n} flows...                ");
             let dir =
                 std::env::temp_dir().join(format!("flowpath-bench-replace-{}", std::process::id()));
-            let t = flowpath_bench::replace::time_replace(n, &dir, args.runs.max(1));
+            let t = flowpath_switchbench::replace::time_replace(n, &dir, args.runs.max(1));
             let _ = std::fs::remove_dir_all(&dir);
             Some(t)
         }
@@ -420,7 +420,7 @@ fn bench(args: BenchArgs) -> ExitCode {
         }
         if let Some(t) = replace {
             println!();
-            print!("{}", flowpath_bench::replace::table(&t));
+            print!("{}", flowpath_switchbench::replace::table(&t));
         }
     }
     ExitCode::SUCCESS

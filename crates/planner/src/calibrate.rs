@@ -15,7 +15,7 @@ use crate::profile::{ClassCosts, Classes, Cost, Curve, CurvePoint, MachineInfo, 
 use crate::report::thousands;
 use crate::units::pct;
 use flowpath_bench::suite::{SuiteConfig, SuiteResults};
-use flowpath_bench::workload::{FrameMix, TrafficClass};
+use flowpath_gen::{FrameMix, TrafficClass};
 
 /// Miss rates the calibration measures (the curves the planner interpolates).
 pub const MISS_RATES: [f64; 8] = [0.0, 0.01, 0.02, 0.05, 0.10, 0.20, 0.50, 1.0];

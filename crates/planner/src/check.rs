@@ -16,9 +16,10 @@ use crate::units::mean_frame_bytes;
 use flowpath_base::clock::tsc_hz;
 use flowpath_bench::runner::packets_at;
 use flowpath_bench::suite::{Spread, SuiteConfig};
-use flowpath_bench::workload::{class_pipeline, FrameMix, TrafficClass};
+use flowpath_bench::workload::{class_pipeline, class_tunnels};
 use flowpath_bench::Harness;
 use flowpath_datapath::DatapathConfig;
+use flowpath_gen::{FrameMix, TrafficClass};
 use flowpath_pipeline::{Backend, RuleStore};
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Barrier};
@@ -114,7 +115,7 @@ fn set_up(cfg: &SuiteConfig, w: CheckWorkload) -> Bench {
                 megaflow_max: cfg.megaflow_max,
                 // A cost measurement: every miss classified (no miss budget).
                 miss: flowpath_datapath::MissLimits::unbudgeted(),
-                tunnels: w.class.tunnels(),
+                tunnels: class_tunnels(w.class),
                 ..DatapathConfig::default()
             };
             let mut h = Harness::new(store.clone(), dp_cfg, source.with_seed(cfg.seed + k as u64));

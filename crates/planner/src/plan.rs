@@ -10,7 +10,7 @@
 //! - utilisation per core: `pps · cycles / (n · eff(n) · tsc_hz)`.
 
 use crate::profile::{ClassCosts, Profile};
-use flowpath_bench::workload::TrafficClass;
+use flowpath_gen::TrafficClass;
 use serde::Serialize;
 
 /// What has to be carried.

@@ -148,7 +148,7 @@ fn the_recorded_profile_predates_encap_and_still_plans_it() {
         .iter()
         .any(|n| n == flowpath_planner::profile::ENCAP_DEFAULT_NOTE));
     let w = Workload {
-        class: flowpath_bench::workload::TrafficClass::VxlanEncap,
+        class: flowpath_gen::TrafficClass::VxlanEncap,
         pps: 5e6,
         frame_bytes: 96.0,
         miss_rate: 0.01,
@@ -157,7 +157,7 @@ fn the_recorded_profile_predates_encap_and_still_plans_it() {
     let dec = plan(
         &profile,
         &Workload {
-            class: flowpath_bench::workload::TrafficClass::Vxlan,
+            class: flowpath_gen::TrafficClass::Vxlan,
             ..w
         },
         &Options::default(),

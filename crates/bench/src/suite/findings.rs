@@ -74,7 +74,7 @@ pub fn findings(r: &SuiteResults) -> Vec<String> {
 /// The VXLAN classes' hit rate against plain IPv4's in the same run (issue 19's target:
 /// decap and encap each at least 0.8x IPv4 forwarding per core).
 fn vxlan_findings(r: &SuiteResults, f: &mut Vec<String>) {
-    use crate::workload::TrafficClass;
+    use flowpath_gen::TrafficClass;
     let Some(ip) = r.class(TrafficClass::Ipv4) else {
         return;
     };

@@ -31,7 +31,7 @@ mod run;
 
 use crate::machine::Machine;
 use crate::runner::StageShare;
-use crate::workload::{FrameMix, TrafficClass};
+use flowpath_gen::{FrameMix, TrafficClass};
 use serde::{Deserialize, Serialize};
 
 pub use findings::findings;

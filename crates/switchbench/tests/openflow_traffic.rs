@@ -6,7 +6,7 @@
 //! revalidated) and a barrier. Every frame injected must come out of port 2, and the
 //! worker must drop nothing. No timing thresholds: the bench measures.
 
-use flowpath_bench::openflow::packets::traffic;
+use flowpath_switchbench::openflow::packets::traffic;
 use std::time::Duration;
 
 const FLOWS: u32 = 64;

@@ -14,7 +14,7 @@ pub mod flowmod;
 pub mod ovs;
 pub mod packets;
 
-use crate::machine::Machine;
+use flowpath_bench::Machine;
 use flowpath_report::grouped;
 use flowpath_switch::openflow::{
     ChannelCounters, NoPacketIo, NoPorts, OpenFlowChannel, OpenFlowConfig, PacketIo, Target,
