@@ -3,6 +3,7 @@
 
 pub mod attack;
 pub mod classifier;
+pub mod command;
 pub mod harness;
 pub mod machine;
 pub mod report;

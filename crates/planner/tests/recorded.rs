@@ -52,7 +52,7 @@ fn predictions_recompute_exactly() {
     }
 }
 
-/// The bar: at least three workloads (different rate, size and miss rate) where
+/// The planner's bar: at least three workloads (different rate, size and miss rate) where
 /// the planner and the datapath agree within 10 %; and none of the one-core workloads off
 /// by more than 15 % (runs on the shared 2-vCPU machine have put single workloads at up
 /// to 12 %; the run recorded here has all within 5 %).

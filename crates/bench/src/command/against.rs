@@ -6,8 +6,8 @@
 //! ratio of this build's two runs beside the comparison: what the machine's noise alone
 //! reads, the bound a ratio between the builds has to clear.
 
-use flowpath_bench::Case;
-use flowpath_lab::report::median_min_max;
+use crate::runner::Case;
+use flowpath_base::{median, Summary};
 use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -150,7 +150,8 @@ pub fn run(
 
 /// (median, min, max) of a side's rounds (every side has at least one: `--runs` ≥ 1).
 fn summary(v: &[f64]) -> (f64, f64, f64) {
-    median_min_max(v).expect("at least one round")
+    let s = Summary::of(v).expect("at least one round");
+    (s.median, s.min, s.max)
 }
 
 /// Each round's this/other (the two builds' runs of a round are adjacent in time, so a
@@ -170,7 +171,7 @@ pub fn noise_ratios(p: &Paired) -> Option<(f64, f64, f64)> {
 fn ratios(a: &[f64], b: &[f64]) -> (f64, f64, f64) {
     let mut r: Vec<f64> = a.iter().zip(b).map(|(a, b)| a / b).collect();
     r.sort_by(f64::total_cmp);
-    let (m, _, _) = summary(&r);
+    let m = median(&r).expect("at least one round");
     let n = r.len() - 1;
     (m, r[n / 4], r[(3 * n).div_ceil(4)])
 }
