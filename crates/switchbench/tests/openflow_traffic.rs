@@ -1,4 +1,4 @@
-//! Established flows lose nothing while flow_mods arrive (issue 17): the scenario of
+//! Established flows lose nothing while flow_mods arrive: the scenario of
 //! `flowpath bench openflow`'s traffic row — an in-process worker forwards 64 established
 //! flows from port 1 to port 2 (memory ports, one frame per flow every millisecond, so the
 //! worker is not saturated) while a client sends 10,000 unrelated flow_mods over OpenFlow
