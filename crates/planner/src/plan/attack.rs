@@ -1,7 +1,7 @@
 //! Scenario (e): the service under a new-flow flood, sized undefended and with the
 //! datapath's miss budget.
 
-use super::cost::{solve, MAX_CORES};
+use super::cost::{first_cores, solve};
 use super::scenario::{load, Options, Outcome, WhatIf};
 use super::Workload;
 use crate::profile::Profile;
@@ -100,26 +100,18 @@ impl Flood {
         from: u64,
     ) -> Result<Defended, String> {
         let usable = 1.0 - opts.headroom;
-        let mut n = from;
-        loop {
-            let (e, ex) = profile.efficiency(n);
+        first_cores(profile, from, |n, e, extrapolated| {
             let budget = opts.attack_budget * n as f64 * e * profile.tsc_hz;
             let attack_load =
                 self.attack * self.c_hit + (self.attack * (self.c_miss - self.c_hit)).min(budget);
             let demand = service + attack_load;
-            if n as f64 * e * profile.tsc_hz * usable >= demand {
-                return Ok(Defended {
-                    cores: n,
-                    utilisation: demand / (n as f64 * e * profile.tsc_hz),
-                    extrapolated: ex,
-                    attack_load,
-                });
-            }
-            n += 1;
-            if n > MAX_CORES {
-                return Err(format!("needs more than {MAX_CORES} cores"));
-            }
-        }
+            (n as f64 * e * profile.tsc_hz * usable >= demand).then(|| Defended {
+                cores: n,
+                utilisation: demand / (n as f64 * e * profile.tsc_hz),
+                extrapolated,
+                attack_load,
+            })
+        })
     }
 }
 

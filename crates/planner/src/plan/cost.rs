@@ -137,16 +137,28 @@ pub fn solve(profile: &Profile, demand: f64, usable: f64) -> Result<Solved, Stri
     if lower > MAX_CORES as f64 {
         return Err(format!("needs more than {MAX_CORES} cores"));
     }
-    let mut n = lower as u64;
+    first_cores(profile, lower as u64, |n, e, extrapolated| {
+        (n as f64 * e * per_core >= demand).then(|| Solved {
+            cores: n,
+            utilisation: demand / (n as f64 * e * profile.tsc_hz),
+            efficiency: e,
+            extrapolated,
+        })
+    })
+}
+
+/// The answer for the first core count from `from` up that `fits` (given the count, its
+/// efficiency and whether that was extrapolated) accepts; an error past [`MAX_CORES`].
+pub(super) fn first_cores<T>(
+    profile: &Profile,
+    from: u64,
+    mut fits: impl FnMut(u64, f64, bool) -> Option<T>,
+) -> Result<T, String> {
+    let mut n = from;
     loop {
         let (e, extrapolated) = profile.efficiency(n);
-        if n as f64 * e * per_core >= demand {
-            return Ok(Solved {
-                cores: n,
-                utilisation: demand / (n as f64 * e * profile.tsc_hz),
-                efficiency: e,
-                extrapolated,
-            });
+        if let Some(t) = fits(n, e, extrapolated) {
+            return Ok(t);
         }
         n += 1;
         if n > MAX_CORES {

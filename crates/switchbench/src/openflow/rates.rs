@@ -22,9 +22,16 @@ pub fn rates(
     progress: &mut impl FnMut(&str),
     failures: &mut Vec<String>,
 ) -> Vec<RateRow> {
-    let [mem, st, ov] = blast_runs(cfg, ovs, tmp, progress, failures);
+    let mut runs = Runs {
+        cfg,
+        ovs,
+        tmp,
+        progress,
+        failures,
+    };
+    let [mem, st, ov] = runs.blast();
+    let [omem, ost, oov] = runs.ofctl();
     let n_state = cfg.ofctl_state_flow_mods.min(cfg.ofctl_flow_mods);
-    let [omem, ost, oov] = ofctl_runs(cfg, ovs, tmp, progress, failures);
     let mut flow_mod = Vec::new();
     let groups: [(&str, &str, u32, &Vec<Sample>); 6] = [
         ("flowpath (no state file)", BLAST, cfg.flow_mods, &mem),
@@ -58,97 +65,89 @@ pub fn rates(
     flow_mod
 }
 
-/// A run's sample into `into`, or its failure into `failures`.
-fn note(failures: &mut Vec<String>, what: &str, r: Result<Sample, String>, into: &mut Vec<Sample>) {
-    match r {
-        Ok(s) => into.push(s),
-        Err(e) => failures.push(format!("{what}: {e}")),
-    }
+/// The runs' settings, where they keep their files, and where they report.
+struct Runs<'a, P> {
+    cfg: &'a OpenFlowBenchConfig,
+    ovs: Option<&'a PrivateOvs>,
+    tmp: &'a Path,
+    progress: &'a mut P,
+    failures: &'a mut Vec<String>,
 }
 
-/// One connection, a barrier at the end: flowpath without and with a state file, OVS;
-/// runs interleaved.
-fn blast_runs(
-    cfg: &OpenFlowBenchConfig,
-    ovs: Option<&PrivateOvs>,
-    tmp: &Path,
-    progress: &mut impl FnMut(&str),
-    failures: &mut Vec<String>,
-) -> [Vec<Sample>; 3] {
-    let bytes = client::encode_flow_mods(cfg.flow_mods, client::bench_flow_mod);
-    let (mut mem, mut st, mut ov) = (Vec::new(), Vec::new(), Vec::new());
-    for run in 1..=cfg.runs {
-        progress(&format!(
-            "flow_mod rate, {} flow_mods, run {run}/{}",
-            grouped(u64::from(cfg.flow_mods)),
-            cfg.runs
-        ));
-        let r = flowmod::flowpath_blast(&bytes, None);
-        note(failures, "flowpath (no state file)", r, &mut mem);
-        let d = state_dir(tmp, run);
-        let r = flowmod::flowpath_blast(&bytes, Some(&d));
-        note(failures, "flowpath (state file)", r, &mut st);
-        let _ = std::fs::remove_dir_all(&d);
-        if let Some(o) = ovs {
-            note(
-                failures,
-                "ovs-vswitchd",
-                flowmod::ovs_blast(o, &bytes),
-                &mut ov,
-            );
+impl<P: FnMut(&str)> Runs<'_, P> {
+    /// A run's sample into `into`, or its failure into `failures`.
+    fn note(&mut self, what: &str, r: Result<Sample, String>, into: &mut Vec<Sample>) {
+        match r {
+            Ok(s) => into.push(s),
+            Err(e) => self.failures.push(format!("{what}: {e}")),
         }
     }
-    [mem, st, ov]
-}
 
-/// `ovs-ofctl add-flows`, a barrier after each flow_mod: into flowpath without and with a
-/// state file (fewer flows: every barrier saves the whole set), and into OVS. Nothing
-/// when `ovs-ofctl` is not installed.
-fn ofctl_runs(
-    cfg: &OpenFlowBenchConfig,
-    ovs: Option<&PrivateOvs>,
-    tmp: &Path,
-    progress: &mut impl FnMut(&str),
-    failures: &mut Vec<String>,
-) -> [Vec<Sample>; 3] {
-    let file = tmp.join("flows.txt");
-    let state_file = tmp.join("flows-state.txt");
-    let n_state = cfg.ofctl_state_flow_mods.min(cfg.ofctl_flow_mods);
-    let (mut omem, mut ost, mut oov) = (Vec::new(), Vec::new(), Vec::new());
-    if !which_ofctl() || cfg.ofctl_flow_mods == 0 {
-        return [omem, ost, oov];
-    }
-    if let Err(e) = flowmod::write_flows_file(&file, cfg.ofctl_flow_mods)
-        .and_then(|_| flowmod::write_flows_file(&state_file, n_state))
-    {
-        failures.push(e);
-        return [omem, ost, oov];
-    }
-    for run in 1..=cfg.ofctl_runs {
-        progress(&format!(
-            "ovs-ofctl add-flows, {} flows, run {run}/{}",
-            grouped(u64::from(cfg.ofctl_flow_mods)),
-            cfg.ofctl_runs
-        ));
-        let r = flowmod::flowpath_ofctl(&file, None);
-        note(
-            failures,
-            "ovs-ofctl → flowpath (no state file)",
-            r,
-            &mut omem,
-        );
-        let d = state_dir(tmp, 100 + run);
-        if n_state > 0 {
-            let r = flowmod::flowpath_ofctl(&state_file, Some(&d));
-            note(failures, "ovs-ofctl → flowpath (state file)", r, &mut ost);
+    /// One connection, a barrier at the end: flowpath without and with a state file, OVS;
+    /// runs interleaved.
+    fn blast(&mut self) -> [Vec<Sample>; 3] {
+        let cfg = self.cfg;
+        let bytes = client::encode_flow_mods(cfg.flow_mods, client::bench_flow_mod);
+        let (mut mem, mut st, mut ov) = (Vec::new(), Vec::new(), Vec::new());
+        for run in 1..=cfg.runs {
+            (self.progress)(&format!(
+                "flow_mod rate, {} flow_mods, run {run}/{}",
+                grouped(u64::from(cfg.flow_mods)),
+                cfg.runs
+            ));
+            let r = flowmod::flowpath_blast(&bytes, None);
+            self.note("flowpath (no state file)", r, &mut mem);
+            let d = state_dir(self.tmp, run);
+            let r = flowmod::flowpath_blast(&bytes, Some(&d));
+            self.note("flowpath (state file)", r, &mut st);
+            let _ = std::fs::remove_dir_all(&d);
+            if let Some(o) = self.ovs {
+                let r = flowmod::ovs_blast(o, &bytes);
+                self.note("ovs-vswitchd", r, &mut ov);
+            }
         }
-        let _ = std::fs::remove_dir_all(&d);
-        if let Some(o) = ovs {
-            let r = flowmod::ovs_ofctl(o, &file);
-            note(failures, "ovs-ofctl → ovs-vswitchd", r, &mut oov);
-        }
+        [mem, st, ov]
     }
-    [omem, ost, oov]
+
+    /// `ovs-ofctl add-flows`, a barrier after each flow_mod: into flowpath without and
+    /// with a state file (fewer flows: every barrier saves the whole set), and into OVS.
+    /// Nothing when `ovs-ofctl` is not installed.
+    fn ofctl(&mut self) -> [Vec<Sample>; 3] {
+        let cfg = self.cfg;
+        let file = self.tmp.join("flows.txt");
+        let state_file = self.tmp.join("flows-state.txt");
+        let n_state = cfg.ofctl_state_flow_mods.min(cfg.ofctl_flow_mods);
+        let (mut omem, mut ost, mut oov) = (Vec::new(), Vec::new(), Vec::new());
+        if !which_ofctl() || cfg.ofctl_flow_mods == 0 {
+            return [omem, ost, oov];
+        }
+        if let Err(e) = flowmod::write_flows_file(&file, cfg.ofctl_flow_mods)
+            .and_then(|_| flowmod::write_flows_file(&state_file, n_state))
+        {
+            self.failures.push(e);
+            return [omem, ost, oov];
+        }
+        for run in 1..=cfg.ofctl_runs {
+            (self.progress)(&format!(
+                "ovs-ofctl add-flows, {} flows, run {run}/{}",
+                grouped(u64::from(cfg.ofctl_flow_mods)),
+                cfg.ofctl_runs
+            ));
+            let r = flowmod::flowpath_ofctl(&file, None);
+            self.note("ovs-ofctl → flowpath (no state file)", r, &mut omem);
+            let d = state_dir(self.tmp, 100 + run);
+            if n_state > 0 {
+                let r = flowmod::flowpath_ofctl(&state_file, Some(&d));
+                self.note("ovs-ofctl → flowpath (state file)", r, &mut ost);
+            }
+            let _ = std::fs::remove_dir_all(&d);
+            if let Some(o) = self.ovs {
+                let r = flowmod::ovs_ofctl(o, &file);
+                self.note("ovs-ofctl → ovs-vswitchd", r, &mut oov);
+            }
+        }
+        [omem, ost, oov]
+    }
 }
 
 fn row(system: &str, method: &str, n: u32, samples: &[Sample]) -> RateRow {
