@@ -1,13 +1,11 @@
-//! The bench: drives the real datapath with generated traffic and reports Mpps and TSC
-//! cycles per packet (median, min, max over repeated runs); [`suite`] runs the "Core
-//! Cost" experiments (scaling, frame sizes, hit vs miss, miss-rate curve vs model).
+//! The bench: the measurement harness and its cases on the real datapath with generated traffic
+//! (Mpps, TSC cycles per packet), the [`suite`], the classifier bench, the attacks, rule-change timing.
 
 pub mod attack;
 pub mod classifier;
+pub mod command;
 pub mod harness;
 pub mod machine;
-pub mod openflow;
-pub mod replace;
 pub mod report;
 pub mod runner;
 pub mod suite;

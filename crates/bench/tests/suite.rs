@@ -6,7 +6,9 @@ use flowpath_bench::suite::{
     self, class_result, model, ClassResult, Meta, Point, ScalingPoint, ScalingSeries, SizePoint,
     Spread, SuiteConfig, SuiteResults,
 };
-use flowpath_bench::workload::{class_pipeline, FrameMix, TrafficClass, IN_PORT, UPLINK_PORT};
+use flowpath_bench::workload::{
+    class_pipeline, class_tunnels, FrameMix, TrafficClass, IN_PORT, UPLINK_PORT,
+};
 use flowpath_bench::Machine;
 use flowpath_datapath::{CountingSink, Datapath, DatapathConfig, DatapathDrop};
 use flowpath_pipeline::{Backend, RuleStore};
@@ -254,7 +256,7 @@ fn class_workloads_forward_and_miss_as_designed() {
                 store,
                 DatapathConfig {
                     miss: flowpath_datapath::MissLimits::unbudgeted(),
-                    tunnels: class.tunnels(),
+                    tunnels: class_tunnels(class),
                     ..DatapathConfig::default()
                 },
             );

@@ -8,6 +8,7 @@ use flowpath_switch::control::{default_socket, default_state};
 use flowpath_switch::openflow::{
     parse_datapath_id, FailMode, NoPacketIo, NoPorts, OpenFlowChannel, OpenFlowConfig,
 };
+use flowpath_switch::pmd::WorkerHandle;
 use flowpath_switch::{
     call, spawn_worker, ControlSocket, Op, Request, Switch, SwitchConfig, WorkerConfig, WorkerPort,
 };
@@ -217,97 +218,46 @@ fn parse_fail_mode(s: &str) -> Result<FailMode, String> {
 }
 
 pub fn run_switch(args: RunArgs) -> ExitCode {
-    let state = (!args.no_state).then(|| args.state.unwrap_or_else(default_state));
-    let sw = match Switch::open(SwitchConfig {
+    match serve(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("flowpath run: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Open the switch, its control socket and its threads, serve until a stop signal, then
+/// stop them all.
+fn serve(args: RunArgs) -> Result<(), String> {
+    let state = (!args.no_state).then(|| args.state.clone().unwrap_or_else(default_state));
+    let sw = Switch::open(SwitchConfig {
         state: state.clone(),
         backend: args.classifier,
         ..SwitchConfig::default()
-    }) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("flowpath run: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    let socket = args.control.unwrap_or_else(default_socket);
-    let sock = match ControlSocket::bind(&socket) {
-        Ok(s) => Arc::new(s),
-        Err(e) => {
-            eprintln!("flowpath run: --control {}: {e}", socket.display());
-            return ExitCode::from(1);
-        }
-    };
+    })?;
+    let socket = args.control.clone().unwrap_or_else(default_socket);
+    let sock = Arc::new(
+        ControlSocket::bind(&socket).map_err(|e| format!("--control {}: {e}", socket.display()))?,
+    );
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [SIGINT, SIGTERM] {
-        if let Err(e) = register_stop(sig, stop.clone()) {
-            eprintln!("flowpath run: cannot handle signals: {e}");
-            return ExitCode::from(1);
-        }
+        register_stop(sig, stop.clone()).map_err(|e| format!("cannot handle signals: {e}"))?;
     }
     let control = sw.spawn_control(sock.clone(), stop.clone());
     let expiry = sw.spawn_expiry(stop.clone());
-    let openflow = if args.openflow.is_empty() {
-        None
-    } else {
-        let cfg = OpenFlowConfig {
-            fail_mode: args.fail_mode,
-            ..OpenFlowConfig::default()
-        }
-        .with_targets(&args.openflow)
-        .and_then(|mut c| {
-            if let Some(d) = &args.datapath_id {
-                c.datapath_id = parse_datapath_id(d).map_err(|e| format!("--datapath-id: {e}"))?;
-            }
-            Ok(c)
-        });
-        let started = cfg.and_then(|cfg| {
-            OpenFlowChannel::start(
-                sw.clone(),
-                Arc::new(NoPorts),
-                Arc::new(NoPacketIo),
-                cfg,
-                stop.clone(),
-            )
-        });
-        match started {
-            Ok(ch) => {
-                for a in &ch.listening {
-                    eprintln!("flowpath run: OpenFlow 1.3 listening on ptcp:{a}");
-                }
-                Some(ch)
-            }
-            Err(e) => {
-                eprintln!("flowpath run: --openflow {e}");
-                stop.store(true, Ordering::Relaxed);
-                sock.wake();
-                let _ = control.join();
-                let _ = expiry.join();
-                return ExitCode::from(1);
-            }
+    let openflow = match start_openflow(&args, &sw, &stop) {
+        Ok(ch) => ch,
+        Err(e) => {
+            stop.store(true, Ordering::Relaxed);
+            sock.wake();
+            let _ = control.join();
+            let _ = expiry.join();
+            return Err(format!("--openflow {e}"));
         }
     };
-    let worker = if args.gen_flows > 0 {
-        let source = InMemorySource::udp4_flows(args.gen_flows, 64);
-        let port = GeneratedPort::new("gen", source);
-        let cfg = WorkerConfig {
-            pace: (args.gen_pace_us > 0).then(|| Duration::from_micros(args.gen_pace_us)),
-            ..WorkerConfig::default()
-        };
-        let ports = vec![WorkerPort::new(
-            1,
-            0,
-            Box::new(port) as Box<dyn flowpath_ports::Port>,
-        )];
-        match spawn_worker(&sw, cfg, ports, stop.clone()) {
-            Ok(w) => Some(w),
-            Err(e) => {
-                eprintln!("flowpath run: cannot start the worker: {e}");
-                return ExitCode::from(1);
-            }
-        }
-    } else {
-        None
-    };
+    let worker =
+        start_generator(&args, &sw, &stop).map_err(|e| format!("cannot start the worker: {e}"))?;
     eprintln!(
         "flowpath run: {} flows restored from {}; control socket {}",
         sw.store().snapshot().rules().count(),
@@ -334,7 +284,61 @@ pub fn run_switch(args: RunArgs) -> ExitCode {
             );
         }
     }
-    ExitCode::SUCCESS
+    Ok(())
+}
+
+/// The OpenFlow channel `--openflow` asks for (None without targets), its listeners named
+/// on stderr.
+fn start_openflow(
+    args: &RunArgs,
+    sw: &Arc<Switch>,
+    stop: &Arc<AtomicBool>,
+) -> Result<Option<OpenFlowChannel>, String> {
+    if args.openflow.is_empty() {
+        return Ok(None);
+    }
+    let mut cfg = OpenFlowConfig {
+        fail_mode: args.fail_mode,
+        ..OpenFlowConfig::default()
+    }
+    .with_targets(&args.openflow)?;
+    if let Some(d) = &args.datapath_id {
+        cfg.datapath_id = parse_datapath_id(d).map_err(|e| format!("--datapath-id: {e}"))?;
+    }
+    let ch = OpenFlowChannel::start(
+        sw.clone(),
+        Arc::new(NoPorts),
+        Arc::new(NoPacketIo),
+        cfg,
+        stop.clone(),
+    )?;
+    for a in &ch.listening {
+        eprintln!("flowpath run: OpenFlow 1.3 listening on ptcp:{a}");
+    }
+    Ok(Some(ch))
+}
+
+/// The worker feeding port 1 with generated traffic (`--gen-flows`; None without).
+fn start_generator(
+    args: &RunArgs,
+    sw: &Arc<Switch>,
+    stop: &Arc<AtomicBool>,
+) -> std::io::Result<Option<WorkerHandle>> {
+    if args.gen_flows == 0 {
+        return Ok(None);
+    }
+    let source = InMemorySource::udp4_flows(args.gen_flows, 64);
+    let port = GeneratedPort::new("gen", source);
+    let cfg = WorkerConfig {
+        pace: (args.gen_pace_us > 0).then(|| Duration::from_micros(args.gen_pace_us)),
+        ..WorkerConfig::default()
+    };
+    let ports = vec![WorkerPort::new(
+        1,
+        0,
+        Box::new(port) as Box<dyn flowpath_ports::Port>,
+    )];
+    spawn_worker(sw, cfg, ports, stop.clone()).map(Some)
 }
 
 const SIGINT: i32 = 2;

@@ -1,7 +1,7 @@
 //! `flowpath bench openflow`: the OpenFlow 1.3 channel measured over TCP loopback, side by
-//! side with a private ovs-vswitchd (see `flowpath_bench::openflow`).
+//! side with a private ovs-vswitchd (see `flowpath_switchbench::openflow`).
 
-use flowpath_bench::openflow::{self, OpenFlowBenchConfig};
+use flowpath_switchbench::openflow::{self, OpenFlowBenchConfig};
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! a calibration profile of what a packet costs (see `flowpath_planner`).
 
 use flowpath_bench::suite::{self, StderrProgress};
-use flowpath_bench::workload::TrafficClass;
+use flowpath_gen::TrafficClass;
 use flowpath_planner::check::{self, CheckRow};
 use flowpath_planner::input::PlanInput;
 use flowpath_planner::plan::{self, Options, Workload};

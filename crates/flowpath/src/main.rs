@@ -2,15 +2,10 @@
 //! One binary; each subcommand is one job (`flowpath --help`).
 
 use clap::{Parser, Subcommand};
-use flowpath_bench::{
-    report, run_attack, run_case, Attack, AttackConfig, BenchConfig, Case, Machine,
-};
+use flowpath_bench::command::{self, BenchOptions};
 use flowpath_pipeline::Backend;
-use std::io::Write;
 use std::process::ExitCode;
 
-mod bench_against;
-mod bench_processes;
 mod cmd_classifier;
 mod cmd_flows;
 mod cmd_gen;
@@ -253,195 +248,37 @@ fn main() -> ExitCode {
 }
 
 fn bench(args: BenchArgs) -> ExitCode {
-    let attacks: Vec<Attack> = if args.cases.is_empty() {
-        vec![Attack::Flood, Attack::Tse]
-    } else {
-        args.cases.iter().filter_map(|c| Attack::parse(c)).collect()
-    };
-    let cases: Result<Vec<Case>, String> = if args.cases.is_empty() {
-        Ok(Case::defaults())
-    } else {
-        args.cases
-            .iter()
-            .filter(|c| Attack::parse(c).is_none())
-            .map(|c| {
-                Case::parse(c)
-                    .map_err(|e| e.replace("many_flows_zipf)", "many_flows_zipf, flood, tse)"))
-            })
-            .collect()
-    };
-    let cases = match cases {
-        Ok(c) if args.underlay == "ipv6" => c.into_iter().map(Case::with_ipv6_underlay).collect(),
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("flowpath bench: --case: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    if args.runs == 0 || args.packets == 0 {
-        eprintln!("flowpath bench: --runs and --packets must be at least 1");
-        return ExitCode::from(2);
-    }
-    // The one datapath size a flag sets, bounded as the datapath bounds it.
-    let sizes = flowpath_datapath::DatapathConfig {
-        smc_entries: args.smc_entries,
-        ..Default::default()
-    };
-    if let Err(e) = sizes.check() {
-        eprintln!(
-            "flowpath bench: --smc-entries: {}",
-            e.trim_start_matches("smc_entries: ")
-        );
-        return ExitCode::from(2);
-    }
-    let cfg = BenchConfig {
+    let opts = BenchOptions {
+        cases: args.cases,
         runs: args.runs,
         packets: args.packets,
-        flows: args.flows.max(1),
+        flows: args.flows,
         miss_rate: args.miss_rate,
         frame_size: args.frame_size as usize,
-        backend: args.classifier.unwrap_or(Backend::TupleSpace),
+        classifier: args.classifier,
         emc_insert_inv_prob: args.emc_insert_inv_prob,
         smc_entries: args.smc_entries,
-        ..BenchConfig::default()
+        attack_rate: args.attack_rate,
+        established_load: args.established_load,
+        rules: args.rules,
+        json: args.json,
+        ipv6_underlay: args.underlay == "ipv6",
+        rule_change: args.rule_change,
+        first_flood: args.first_flood,
+        replace: args.replace,
+        against: args.against,
+        in_process: args.in_process,
+        noise: args.noise,
     };
-    let rules = match &args.rules {
-        Some(p) => match flowpath_bench::classifier::load_rules(p) {
-            Ok(r) => Some(r),
-            Err(e) => {
-                eprintln!("flowpath bench: --rules: {e}");
-                return ExitCode::from(2);
-            }
-        },
-        None => None,
-    };
-    let machine = Machine::probe();
-    if let Some(other) = &args.against {
-        if !args.cases.is_empty() && !attacks.is_empty() {
-            eprintln!("flowpath bench: --against compares the cost cases; leave out flood and tse");
-            return ExitCode::from(2);
-        }
-        return match bench_against::run(&cases, other, args.runs, args.noise) {
-            Ok(paired) if args.json => {
-                println!("{}", bench_against::json(&paired, other));
-                ExitCode::SUCCESS
-            }
-            Ok(paired) => {
-                let header = report::header(&machine, args.frame_size as usize);
-                print!("{}", bench_against::table(&paired, other, &header));
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("flowpath bench: --against: {e}");
+    match command::run(&opts, flowpath_switchbench::replace::run) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{}", e.message);
+            if e.usage {
+                ExitCode::from(2)
+            } else {
                 ExitCode::FAILURE
             }
-        };
-    }
-    let total = cases.len() + attacks.len();
-    let results = if args.runs > 1 && !args.in_process && !cases.is_empty() {
-        match bench_processes::run(&cases, args.runs) {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("flowpath bench: {e}");
-                return ExitCode::FAILURE;
-            }
-        }
-    } else {
-        in_process(&cases, &cfg)
-    };
-    let acfg = AttackConfig {
-        runs: args.runs,
-        established_load: args.established_load.max(0.01),
-        attack_pps: args.attack_rate,
-        rules,
-        frame_size: args.frame_size as usize,
-        ..AttackConfig::default()
-    };
-    let mut attack_results = Vec::new();
-    for (j, a) in attacks.iter().enumerate() {
-        let backend = args.classifier.unwrap_or(match a {
-            Attack::Flood => Backend::TupleSpace,
-            Attack::Tse => Backend::Tree,
-        });
-        let acfg = AttackConfig {
-            backend,
-            ..acfg.clone()
-        };
-        let r = run_attack(*a, &acfg, |step, steps| {
-            eprint!(
-                "\r[{}/{}] {:<17} step {step}/{steps}   ",
-                cases.len() + j + 1,
-                total,
-                a.name()
-            );
-            let _ = std::io::stderr().flush();
-        });
-        attack_results.push(r);
-    }
-    let rule_change = (args.rule_change && !args.json).then(|| {
-        eprint!("\rmeasuring a rule change (revalidate vs flush)...");
-        flowpath_bench::measure_rule_change(&cfg)
-    });
-    let first_flood = args.first_flood.filter(|_| !args.json).map(|flows| {
-        eprint!("\rtiming a fresh datapath's first flood...        ");
-        flowpath_bench::measure_first_flood(&cfg, flows)
-    });
-    let replace = match args.replace {
-        Some(n) if !args.json && n > 0 => {
-            eprint!("\rtiming replace of {n} flows...                ");
-            let dir =
-                std::env::temp_dir().join(format!("flowpath-bench-replace-{}", std::process::id()));
-            let t = flowpath_bench::replace::time_replace(n, &dir, args.runs.max(1));
-            let _ = std::fs::remove_dir_all(&dir);
-            Some(t)
-        }
-        _ => None,
-    };
-    eprintln!("\r{:60}\r", "");
-    if args.json {
-        println!("{}", report::json(&results, &attack_results, &machine));
-    } else {
-        if !results.is_empty() {
-            print!("{}", report::table(&results, &machine));
-        } else {
-            print!("{}", report::header(&machine, args.frame_size as usize));
-        }
-        if !attack_results.is_empty() {
-            println!();
-            print!("{}", flowpath_bench::attack::table(&attack_results));
-        }
-        if let Some(rc) = rule_change {
-            println!();
-            print!("{}", report::rule_change(&rc));
-        }
-        if let Some(f) = first_flood {
-            println!();
-            print!("{}", report::first_flood(&f));
-        }
-        if let Some(t) = replace {
-            println!();
-            print!("{}", flowpath_bench::replace::table(&t));
         }
     }
-    ExitCode::SUCCESS
-}
-
-/// Every case's runs in this process, one case after another (`--in-process`, `--runs 1`).
-fn in_process(cases: &[Case], cfg: &BenchConfig) -> Vec<flowpath_bench::CaseResult> {
-    cases
-        .iter()
-        .enumerate()
-        .map(|(i, case)| {
-            let name = case.name();
-            run_case(*case, cfg, |run, runs| {
-                eprint!(
-                    "\r[{}/{}] {:<17} run {run}/{runs}   ",
-                    i + 1,
-                    cases.len(),
-                    name
-                );
-                let _ = std::io::stderr().flush();
-            })
-        })
-        .collect()
 }

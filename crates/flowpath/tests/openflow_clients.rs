@@ -1,4 +1,4 @@
-//! Real OpenFlow 1.3 clients against the switch (issue 17): `ovs-ofctl`, os-ken running a
+//! Real OpenFlow 1.3 clients against the switch: `ovs-ofctl`, os-ken running a
 //! learning-switch app, and Faucet, each in the way people run them.
 //!
 //! By default the switch under test is flowpath (`flowpath run --openflow ptcp:...` for

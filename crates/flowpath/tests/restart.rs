@@ -77,7 +77,7 @@ fn flows(dir: &Path, args: &[&str]) -> (bool, String, String) {
 
 /// The flows file of a set: `n` flows, all to `port`.
 fn set_file(dir: &Path, name: &str, n: u32, port: u32) -> PathBuf {
-    let s = flowpath_bench::replace::route_flows(n as usize, port);
+    let s = flowpath_switchbench::replace::route_flows(n as usize, port);
     let p = dir.join(name);
     std::fs::write(&p, s).unwrap();
     p

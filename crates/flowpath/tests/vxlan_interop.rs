@@ -1,4 +1,4 @@
-//! VXLAN tunnel ports against real VTEPs (issue 19, point 4).
+//! VXLAN tunnel ports against real VTEPs.
 //!
 //! Topology, one network namespace each (`fpvx<scenario>-<pid>-{a,m,r,b}`):
 //!
@@ -621,7 +621,7 @@ fn start_flowpath(ns: &str, dir: &Path, ul: Underlay, hop: NextHop) -> Proc {
     c.args(["switch", "--config"]).arg(&cfg);
     let Some(p) = Proc::spawn_ready(c, "flowpath switch", &log) else {
         panic!(
-            "flowpath is not ready for VXLAN interop (issue 19: a `type = \"vxlan\"` port with \
+            "flowpath is not ready for VXLAN interop (it needs a `type = \"vxlan\"` port with \
              remote_ip/local_ip/key/dst_port{}): `flowpath switch` did not start with this \
              config:\n{}\n--- its output:\n{}",
             if hop == NextHop::Static {

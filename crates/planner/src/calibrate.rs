@@ -11,11 +11,12 @@
 //! calibration and the check alike.
 
 use crate::check::{CheckWorkload, Measured};
+use crate::plan::interpolate;
 use crate::profile::{ClassCosts, Classes, Cost, Curve, CurvePoint, MachineInfo, Profile};
 use crate::report::thousands;
 use crate::units::pct;
 use flowpath_bench::suite::{SuiteConfig, SuiteResults};
-use flowpath_bench::workload::{FrameMix, TrafficClass};
+use flowpath_gen::{FrameMix, TrafficClass};
 
 /// Miss rates the calibration measures (the curves the planner interpolates).
 pub const MISS_RATES: [f64; 8] = [0.0, 0.01, 0.02, 0.05, 0.10, 0.20, 0.50, 1.0];
@@ -284,18 +285,6 @@ fn scaling(r: &SuiteResults, pass: &[Measured]) -> (Vec<f64>, String) {
             "scaling: not measured; stored [1.0], so the planner extrapolates linear scaling and says so.".into(),
         ),
     }
-}
-
-fn interpolate(pts: &[(f64, f64)], x: f64) -> f64 {
-    let i = pts.partition_point(|p| p.0 <= x);
-    if i == 0 {
-        return pts.first().map_or(1.0, |p| p.1);
-    }
-    if i == pts.len() {
-        return pts[i - 1].1;
-    }
-    let (a, b) = (pts[i - 1], pts[i]);
-    a.1 + (b.1 - a.1) * (x - a.0) / (b.0 - a.0)
 }
 
 /// `x` to a multiple of `step` (profiles keep what the measurements can tell).

@@ -14,11 +14,13 @@ use crate::plan::solve;
 use crate::profile::Profile;
 use crate::units::mean_frame_bytes;
 use flowpath_base::clock::tsc_hz;
+use flowpath_base::median_by_key;
 use flowpath_bench::runner::packets_at;
 use flowpath_bench::suite::{Spread, SuiteConfig};
-use flowpath_bench::workload::{class_pipeline, FrameMix, TrafficClass};
+use flowpath_bench::workload::{class_pipeline, class_tunnels};
 use flowpath_bench::Harness;
 use flowpath_datapath::DatapathConfig;
+use flowpath_gen::{FrameMix, TrafficClass};
 use flowpath_pipeline::{Backend, RuleStore};
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Barrier};
@@ -114,7 +116,7 @@ fn set_up(cfg: &SuiteConfig, w: CheckWorkload) -> Bench {
                 megaflow_max: cfg.megaflow_max,
                 // A cost measurement: every miss classified (no miss budget).
                 miss: flowpath_datapath::MissLimits::unbudgeted(),
-                tunnels: w.class.tunnels(),
+                tunnels: class_tunnels(w.class),
                 ..DatapathConfig::default()
             };
             let mut h = Harness::new(store.clone(), dp_cfg, source.with_seed(cfg.seed + k as u64));
@@ -201,11 +203,7 @@ pub fn measure(
         .map(|b| {
             let mpps: Vec<f64> = b.runs.iter().map(|r| r.0).collect();
             let spread = Spread::of(&mpps);
-            let observed = b
-                .runs
-                .iter()
-                .find(|r| r.0 == spread.median)
-                .map_or(0.0, |r| r.1);
+            let observed = median_by_key(&b.runs, |r| r.0).map_or(0.0, |r| r.1);
             Measured {
                 workload: b.w,
                 frame_bytes: b.frame_bytes,
@@ -278,7 +276,7 @@ pub fn compare(profile: &Profile, measured: &[Measured]) -> Result<Vec<CheckRow>
         .collect()
 }
 
-/// The comparison as a Markdown table (for the terminal and the README).
+/// The comparison as a Markdown table (for the terminal and docs/planner.md).
 pub fn table(rows: &[CheckRow]) -> String {
     let mut s = String::from(
         "| workload | frame bytes | predicted Mpps/core | measured Mpps/core (min–max) | error | two-cost line: Mpps/core, error | planner's cores for the measured rate: exact → whole |\n\

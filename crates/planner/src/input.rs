@@ -4,7 +4,7 @@
 use crate::plan::{Options, Workload};
 use crate::report::Given;
 use crate::units::{mean_frame_bytes, parse_rate, parse_share, parse_size};
-use flowpath_bench::workload::TrafficClass;
+use flowpath_gen::TrafficClass;
 
 /// The options as given on the command line.
 #[derive(Clone, Debug)]

@@ -3,7 +3,7 @@
 //! Errors are one line without the option name; the command prefixes it
 //! (`--rate: ...`).
 
-use flowpath_bench::workload::FrameMix;
+use flowpath_gen::FrameMix;
 pub use flowpath_report::pct;
 
 /// Ethernet preamble (7), start-of-frame delimiter (1) and the minimum inter-frame gap
@@ -15,7 +15,7 @@ pub const WIRE_OVERHEAD_BYTES: f64 = 20.0;
 /// that is the same 7:4:1 mix defined on IP packet sizes 40/576/1500 B, plus 18 B of
 /// Ethernet header and FCS (58/594/1518-byte frames, `4300 / 12 = 358.3`).
 pub fn imix_mean_bytes() -> f64 {
-    let p = flowpath_bench::workload::IMIX_PATTERN;
+    let p = flowpath_gen::IMIX_PATTERN;
     p.iter().sum::<usize>() as f64 / p.len() as f64
 }
 

@@ -1,7 +1,7 @@
 //! The planner's arithmetic: rates and sizes, the fewest cores (a property test), the
 //! measured curves, and the scenarios.
 
-use flowpath_bench::workload::{FrameMix, TrafficClass};
+use flowpath_gen::{FrameMix, TrafficClass};
 use flowpath_planner::plan::{
     cores_vs_miss_rate, outcome, plan, scenarios, solve, Options, WhatIf, Workload,
 };

@@ -5,8 +5,8 @@ use flowpath_bench::runner::StageShare;
 use flowpath_bench::suite::{
     self, Meta, Point, ScalingPoint, ScalingSeries, SizePoint, Spread, SuiteConfig, SuiteResults,
 };
-use flowpath_bench::workload::{FrameMix, TrafficClass};
 use flowpath_bench::Machine;
+use flowpath_gen::{FrameMix, TrafficClass};
 use flowpath_planner::calibrate::{calibration_pass, profile_from, suite_config, MISS_RATES};
 use flowpath_planner::check::{self, CheckWorkload, Measured};
 use flowpath_planner::profile::{parse_toml, to_toml};

@@ -321,7 +321,7 @@ fn the_traffic_option_takes_vxlan_encap() {
     i.traffic = "vxlan_encap".into();
     let p = builtin("ovs-kernel").unwrap();
     let (w, opts, _) = i.parse().unwrap();
-    assert_eq!(w.class, flowpath_bench::workload::TrafficClass::VxlanEncap);
+    assert_eq!(w.class, flowpath_gen::TrafficClass::VxlanEncap);
     let plan = flowpath_planner::plan(&p, &w, &opts).unwrap();
     assert!(plan.cores > 0);
     i.traffic = "vxlan-encap".into();

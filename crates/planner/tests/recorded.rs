@@ -52,7 +52,7 @@ fn predictions_recompute_exactly() {
     }
 }
 
-/// The bar: at least three workloads (different rate, size and miss rate) where
+/// The planner's bar: at least three workloads (different rate, size and miss rate) where
 /// the planner and the datapath agree within 10 %; and none of the one-core workloads off
 /// by more than 15 % (runs on the shared 2-vCPU machine have put single workloads at up
 /// to 12 %; the run recorded here has all within 5 %).
@@ -148,7 +148,7 @@ fn the_recorded_profile_predates_encap_and_still_plans_it() {
         .iter()
         .any(|n| n == flowpath_planner::profile::ENCAP_DEFAULT_NOTE));
     let w = Workload {
-        class: flowpath_bench::workload::TrafficClass::VxlanEncap,
+        class: flowpath_gen::TrafficClass::VxlanEncap,
         pps: 5e6,
         frame_bytes: 96.0,
         miss_rate: 0.01,
@@ -157,7 +157,7 @@ fn the_recorded_profile_predates_encap_and_still_plans_it() {
     let dec = plan(
         &profile,
         &Workload {
-            class: flowpath_bench::workload::TrafficClass::Vxlan,
+            class: flowpath_gen::TrafficClass::Vxlan,
             ..w
         },
         &Options::default(),

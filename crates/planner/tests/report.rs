@@ -1,7 +1,7 @@
 //! The plan's outputs: the terminal table, the JSON fields scripts rely on, and the HTML
 //! report (self-contained, well-formed charts, escaped text).
 
-use flowpath_bench::workload::TrafficClass;
+use flowpath_gen::TrafficClass;
 use flowpath_planner::input::PlanInput;
 use flowpath_planner::plan::plan;
 use flowpath_planner::profile::builtin;

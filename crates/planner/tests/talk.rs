@@ -1,7 +1,7 @@
 //! The talk's own worked numbers, from the shipped profiles and the talk's inputs
 //! ("The Core Cost of Doing Business", Netdev 0x13; shared/seeds/000 and 002).
 
-use flowpath_bench::workload::TrafficClass;
+use flowpath_gen::TrafficClass;
 use flowpath_planner::plan::{amdahl, plan, Options, Workload};
 use flowpath_planner::profile::{builtin, Cost};
 use flowpath_planner::units::{imix_mean_bytes, parse_rate, Rate};

@@ -20,6 +20,16 @@ use std::net::Ipv4Addr;
 /// `tests/data/README.md` for where it comes from).
 pub const DEFAULT_ACL: &str = include_str!("../../tests/data/acl2_1k");
 
+/// The built-in ACL with `output:N` actions (as `bench classifier` gives ClassBench sets).
+pub fn default_acl() -> Vec<RuleSpec> {
+    let mut rules =
+        flowpath_flowsyntax::parse_classbench(DEFAULT_ACL, 0).expect("the built-in ACL parses");
+    for (i, r) in rules.iter_mut().enumerate() {
+        r.actions = vec![flowpath_packet::Action::Output(2 + (i % 15) as u32)];
+    }
+    rules
+}
+
 /// Rules a TCP or UDP IPv4 packet can be inside (ClassBench rules on other protocols are
 /// skipped: the generator builds TCP and UDP frames).
 fn tcp_udp_rules(rules: &[RuleSpec]) -> Vec<&RuleSpec> {

@@ -12,6 +12,7 @@ pub mod trace;
 
 use flowpath_base::clock::{rdtsc, tsc_hz};
 use flowpath_base::rng::SplitMix64;
+use flowpath_base::{median, Summary};
 use flowpath_datapath::megaflow::MegaflowCache;
 use flowpath_packet::{Action, FlowKey};
 use flowpath_pipeline::{Backend, Change, Pipeline, RuleSpec, RuleStore, Table};
@@ -124,22 +125,21 @@ pub fn run(
             keys.len(),
             cfg.runs
         ));
-        let mut cycles: Vec<f64> = (0..cfg.runs.max(1))
+        let cycles: Vec<f64> = (0..cfg.runs.max(1))
             .map(|_| time_lookups(table, keys))
             .collect();
-        cycles.sort_by(f64::total_cmp);
         let hz = tsc_hz();
         let mlps = |c: f64| hz / c / 1e6;
-        let median = cycles[cycles.len() / 2];
+        let spread = Summary::of(&cycles).expect("at least one run");
         let (mismatches, checked) = check(table, reference.table(0), keys, cfg.check);
         let mut row = ClassifierRow {
             backend: backend.name().into(),
             rules: rules.len(),
             lookups: keys.len(),
-            mlookups_per_s: mlps(median),
-            mlookups_per_s_min: mlps(*cycles.last().unwrap()),
-            mlookups_per_s_max: mlps(cycles[0]),
-            cycles_per_lookup: median,
+            mlookups_per_s: mlps(spread.median),
+            mlookups_per_s_min: mlps(spread.max),
+            mlookups_per_s_max: mlps(spread.min),
+            cycles_per_lookup: spread.median,
             build_ms,
             memory_bytes: table.index_bytes(),
             subtables: table.subtables(),
@@ -229,8 +229,7 @@ fn megaflows(p: &Pipeline, keys: &[FlowKey]) -> (usize, usize, f64) {
     if misses > 0 && windows.is_empty() {
         windows.push(spent as f64 / misses as f64);
     }
-    windows.sort_by(f64::total_cmp);
-    let miss = windows.get(windows.len() / 2).copied().unwrap_or(0.0);
+    let miss = median(&windows).unwrap_or(0.0);
     (cache.subtables(), cache.len(), miss)
 }
 
@@ -253,9 +252,6 @@ fn time_updates(store: &RuleStore, rules: &[RuleSpec]) -> (f64, f64) {
         }
         del.push(t0.elapsed().as_secs_f64() * 1e6);
     }
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-    };
-    (median(ins), median(del))
+    let mid = |v: &[f64]| median(v).unwrap_or(f64::NAN);
+    (mid(&ins), mid(&del))
 }

@@ -1,9 +1,6 @@
 //! The suite's charts as standalone SVG documents, drawn with the project's one chart
-//! engine (`flowpath_report::chart`).
-//!
-//! Each chart stays one function that reads top to bottom (range, axes, then each series
-//! with its markers and labels), so `scaling`, `sizes` and `hit_miss` run to 85–95 lines:
-//! splitting plotters' builder chains across functions would hide more than it shows.
+//! engine (`flowpath_report::chart`). Each chart reads top to bottom: its range, its axes,
+//! then each series with its markers and labels.
 
 use super::{model, AttackSeries, ClassResult, ScalingSeries, SizePoint};
 use plotters::coord::combinators::IntoLogRange;
@@ -19,26 +16,7 @@ use flowpath_report::pct;
 pub fn scaling(series: &[ScalingSeries]) -> String {
     render((760, 440), |root| {
         root.fill(&WHITE)?;
-        let max_cores = series
-            .iter()
-            .flat_map(|s| s.points.iter().map(|p| p.cores))
-            .max()
-            .unwrap_or(1);
-        let ideal_max = series
-            .iter()
-            .filter_map(|s| {
-                let one = s.points.iter().find(|p| p.cores == 1)?;
-                Some(one.aggregate_mpps.median * max_cores as f64)
-            })
-            .fold(0.0, f64::max);
-        let ymax = max_of(
-            series
-                .iter()
-                .flat_map(|s| s.points.iter().map(|p| p.aggregate_mpps.max)),
-        )
-        .max(ideal_max)
-        .max(1e-3)
-            * 1.15;
+        let (max_cores, ymax) = scaling_range(series);
         let keys: Vec<f64> = (1..=max_cores).map(|c| c as f64).collect();
         let mut chart = ChartBuilder::on(&root)
             .caption("Throughput vs worker cores (IPv4, 64 B)", (FONT, 20))
@@ -55,54 +33,7 @@ pub fn scaling(series: &[ScalingSeries]) -> String {
             .light_line_style(TRANSPARENT)
             .draw()?;
         for (i, s) in series.iter().enumerate() {
-            let color = PALETTE[i % PALETTE.len()];
-            let pts: Vec<(f64, f64)> = s
-                .points
-                .iter()
-                .map(|p| (p.cores as f64, p.aggregate_mpps.median))
-                .collect();
-            chart
-                .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?
-                .label(format!("measured, {} new flows", pct(s.miss_rate)))
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-                });
-            chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))?;
-            chart.draw_series(s.points.iter().map(|p| {
-                ErrorBar::new_vertical(
-                    p.cores as f64,
-                    p.aggregate_mpps.min,
-                    p.aggregate_mpps.median,
-                    p.aggregate_mpps.max,
-                    color.stroke_width(1),
-                    8,
-                )
-            }))?;
-            chart.draw_series(s.points.iter().map(|p| {
-                Text::new(
-                    format!(
-                        "{:.1} Mpps ({:.0} %)",
-                        p.aggregate_mpps.median,
-                        p.efficiency * 100.0
-                    ),
-                    (p.cores as f64 + 0.04, p.aggregate_mpps.median),
-                    (FONT, 12).into_font().color(&color),
-                )
-            }))?;
-            if let Some(one) = s.points.iter().find(|p| p.cores == 1) {
-                let r = one.aggregate_mpps.median;
-                chart
-                    .draw_series(DashedLineSeries::new(
-                        (1..=max_cores).map(|c| (c as f64, r * c as f64)),
-                        6,
-                        4,
-                        color.mix(0.6).stroke_width(1),
-                    ))?
-                    .label(format!("linear from 1 core, {}", pct(s.miss_rate)))
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 20, y)], color.mix(0.6))
-                    });
-            }
+            draw_scaling_series(&mut chart, s, PALETTE[i % PALETTE.len()], max_cores)?;
         }
         legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
         root.present()?;
@@ -110,33 +41,94 @@ pub fn scaling(series: &[ScalingSeries]) -> String {
     })
 }
 
+/// The scaling chart's x range (the most cores) and y range: the highest measured run or
+/// the linear extrapolation from one core, with room above.
+fn scaling_range(series: &[ScalingSeries]) -> (usize, f64) {
+    let max_cores = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.cores))
+        .max()
+        .unwrap_or(1);
+    let ideal_max = series
+        .iter()
+        .filter_map(|s| {
+            let one = s.points.iter().find(|p| p.cores == 1)?;
+            Some(one.aggregate_mpps.median * max_cores as f64)
+        })
+        .fold(0.0, f64::max);
+    let ymax = max_of(
+        series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.aggregate_mpps.max)),
+    )
+    .max(ideal_max)
+    .max(1e-3)
+        * 1.15;
+    (max_cores, ymax)
+}
+
+/// One miss rate's scaling line: medians with min–max bars, each point labelled with its
+/// Mpps and efficiency, and the dashed line linear from one core.
+fn draw_scaling_series(
+    chart: &mut KeyedChart,
+    s: &ScalingSeries,
+    color: RGBColor,
+    max_cores: usize,
+) -> DrawResult {
+    let pts: Vec<(f64, f64)> = s
+        .points
+        .iter()
+        .map(|p| (p.cores as f64, p.aggregate_mpps.median))
+        .collect();
+    chart
+        .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?
+        .label(format!("measured, {} new flows", pct(s.miss_rate)))
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+    chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))?;
+    chart.draw_series(s.points.iter().map(|p| {
+        ErrorBar::new_vertical(
+            p.cores as f64,
+            p.aggregate_mpps.min,
+            p.aggregate_mpps.median,
+            p.aggregate_mpps.max,
+            color.stroke_width(1),
+            8,
+        )
+    }))?;
+    chart.draw_series(s.points.iter().map(|p| {
+        Text::new(
+            format!(
+                "{:.1} Mpps ({:.0} %)",
+                p.aggregate_mpps.median,
+                p.efficiency * 100.0
+            ),
+            (p.cores as f64 + 0.04, p.aggregate_mpps.median),
+            (FONT, 12).into_font().color(&color),
+        )
+    }))?;
+    if let Some(one) = s.points.iter().find(|p| p.cores == 1) {
+        let r = one.aggregate_mpps.median;
+        chart
+            .draw_series(DashedLineSeries::new(
+                (1..=max_cores).map(|c| (c as f64, r * c as f64)),
+                6,
+                4,
+                color.mix(0.6).stroke_width(1),
+            ))?
+            .label(format!("linear from 1 core, {}", pct(s.miss_rate)))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.mix(0.6)));
+    }
+    Ok(())
+}
+
 /// Cycles per packet against mean frame size, cached packets and new flows (log axis).
 pub fn sizes(points: &[SizePoint]) -> String {
     render((760, 440), |root| {
         root.fill(&WHITE)?;
-        let all = points
-            .iter()
-            .flat_map(|p| [&p.hit, &p.miss])
-            .flat_map(|p| [p.cycles.min, p.cycles.max]);
-        let (lo, hi) = all.fold((f64::MAX, 0.0f64), |(a, b), c| (a.min(c), b.max(c)));
-        let (lo, hi) = if hi > 0.0 {
-            (lo * 0.6, hi * 1.8)
-        } else {
-            (1.0, 10.0)
-        };
+        let (lo, hi) = cycles_range(points);
         let xmax = max_of(points.iter().map(|p| p.mean_frame_bytes)).max(100.0) * 1.12;
         let keys: Vec<f64> = points.iter().map(|p| p.mean_frame_bytes).collect();
-        let labels: Vec<(f64, String)> = points
-            .iter()
-            .map(|p| {
-                let l = if p.mix == "imix" {
-                    format!("IMIX {:.0}", p.mean_frame_bytes)
-                } else {
-                    format!("{:.0}", p.mean_frame_bytes)
-                };
-                (p.mean_frame_bytes, l)
-            })
-            .collect();
+        let labels = size_labels(points);
         let mut chart = ChartBuilder::on(&root)
             .caption("Cycles per packet vs frame size (IPv4)", (FONT, 20))
             .margin(12)
@@ -197,6 +189,35 @@ pub fn sizes(points: &[SizePoint]) -> String {
     })
 }
 
+/// The size chart's y range (log scale): every run's cycles with room below and above.
+fn cycles_range(points: &[SizePoint]) -> (f64, f64) {
+    let all = points
+        .iter()
+        .flat_map(|p| [&p.hit, &p.miss])
+        .flat_map(|p| [p.cycles.min, p.cycles.max]);
+    let (lo, hi) = all.fold((f64::MAX, 0.0f64), |(a, b), c| (a.min(c), b.max(c)));
+    if hi > 0.0 {
+        (lo * 0.6, hi * 1.8)
+    } else {
+        (1.0, 10.0)
+    }
+}
+
+/// Each size's x position and tick label (`IMIX 354` for the mix, else the bytes).
+fn size_labels(points: &[SizePoint]) -> Vec<(f64, String)> {
+    points
+        .iter()
+        .map(|p| {
+            let l = if p.mix == "imix" {
+                format!("IMIX {:.0}", p.mean_frame_bytes)
+            } else {
+                format!("{:.0}", p.mean_frame_bytes)
+            };
+            (p.mean_frame_bytes, l)
+        })
+        .collect()
+}
+
 /// Cycles per hit and per miss for each traffic class, side by side, with the ratio.
 pub fn hit_miss(classes: &[ClassResult]) -> String {
     render((760, 440), |root| {
@@ -232,51 +253,11 @@ pub fn hit_miss(classes: &[ClassResult]) -> String {
             .label_style((FONT, 13))
             .light_line_style(TRANSPARENT)
             .draw()?;
-        for (k, (name, color)) in [
-            ("hit (established flow)", PALETTE[0]),
-            ("miss (new flow)", PALETTE[1]),
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            let x0 = 0.12 + 0.39 * k as f64;
-            chart
-                .draw_series(classes.iter().enumerate().map(|(i, c)| {
-                    let v = if k == 0 { &c.hit } else { &c.miss };
-                    Rectangle::new(
-                        [
-                            (i as f64 + x0, 0.0),
-                            (i as f64 + x0 + 0.37, v.cycles.median),
-                        ],
-                        color.filled(),
-                    )
-                }))?
-                .label(name)
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled())
-                });
-            for (i, c) in classes.iter().enumerate() {
-                let v = if k == 0 { &c.hit } else { &c.miss };
-                let x = i as f64 + x0 + 0.185;
-                let (lo, hi) = (v.cycles.min, v.cycles.max);
-                chart.draw_series(
-                    [
-                        vec![(x, lo), (x, hi)],
-                        vec![(x - 0.03, lo), (x + 0.03, lo)],
-                        vec![(x - 0.03, hi), (x + 0.03, hi)],
-                    ]
-                    .into_iter()
-                    .map(|p| PathElement::new(p, BLACK.stroke_width(1))),
-                )?;
-            }
-            chart.draw_series(classes.iter().enumerate().map(|(i, c)| {
-                let v = if k == 0 { &c.hit } else { &c.miss };
-                Text::new(
-                    format!("{:.0}", v.cycles.median),
-                    (i as f64 + x0 + 0.06, v.cycles.max + ymax * 0.045),
-                    (FONT, 13).into_font().color(&BLACK),
-                )
-            }))?;
+        for (miss, bars) in [
+            (false, ("hit (established flow)", PALETTE[0])),
+            (true, ("miss (new flow)", PALETTE[1])),
+        ] {
+            draw_bars(&mut chart, classes, miss, bars, ymax)?;
         }
         chart.draw_series(classes.iter().enumerate().map(|(i, c)| {
             Text::new(
@@ -292,6 +273,54 @@ pub fn hit_miss(classes: &[ClassResult]) -> String {
         root.present()?;
         Ok(())
     })
+}
+
+/// One bar per class for the hits (or the misses, `miss`), beside each other, with min–max
+/// whiskers and the median written above.
+fn draw_bars(
+    chart: &mut KeyedChart,
+    classes: &[ClassResult],
+    miss: bool,
+    (name, color): (&str, RGBColor),
+    ymax: f64,
+) -> DrawResult {
+    let x0 = 0.12 + 0.39 * f64::from(u8::from(miss));
+    chart
+        .draw_series(classes.iter().enumerate().map(|(i, c)| {
+            let v = if miss { &c.miss } else { &c.hit };
+            Rectangle::new(
+                [
+                    (i as f64 + x0, 0.0),
+                    (i as f64 + x0 + 0.37, v.cycles.median),
+                ],
+                color.filled(),
+            )
+        }))?
+        .label(name)
+        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled()));
+    for (i, c) in classes.iter().enumerate() {
+        let v = if miss { &c.miss } else { &c.hit };
+        let x = i as f64 + x0 + 0.185;
+        let (lo, hi) = (v.cycles.min, v.cycles.max);
+        chart.draw_series(
+            [
+                vec![(x, lo), (x, hi)],
+                vec![(x - 0.03, lo), (x + 0.03, lo)],
+                vec![(x - 0.03, hi), (x + 0.03, hi)],
+            ]
+            .into_iter()
+            .map(|p| PathElement::new(p, BLACK.stroke_width(1))),
+        )?;
+    }
+    chart.draw_series(classes.iter().enumerate().map(|(i, c)| {
+        let v = if miss { &c.miss } else { &c.hit };
+        Text::new(
+            format!("{:.0}", v.cycles.median),
+            (i as f64 + x0 + 0.06, v.cycles.max + ymax * 0.045),
+            (FONT, 13).into_font().color(&BLACK),
+        )
+    }))?;
+    Ok(())
 }
 
 /// Throughput against miss rate for one class: measured (with min–max bars) and the model

@@ -12,10 +12,10 @@
 use super::{Point, ScalingPoint, Spread, SuiteConfig};
 use crate::harness::Harness;
 use crate::runner::{packets_at, StageShare};
-use crate::workload::{class_pipeline, FrameMix, TrafficClass};
+use crate::workload::{class_pipeline, class_tunnels};
 use flowpath_base::clock::tsc_hz;
 use flowpath_datapath::{DatapathConfig, DatapathStats};
-use flowpath_gen::InMemorySource;
+use flowpath_gen::{FrameMix, InMemorySource, TrafficClass};
 use flowpath_pipeline::{Backend, RuleSpec, RuleStore};
 use std::sync::{Arc, Barrier};
 
@@ -62,7 +62,7 @@ fn worker(
         megaflow_max: cfg.megaflow_max,
         // A cost measurement: every miss classified (no miss budget).
         miss: flowpath_datapath::MissLimits::unbudgeted(),
-        tunnels: class.tunnels(),
+        tunnels: class_tunnels(class),
         ..DatapathConfig::default()
     };
     Harness::new(store, dp_cfg, source.with_seed(seed))

@@ -31,7 +31,8 @@ mod run;
 
 use crate::machine::Machine;
 use crate::runner::StageShare;
-use crate::workload::{FrameMix, TrafficClass};
+use flowpath_base::Summary;
+use flowpath_gen::{FrameMix, TrafficClass};
 use serde::{Deserialize, Serialize};
 
 pub use findings::findings;
@@ -238,13 +239,16 @@ impl Spread {
     /// The median is the upper middle sample (a sample that was measured, as the bench
     /// reports it). An empty list gives zeros.
     pub fn of(samples: &[f64]) -> Spread {
-        let mut s = samples.to_vec();
-        s.sort_by(f64::total_cmp);
+        let s = Summary::of(samples).unwrap_or(Summary {
+            median: 0.0,
+            min: 0.0,
+            max: 0.0,
+        });
         Spread {
-            median: s.get(s.len() / 2).copied().unwrap_or(0.0),
-            min: s.first().copied().unwrap_or(0.0),
-            max: s.last().copied().unwrap_or(0.0),
-            runs: s.len(),
+            median: s.median,
+            min: s.min,
+            max: s.max,
+            runs: samples.len(),
             samples: samples.to_vec(),
         }
     }

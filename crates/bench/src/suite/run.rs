@@ -6,7 +6,7 @@ use super::{
     ScalingSeries, SizePoint, SuiteConfig, SuiteResults,
 };
 use crate::machine::Machine;
-use crate::workload::{FrameMix, TrafficClass};
+use flowpath_gen::{FrameMix, TrafficClass};
 
 #[derive(Clone, Copy, Debug)]
 enum Step {

@@ -5,7 +5,7 @@
 
 mod read;
 
-use flowpath_bench::workload::TrafficClass;
+use flowpath_gen::TrafficClass;
 use read::from_value;
 use serde::Serialize;
 use serde_json::{Map, Value};

@@ -235,7 +235,28 @@ pub(super) fn from_value(v: &Value) -> Result<Profile, String> {
             .collect::<Result<_, _>>()?,
         None => Vec::new(),
     };
-    let tsc_hz = number(field(top, "", "tsc_hz")?, "tsc_hz")?;
+    let tsc_hz = tsc_hz(field(top, "", "tsc_hz")?)?;
+    let scaling = scaling(field(top, "", "scaling")?)?;
+    let machine = match top.get("machine") {
+        Some(m) => Some(machine(m, "machine")?),
+        None => None,
+    };
+    let mut notes = notes;
+    let classes = classes(field(top, "", "classes")?, &mut notes)?;
+    Ok(Profile {
+        name,
+        source,
+        notes,
+        tsc_hz,
+        scaling,
+        machine,
+        classes,
+    })
+}
+
+/// The TSC rate: positive, and in Hz (not GHz).
+fn tsc_hz(v: &Value) -> Result<f64, String> {
+    let tsc_hz = number(v, "tsc_hz")?;
     if tsc_hz <= 0.0 {
         return Err(format!("tsc_hz: must be positive (got {tsc_hz})"));
     }
@@ -244,7 +265,12 @@ pub(super) fn from_value(v: &Value) -> Result<Profile, String> {
             "tsc_hz: {tsc_hz} is not a clock rate in Hz (2.6 GHz is 2.6e9)"
         ));
     }
-    let scaling: Vec<f64> = array(field(top, "", "scaling")?, "scaling")?
+    Ok(tsc_hz)
+}
+
+/// The scaling efficiencies: each in (0, 2], the first (one core) 1.0.
+fn scaling(v: &Value) -> Result<Vec<f64>, String> {
+    let scaling: Vec<f64> = array(v, "scaling")?
         .iter()
         .enumerate()
         .map(|(i, x)| {
@@ -259,28 +285,20 @@ pub(super) fn from_value(v: &Value) -> Result<Profile, String> {
         })
         .collect::<Result<_, String>>()?;
     match scaling.first() {
-        None => return Err("scaling: must list at least the efficiency of one core (1.0)".into()),
-        Some(&e) if (e - 1.0).abs() > 1e-9 => {
-            return Err(format!(
-                "scaling[0]: must be 1.0 (efficiency is relative to one core), got {e}"
-            ))
-        }
-        _ => {}
+        None => Err("scaling: must list at least the efficiency of one core (1.0)".into()),
+        Some(&e) if (e - 1.0).abs() > 1e-9 => Err(format!(
+            "scaling[0]: must be 1.0 (efficiency is relative to one core), got {e}"
+        )),
+        _ => Ok(scaling),
     }
-    let machine = match top.get("machine") {
-        Some(m) => Some(machine(m, "machine")?),
-        None => None,
-    };
-    let classes_v = field(top, "", "classes")?;
-    let cm = Node {
-        v: classes_v,
-        path: "classes",
-    }
-    .table(&["ipv4", "ipv6", "vxlan", "vxlan_encap"])?;
+}
+
+/// Every class's costs. A profile without the encap class gets the decap costs for it,
+/// and a note in `notes` that says so.
+fn classes(v: &Value, notes: &mut Vec<String>) -> Result<Classes, String> {
+    let cm = Node { v, path: "classes" }.table(&["ipv4", "ipv6", "vxlan", "vxlan_encap"])?;
     let class = |k: &str| class_costs(field(cm, "classes", k)?, &join("classes", k));
     let (ipv4, ipv6, vxlan) = (class("ipv4")?, class("ipv6")?, class("vxlan")?);
-    // Profiles from before the encap class: the decap costs stand in, and a note says so.
-    let mut notes = notes;
     let vxlan_encap = match cm.get("vxlan_encap") {
         Some(v) => class_costs(v, "classes.vxlan_encap")?,
         None => {
@@ -288,19 +306,10 @@ pub(super) fn from_value(v: &Value) -> Result<Profile, String> {
             vxlan.clone()
         }
     };
-    let classes = Classes {
+    Ok(Classes {
         ipv4,
         ipv6,
         vxlan,
         vxlan_encap,
-    };
-    Ok(Profile {
-        name,
-        source,
-        notes,
-        tsc_hz,
-        scaling,
-        machine,
-        classes,
     })
 }

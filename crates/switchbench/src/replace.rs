@@ -1,6 +1,7 @@
 //! Timing a `replace` of a whole flow table through the path a control request takes:
 //! parse the flow text, one atomic apply to the rule store, save the state file.
 
+use flowpath_base::Summary;
 use flowpath_flowsyntax::{parse_flows_file, FlowCommand};
 use flowpath_pipeline::{Backend, Change, RuleSpec, RuleStore};
 use flowpath_switch::StateFile;
@@ -67,12 +68,21 @@ pub fn time_replace(n: usize, dir: &std::path::Path, runs: usize) -> Vec<Replace
     out
 }
 
+/// `flowpath bench --replace N`: [`time_replace`] `runs` times with the state file in a
+/// temporary directory (removed after), as [`table`] text.
+pub fn run(n: usize, runs: usize) -> String {
+    let dir = std::env::temp_dir().join(format!("flowpath-bench-replace-{}", std::process::id()));
+    let t = time_replace(n, &dir, runs);
+    let _ = std::fs::remove_dir_all(&dir);
+    table(&t)
+}
+
 /// The `--replace` timing as a table: median and min–max of each step.
 pub fn table(runs: &[ReplaceTiming]) -> String {
     let stat = |f: &dyn Fn(&ReplaceTiming) -> Duration| {
-        let mut v: Vec<f64> = runs.iter().map(|r| f(r).as_secs_f64() * 1e3).collect();
-        v.sort_by(|a, b| a.total_cmp(b));
-        (v[v.len() / 2], v[0], v[v.len() - 1])
+        let v: Vec<f64> = runs.iter().map(|r| f(r).as_secs_f64() * 1e3).collect();
+        let s = Summary::of(&v).expect("at least one run");
+        (s.median, s.min, s.max)
     };
     let n = runs.first().map_or(0, |r| r.flows);
     let mut out = format!(

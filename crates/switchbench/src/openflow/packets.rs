@@ -3,8 +3,8 @@
 //! as the controller: packet_in → packet_out round trips, a miss storm against the
 //! packet-in rate limit, and established traffic while flow_mods arrive.
 
-use super::client::{blast, errors, Client};
-use super::InProcess;
+use super::client::{blast, encode_flow_mods, errors, Client};
+use super::inprocess::InProcess;
 use flowpath_openflow::consts::*;
 use flowpath_openflow::{FlowMod, Instruction, Message, OfAction, Oxm, OxmField, PacketOut};
 use flowpath_ports::{MemoryPort, MemoryPortHandle};
@@ -367,38 +367,15 @@ pub fn traffic(flows: u32, n: u32, gap: Duration) -> Result<Traffic, String> {
     let frames: Vec<Vec<u8>> = (0..flows)
         .map(|i| frame(0x0a09_0000 + i, 0xc0a8_0000 + i, 5000 + i as u16))
         .collect();
-    // Warm: each flow once, so its megaflow is cached before the storm.
-    rig.p1.inject_many(&frames);
-    let t = Instant::now();
-    while rig.p2.sent_len() < frames.len() {
-        if t.elapsed() > Duration::from_secs(10) {
-            return Err("the warm-up frames did not all come out of port 2".into());
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    rig.p2.take_sent();
+    warm_up(&rig, &frames)?;
     let stop = Arc::new(AtomicBool::new(false));
     let injected = Arc::new(AtomicU64::new(0));
-    let injector = {
-        let (stop, injected, p1) = (stop.clone(), injected.clone(), rig.p1.clone());
-        std::thread::spawn(move || {
-            let t0 = Instant::now();
-            let mut round = 0u32;
-            while !stop.load(Ordering::Relaxed) {
-                p1.inject_many(&frames);
-                injected.fetch_add(frames.len() as u64, Ordering::Relaxed);
-                round += 1;
-                let next = t0 + gap * round;
-                std::thread::sleep(next.saturating_duration_since(Instant::now()));
-            }
-            t0.elapsed()
-        })
-    };
+    let injector = inject_rounds(&rig.p1, frames, gap, &stop, &injected);
     // Traffic alone for a moment, then the storm.
     std::thread::sleep(Duration::from_millis(200));
     let before = rig.snapshot();
     let inj0 = injected.load(Ordering::Relaxed);
-    let bytes = super::client::encode_flow_mods(n, unrelated_flow_mod);
+    let bytes = encode_flow_mods(n, unrelated_flow_mod);
     let b = blast(c, &bytes)?;
     let inj1 = injected.load(Ordering::Relaxed);
     let rules_after = rig.fp.sw.store().snapshot().rules().count();
@@ -409,15 +386,7 @@ pub fn traffic(flows: u32, n: u32, gap: Duration) -> Result<Traffic, String> {
     stop.store(true, Ordering::Relaxed);
     let ran = injector.join().map_err(|_| "injector panicked")?;
     let total = injected.load(Ordering::Relaxed);
-    let mut transmitted = 0u64;
-    let t = Instant::now();
-    while t.elapsed() < Duration::from_secs(5) {
-        transmitted += rig.p2.take_sent().len() as u64;
-        if transmitted >= total && rig.p1.pending() == 0 {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let mut transmitted = drain(&rig, total);
     let fin = rig.finish();
     transmitted += rig.p2.take_sent().len() as u64;
     Ok(Traffic {
@@ -438,4 +407,57 @@ pub fn traffic(flows: u32, n: u32, gap: Duration) -> Result<Traffic, String> {
         rules_after,
         offered_pps: total as f64 / ran.as_secs_f64(),
     })
+}
+
+/// Each flow once, so its megaflow is cached before the storm: inject one round and wait
+/// (up to 10 s) for all of it on port 2.
+fn warm_up(rig: &Rig, frames: &[Vec<u8>]) -> Result<(), String> {
+    rig.p1.inject_many(frames);
+    let t = Instant::now();
+    while rig.p2.sent_len() < frames.len() {
+        if t.elapsed() > Duration::from_secs(10) {
+            return Err("the warm-up frames did not all come out of port 2".into());
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    rig.p2.take_sent();
+    Ok(())
+}
+
+/// A thread injecting a round of `frames` on `p1` every `gap` until `stop`, counting them
+/// in `injected`; it returns how long it ran.
+fn inject_rounds(
+    p1: &MemoryPortHandle,
+    frames: Vec<Vec<u8>>,
+    gap: Duration,
+    stop: &Arc<AtomicBool>,
+    injected: &Arc<AtomicU64>,
+) -> std::thread::JoinHandle<Duration> {
+    let (stop, injected, p1) = (stop.clone(), injected.clone(), p1.clone());
+    std::thread::spawn(move || {
+        let t0 = Instant::now();
+        let mut round = 0u32;
+        while !stop.load(Ordering::Relaxed) {
+            p1.inject_many(&frames);
+            injected.fetch_add(frames.len() as u64, Ordering::Relaxed);
+            round += 1;
+            let next = t0 + gap * round;
+            std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        }
+        t0.elapsed()
+    })
+}
+
+/// Frames taken from port 2 until `total` came out and port 1 is empty (or 5 s passed).
+fn drain(rig: &Rig, total: u64) -> u64 {
+    let mut transmitted = 0u64;
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(5) {
+        transmitted += rig.p2.take_sent().len() as u64;
+        if transmitted >= total && rig.p1.pending() == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    transmitted
 }

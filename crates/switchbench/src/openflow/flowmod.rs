@@ -3,8 +3,8 @@
 //! a private ovs-vswitchd.
 
 use super::client::{bench_flow_text, blast, Client};
+use super::inprocess::InProcess;
 use super::ovs::{flow_count_of, PrivateOvs};
-use super::InProcess;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -20,7 +20,7 @@ pub struct Sample {
 
 /// flowpath in-process, a fresh switch (with a state file in `state_dir` if given).
 pub fn flowpath_blast(bytes: &[u8], state_dir: Option<&Path>) -> Result<Sample, String> {
-    let fp = InProcess::start(state_dir, None)?;
+    let fp = InProcess::start(state_dir)?;
     let c = Client::connect(fp.addr)?;
     let b = blast(c, bytes)?;
     Ok(Sample {
@@ -77,7 +77,7 @@ fn time_ofctl(
 }
 
 pub fn flowpath_ofctl(file: &Path, state_dir: Option<&Path>) -> Result<Sample, String> {
-    let fp = InProcess::start(state_dir, None)?;
+    let fp = InProcess::start(state_dir)?;
     let (secs, errors, first_error) = time_ofctl(fp.addr, file)?;
     Ok(Sample {
         secs,

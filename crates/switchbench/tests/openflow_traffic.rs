@@ -1,4 +1,4 @@
-//! Established flows lose nothing while flow_mods arrive (issue 17): the scenario of
+//! Established flows lose nothing while flow_mods arrive: the scenario of
 //! `flowpath bench openflow`'s traffic row — an in-process worker forwards 64 established
 //! flows from port 1 to port 2 (memory ports, one frame per flow every millisecond, so the
 //! worker is not saturated) while a client sends 10,000 unrelated flow_mods over OpenFlow
@@ -6,7 +6,7 @@
 //! revalidated) and a barrier. Every frame injected must come out of port 2, and the
 //! worker must drop nothing. No timing thresholds: the bench measures.
 
-use flowpath_bench::openflow::packets::traffic;
+use flowpath_switchbench::openflow::packets::traffic;
 use std::time::Duration;
 
 const FLOWS: u32 = 64;

@@ -1,10 +1,10 @@
 //! `flowpath bench --runs N` with N > 1: each run of the cost cases in a fresh child
 //! process (this binary, `--runs 1 --json`), pooled into one row per case. A process on
-//! this VM runs at one of two speeds throughout, so N runs in one process are one sample
+//! a VM can run at one of two speeds throughout, so N runs in one process are one sample
 //! of that lottery; `--in-process` keeps them in one (for perf and callgrind).
 
-use crate::bench_against::{child_rows, forwarded_args};
-use flowpath_bench::{pool, Case, CaseResult};
+use super::against::{child_rows, forwarded_args};
+use crate::runner::{pool, Case, CaseResult};
 use std::ffi::OsString;
 use std::io::Write as _;
 

@@ -6,8 +6,8 @@
 //! ratio of this build's two runs beside the comparison: what the machine's noise alone
 //! reads, the bound a ratio between the builds has to clear.
 
-use flowpath_base::Summary;
-use flowpath_bench::Case;
+use crate::runner::Case;
+use flowpath_base::{median, Summary};
 use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -171,7 +171,7 @@ pub fn noise_ratios(p: &Paired) -> Option<(f64, f64, f64)> {
 fn ratios(a: &[f64], b: &[f64]) -> (f64, f64, f64) {
     let mut r: Vec<f64> = a.iter().zip(b).map(|(a, b)| a / b).collect();
     r.sort_by(f64::total_cmp);
-    let (m, _, _) = summary(&r);
+    let m = median(&r).expect("at least one round");
     let n = r.len() - 1;
     (m, r[n / 4], r[(3 * n).div_ceil(4)])
 }
