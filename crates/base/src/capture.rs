@@ -42,49 +42,62 @@ pub struct Capture {
 pub fn read_capture(mut input: impl Read) -> io::Result<Capture> {
     let mut data = Vec::new();
     input.read_to_end(&mut data)?;
-    let bad = |m: String| io::Error::new(io::ErrorKind::InvalidData, m);
     let magic = data.get(..4).ok_or_else(|| {
         bad(format!(
             "file too short for a capture ({} bytes)",
             data.len()
         ))
     })?;
-    let mut cap = Capture::default();
-    let not_ethernet = |l: DataLink| {
-        bad(format!(
-            "link type {l:?}: only Ethernet captures can be replayed"
-        ))
-    };
-    // Where a record starts, for errors: `record N at byte B: ...`.
-    let at = |n: usize, rest: &[u8], e: PcapError| {
-        let what = match e {
-            PcapError::IncompleteBuffer => "truncated: the file ends inside it".to_string(),
-            e => e.to_string(),
-        };
-        match n {
-            0 => bad(format!("the file header: {what}")),
-            n => bad(format!(
-                "record {n} at byte {}: {what}",
-                data.len() - rest.len()
-            )),
-        }
-    };
     if is_pcapng(magic) {
-        cap.format = "pcapng";
-        let (mut rest, mut parser) = PcapNgParser::new(&data).map_err(|e| at(0, &data, e))?;
-        let mut n = 1;
-        while !rest.is_empty() {
-            let (next, block) = parser.next_block(rest).map_err(|e| at(n, rest, e))?;
-            let (iface, frame, orig) = match block {
-                Block::EnhancedPacket(p) => (p.interface_id, p.data.into_owned(), p.original_len),
-                Block::SimplePacket(p) => (0, p.data.into_owned(), p.original_len),
-                Block::Packet(p) => (p.interface_id as u32, p.data.into_owned(), p.original_len),
-                _ => {
-                    rest = next;
-                    n += 1;
-                    continue;
-                }
-            };
+        read_pcapng(&data)
+    } else {
+        read_pcap(&data)
+    }
+}
+
+fn bad(m: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, m)
+}
+
+fn not_ethernet(l: DataLink) -> io::Error {
+    bad(format!(
+        "link type {l:?}: only Ethernet captures can be replayed"
+    ))
+}
+
+/// Record `n` (0: the file header) of `data`, starting where `rest` does, could not be
+/// read: `record N at byte B: ...`.
+fn record_error(data: &[u8], n: usize, rest: &[u8], e: PcapError) -> io::Error {
+    let what = match e {
+        PcapError::IncompleteBuffer => "truncated: the file ends inside it".to_string(),
+        e => e.to_string(),
+    };
+    match n {
+        0 => bad(format!("the file header: {what}")),
+        n => bad(format!(
+            "record {n} at byte {}: {what}",
+            data.len() - rest.len()
+        )),
+    }
+}
+
+fn read_pcapng(data: &[u8]) -> io::Result<Capture> {
+    let mut cap = Capture {
+        format: "pcapng",
+        ..Capture::default()
+    };
+    let at = |n, rest, e| record_error(data, n, rest, e);
+    let (mut rest, mut parser) = PcapNgParser::new(data).map_err(|e| at(0, data, e))?;
+    let mut n = 1;
+    while !rest.is_empty() {
+        let (next, block) = parser.next_block(rest).map_err(|e| at(n, rest, e))?;
+        let packet = match block {
+            Block::EnhancedPacket(p) => Some((p.interface_id, p.data.into_owned(), p.original_len)),
+            Block::SimplePacket(p) => Some((0, p.data.into_owned(), p.original_len)),
+            Block::Packet(p) => Some((p.interface_id as u32, p.data.into_owned(), p.original_len)),
+            _ => None,
+        };
+        if let Some((iface, frame, orig)) = packet {
             let link = parser
                 .interfaces()
                 .get(iface as usize)
@@ -101,24 +114,31 @@ pub fn read_capture(mut input: impl Read) -> io::Result<Capture> {
             }
             cap.truncated += (orig as usize > frame.len()) as u64;
             cap.frames.push(frame);
-            rest = next;
-            n += 1;
         }
-    } else {
-        cap.format = "pcap";
-        let (mut rest, parser) = PcapParser::new(&data).map_err(|e| at(0, &data, e))?;
-        let link = parser.header().datalink;
-        if link != DataLink::ETHERNET {
-            return Err(not_ethernet(link));
-        }
-        let mut n = 1;
-        while !rest.is_empty() {
-            let (next, p) = parser.next_packet(rest).map_err(|e| at(n, rest, e))?;
-            cap.truncated += (p.orig_len as usize > p.data.len()) as u64;
-            cap.frames.push(p.data.into_owned());
-            rest = next;
-            n += 1;
-        }
+        rest = next;
+        n += 1;
+    }
+    Ok(cap)
+}
+
+fn read_pcap(data: &[u8]) -> io::Result<Capture> {
+    let mut cap = Capture {
+        format: "pcap",
+        ..Capture::default()
+    };
+    let at = |n, rest, e| record_error(data, n, rest, e);
+    let (mut rest, parser) = PcapParser::new(data).map_err(|e| at(0, data, e))?;
+    let link = parser.header().datalink;
+    if link != DataLink::ETHERNET {
+        return Err(not_ethernet(link));
+    }
+    let mut n = 1;
+    while !rest.is_empty() {
+        let (next, p) = parser.next_packet(rest).map_err(|e| at(n, rest, e))?;
+        cap.truncated += (p.orig_len as usize > p.data.len()) as u64;
+        cap.frames.push(p.data.into_owned());
+        rest = next;
+        n += 1;
     }
     Ok(cap)
 }
