@@ -170,3 +170,168 @@ pub fn first_flood(r: &crate::runner::FirstFloodResult) -> String {
         r.faults_in_flood,
     )
 }
+
+/// `--markdown`: the cost cases' table (each case's cycles also over the floor's, the peer
+/// measured in the same run) and the attacks' table, each under a caption naming the command,
+/// machine and date.
+pub fn markdown(
+    results: &[CaseResult],
+    attacks: &[crate::attack::AttackResult],
+    machine: &Machine,
+) -> String {
+    let mut s = String::new();
+    if !results.is_empty() {
+        s.push_str(&cost_markdown(results, machine));
+    }
+    if !attacks.is_empty() {
+        if !s.is_empty() {
+            s.push('\n');
+        }
+        s.push_str(&attack_markdown(attacks, machine));
+    }
+    s
+}
+
+fn cost_markdown(results: &[CaseResult], machine: &Machine) -> String {
+    use flowpath_report::thousands;
+    let floor = results
+        .iter()
+        .find(|r| r.case == "floor")
+        .map(|r| r.cycles_per_packet);
+    let cyc = |x: f64| {
+        if x >= 1000.0 {
+            thousands(x)
+        } else {
+            format!("{x:.1}")
+        }
+    };
+    let rows: Vec<Vec<String>> = results
+        .iter()
+        .map(|r| {
+            let st = &r.stage_cycles;
+            let stages = if r.case.starts_with("floor") {
+                "—".to_string()
+            } else {
+                format!(
+                    "{:.0} / {:.0} / {:.0} / {:.0} / {:.0}",
+                    st.parse, st.emc, st.megaflow, st.upcall, st.actions
+                )
+            };
+            let tiers = if r.case.starts_with("floor") {
+                "—".to_string()
+            } else {
+                format!(
+                    "{:.0} / {:.0} / {:.0} / {:.0}",
+                    100.0 * r.emc_hit_share,
+                    100.0 * r.smc_hit_share,
+                    100.0 * (r.megaflow_hit_share - r.smc_hit_share),
+                    100.0 * r.upcall_share
+                )
+            };
+            let over_floor = match floor {
+                Some(f) if f > 0.0 && r.case != "floor" => {
+                    format!("{:.1}x", r.cycles_per_packet / f)
+                }
+                _ => String::new(),
+            };
+            vec![
+                format!("`{}`", r.case),
+                format!("{:.2}", r.mpps),
+                format!(
+                    "{} [{}–{}]",
+                    cyc(r.cycles_per_packet),
+                    cyc(r.cycles_min),
+                    cyc(r.cycles_max)
+                ),
+                over_floor,
+                stages,
+                tiers,
+            ]
+        })
+        .collect();
+    let runs = results.iter().map(|r| r.runs).max().unwrap_or(0);
+    let apart = if results.iter().any(|r| r.processes > 1) {
+        "each run a fresh process"
+    } else {
+        "all runs in one process"
+    };
+    let what = format!(
+        "TSC cycles per packet on one core, {} B frames, median of {runs} runs [min–max], {apart}; \
+         \"x floor\" is a case's cycles over the floor's (the loop and the traffic alone) in the same \
+         run; the stage columns are the datapath's own TSC stamps per packet, the tier columns the \
+         share of packets each tier answered (%).",
+        results.first().map_or(64, |r| r.frame_size)
+    );
+    format!(
+        "{}\n{}",
+        flowpath_report::markdown::caption(&what, machine.tsc_ghz),
+        flowpath_report::markdown::table(
+            &[
+                "case",
+                "Mpps",
+                "cycles/packet [min–max]",
+                "x floor",
+                "parse+hash / EMC / megaflow / slow path / actions",
+                "EMC / SMC / megaflow / miss %",
+            ],
+            &rows
+        )
+    )
+}
+
+fn attack_markdown(attacks: &[crate::attack::AttackResult], machine: &Machine) -> String {
+    use flowpath_report::thousands;
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for a in attacks {
+        for d in &a.defences {
+            rows.push(vec![
+                format!(
+                    "`{}` ({} flows, {} rules, {})",
+                    a.case, a.established_flows, a.rules, a.classifier
+                ),
+                d.defence.name().to_string(),
+                format!(
+                    "{:.1} % [{:.1}–{:.1}]",
+                    100.0 * d.established_retained,
+                    100.0 * d.retained_min,
+                    100.0 * d.retained_max
+                ),
+                format!(
+                    "{:.2} ({:.2})",
+                    d.established_mpps, d.established_mpps_no_attack
+                ),
+                thousands(d.attack_pps),
+                thousands(d.attack_upcalls_per_sec),
+                thousands(d.attack_budget_drops_per_sec),
+                d.subtables.to_string(),
+            ]);
+        }
+    }
+    let runs = attacks.iter().map(|a| a.runs).max().unwrap_or(0);
+    let load = attacks.first().map_or(0.0, |a| {
+        100.0 * a.established_offered_mpps / a.established_saturated_mpps.max(1e-9)
+    });
+    let what = format!(
+        "Port A offers established flows at {load:.0} % of the rate it reaches alone while port B \
+         attacks as fast as the worker takes packets; \"kept\" is A's delivered rate with the attack over without \
+         it, median of {runs} runs [min–max]; over budget: attack misses dropped by their port's miss \
+         budget; masks: megaflow subtables after the attack."
+    );
+    format!(
+        "{}\n{}",
+        flowpath_report::markdown::caption(&what, machine.tsc_ghz),
+        flowpath_report::markdown::table(
+            &[
+                "attack",
+                "defence",
+                "port A kept",
+                "A Mpps (no attack)",
+                "attack pps taken",
+                "attack upcalls/s",
+                "over budget/s",
+                "masks",
+            ],
+            &rows
+        )
+    )
+}

@@ -2,10 +2,7 @@
 //! set users have (ClassBench filters or a flows file) and one lookup trace, with DPDK's
 //! rte_acl on the same rules and trace when `dpdk-test-acl` is installed.
 
-use flowpath_bench::classifier::rte_acl::{self, RteAclRow};
-use flowpath_bench::classifier::{self, trace, ClassifierConfig, ClassifierRow};
-use flowpath_pipeline::Backend;
-use flowpath_report::{columns, grouped};
+use flowpath_bench::classifier::command::{run_command, ClassifierOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -32,9 +29,10 @@ Example:  flowpath bench classifier --rules ../shared/data/classbench/acl2_10k";
 #[derive(clap::Args)]
 #[command(after_long_help = ABOUT)]
 pub struct ClassifierArgs {
-    /// Rules: a ClassBench filter file (lines start with '@') or a flows file.
-    #[arg(long, value_name = "FILE")]
-    rules: PathBuf,
+    /// Rules: a ClassBench filter file (lines start with '@') or a flows file; repeat it to
+    /// measure several sets in one run (one table).
+    #[arg(long, value_name = "FILE", required = true)]
+    rules: Vec<PathBuf>,
     /// Backend: tss, tss-whole-masks, tree, linear or all (tss, tree and linear:
     /// tss-whole-masks classifies exactly as tss does, only its megaflows differ).
     #[arg(long, default_value = "all")]
@@ -60,186 +58,33 @@ pub struct ClassifierArgs {
     /// Print JSON (one object per backend) instead of the table.
     #[arg(long)]
     json: bool,
+    /// Print one Markdown table for all the sets, with a caption naming the command, machine
+    /// and date (what `scripts/results.py` pastes into README.md and docs/classifiers.md).
+    #[arg(long, conflicts_with = "json")]
+    markdown: bool,
 }
 
 pub fn run(args: ClassifierArgs) -> ExitCode {
-    match run_inner(args) {
-        Ok(()) => ExitCode::SUCCESS,
+    let opts = ClassifierOptions {
+        rules: args.rules,
+        backend: args.backend,
+        trace: args.trace,
+        lookups: args.lookups,
+        seed: args.seed,
+        runs: args.runs,
+        lookups_only: args.lookups_only,
+        no_dpdk: args.no_dpdk,
+        json: args.json,
+        markdown: args.markdown,
+    };
+    match run_command(&opts) {
+        Ok(out) => {
+            print!("{out}");
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("flowpath bench classifier: {e}");
             ExitCode::FAILURE
         }
     }
-}
-
-fn run_inner(args: ClassifierArgs) -> Result<(), String> {
-    let backends = if args.backend == "all" {
-        Backend::CLASSIFIERS.to_vec()
-    } else {
-        vec![args
-            .backend
-            .parse::<Backend>()
-            .map_err(|e| format!("--backend: {e} or 'all'"))?]
-    };
-    let rules = classifier::load_rules(&args.rules)?;
-    if rules.is_empty() {
-        return Err(format!("{}: no rules", args.rules.display()));
-    }
-    let keys = match &args.trace {
-        Some(p) => trace::parse_trace(
-            &std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?,
-        )
-        .map_err(|e| format!("{}: {e}", p.display()))?,
-        None => trace::generate(&rules, args.lookups as usize, 0.9, args.seed),
-    };
-    let cfg = ClassifierConfig {
-        backends,
-        runs: args.runs as usize,
-        megaflows: !args.lookups_only,
-        updates: !args.lookups_only,
-        ..ClassifierConfig::default()
-    };
-    let rows = classifier::run(&rules, &keys, &cfg, |m| eprintln!("  {m}"))?;
-    let dpdk = if args.no_dpdk {
-        None
-    } else {
-        run_dpdk(&args, &keys, rules.len())
-    };
-    if args.json {
-        let mut all: Vec<serde_json::Value> = rows
-            .iter()
-            .map(|r| serde_json::to_value(r).expect("rows serialise"))
-            .collect();
-        if let Some(d) = &dpdk {
-            let mut v = serde_json::to_value(d).expect("rows serialise");
-            v["backend"] = format!("rte_acl ({})", d.alg).into();
-            all.push(v);
-        }
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&all).expect("rows serialise")
-        );
-    } else {
-        print_table(&args, &rows, dpdk.as_ref(), keys.len());
-    }
-    Ok(())
-}
-
-/// rte_acl on the same rules and trace, or `None` (with the reason on stderr).
-fn run_dpdk(
-    args: &ClassifierArgs,
-    keys: &[flowpath_packet::FlowKey],
-    n_rules: usize,
-) -> Option<RteAclRow> {
-    if !rte_acl::available() {
-        eprintln!(
-            "  rte_acl: dpdk-test-acl is not installed (apt-get install dpdk-dev); no DPDK row"
-        );
-        return None;
-    }
-    let text = std::fs::read_to_string(&args.rules).ok()?;
-    if !flowpath_flowsyntax::is_classbench(&text) {
-        eprintln!(
-            "  rte_acl: dpdk-test-acl reads ClassBench files only; no DPDK row for a flows file"
-        );
-        return None;
-    }
-    eprintln!("  rte_acl: dpdk-test-acl on the same rules and trace");
-    let dir = std::env::temp_dir().join(format!("flowpath-rteacl-{}", std::process::id()));
-    let trace = dir.join("trace");
-    let tuples: Vec<_> = keys
-        .iter()
-        .map(|k| {
-            let t = trace::FiveTuple::of(k);
-            (t.src, t.dst, t.sport, t.dport, t.proto)
-        })
-        .collect();
-    let result = std::fs::create_dir_all(&dir)
-        .and_then(|_| rte_acl::write_trace(&trace, &tuples))
-        .map_err(|e| format!("{}: {e}", trace.display()))
-        .and_then(|_| rte_acl::run_best(&args.rules, &trace, n_rules, keys.len()));
-    let _ = std::fs::remove_dir_all(&dir);
-    match result {
-        Ok(r) => Some(r),
-        Err(e) => {
-            eprintln!("  rte_acl: {e}");
-            None
-        }
-    }
-}
-
-fn opt(v: Option<impl std::fmt::Display>) -> String {
-    v.map_or("-".into(), |v| v.to_string())
-}
-
-fn print_table(args: &ClassifierArgs, rows: &[ClassifierRow], dpdk: Option<&RteAclRow>, n: usize) {
-    println!(
-        "{}: {} rules, {} lookups ({}), TSC {:.3} GHz\n",
-        args.rules.display(),
-        rows.first().map_or(0, |r| r.rules),
-        grouped(n as u64),
-        if args.trace.is_some() {
-            "trace file"
-        } else {
-            "generated, 90% inside rules"
-        },
-        flowpath_base::clock::tsc_hz() / 1e9
-    );
-    let head = [
-        "backend",
-        "build ms",
-        "index KiB",
-        "subtables",
-        "entries",
-        "Mlookups/s",
-        "(min-max)",
-        "cyc/lookup",
-        "miss cyc",
-        "megaflows",
-        "masks",
-        "insert us",
-        "delete us",
-        "mismatch",
-    ]
-    .map(String::from);
-    let mut out: Vec<[String; 14]> = rows
-        .iter()
-        .map(|r| {
-            [
-                r.backend.clone(),
-                format!("{:.1}", r.build_ms),
-                grouped(r.memory_bytes as u64 / 1024),
-                grouped(r.subtables as u64),
-                grouped(r.entries as u64),
-                format!("{:.2}", r.mlookups_per_s),
-                format!("({:.2}-{:.2})", r.mlookups_per_s_min, r.mlookups_per_s_max),
-                format!("{:.0}", r.cycles_per_lookup),
-                opt(r.miss_cycles.map(|c| format!("{c:.0}"))),
-                opt(r.megaflows.map(|m| grouped(m as u64))),
-                opt(r.megaflow_masks),
-                opt(r.insert_us.map(|u| format!("{u:.0}"))),
-                opt(r.delete_us.map(|u| format!("{u:.0}"))),
-                format!("{}/{}", r.mismatches, grouped(r.checked as u64)),
-            ]
-        })
-        .collect();
-    if let Some(d) = dpdk {
-        out.push([
-            format!("rte_acl ({})", d.alg),
-            opt(d.build_ms.map(|b| format!("{b:.1}"))),
-            opt(d.memory_bytes.map(|m| grouped(m / 1024))),
-            "-".into(),
-            "-".into(),
-            format!("{:.2}", d.mlookups_per_s),
-            String::new(),
-            opt(d.cycles_per_lookup.map(|c| format!("{c:.0}"))),
-            "-".into(),
-            "-".into(),
-            "-".into(),
-            "-".into(),
-            "-".into(),
-            "-".into(),
-        ]);
-    }
-    print!("{}", columns(&head, &out));
 }

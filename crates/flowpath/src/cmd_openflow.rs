@@ -75,6 +75,10 @@ pub struct OpenFlowArgs {
     /// Print one JSON object (every run, the machine) instead of the tables.
     #[arg(long)]
     json: bool,
+    /// Print one Markdown table with a caption naming the command, machine and date (what
+    /// `scripts/results.py` pastes into README.md and docs/openflow.md).
+    #[arg(long, conflicts_with = "json")]
+    markdown: bool,
 }
 
 pub fn run(args: OpenFlowArgs) -> ExitCode {
@@ -99,6 +103,8 @@ pub fn run(args: OpenFlowArgs) -> ExitCode {
     eprintln!("\r{:72}\r", "");
     if args.json {
         println!("{}", openflow::json(&r));
+    } else if args.markdown {
+        print!("{}", openflow::markdown(&r));
     } else {
         print!("{}", openflow::table(&r));
     }

@@ -169,6 +169,10 @@ struct BenchArgs {
     /// Print a JSON array (one object per case) instead of the table.
     #[arg(long)]
     json: bool,
+    /// Print the tables as Markdown with a caption naming the command, machine and date
+    /// (what `scripts/results.py` pastes into README.md and docs/performance.md).
+    #[arg(long, conflicts_with = "json")]
+    markdown: bool,
     /// The VXLAN cases' underlay (outer headers): ipv4 or ipv6. `--case vxlan_decap
     /// --underlay ipv6` is the same as `--case vxlan_decap_ipv6`.
     #[arg(long, default_value = "ipv4", value_parser = ["ipv4", "ipv6"])]
@@ -262,6 +266,7 @@ fn bench(args: BenchArgs) -> ExitCode {
         established_load: args.established_load,
         rules: args.rules,
         json: args.json,
+        markdown: args.markdown,
         ipv6_underlay: args.underlay == "ipv6",
         rule_change: args.rule_change,
         first_flood: args.first_flood,

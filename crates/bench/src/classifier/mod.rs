@@ -7,6 +7,7 @@
 //! miss classified by `Pipeline::translate` and installed), giving megaflow entries, masks
 //! and the cycles of a full miss; and one-rule insert and delete times on the full set.
 
+pub mod command;
 pub mod rte_acl;
 pub mod trace;
 

@@ -24,7 +24,7 @@ pub struct Paired {
 }
 
 /// The arguments the other binary gets: the user's `bench` arguments without `--against`,
-/// `--runs`, `--json`, `--noise` and `--case` (each with its value), then one `--case` per
+/// `--runs`, `--json`, `--markdown`, `--noise` and `--case` (each with its value), then one `--case` per
 /// case and `--runs 1 --json`. `args` are this process's arguments after the program name.
 pub fn forwarded_args(args: &[OsString], cases: &[String]) -> Vec<OsString> {
     let mut out = Vec::new();
@@ -43,6 +43,7 @@ pub fn forwarded_args(args: &[OsString], cases: &[String]) -> Vec<OsString> {
             continue;
         }
         if s == "--json"
+            || s == "--markdown"
             || s == "--noise"
             || with_value.iter().any(|f| s.starts_with(&format!("{f}=")))
         {

@@ -31,6 +31,8 @@ pub struct BenchOptions {
     pub established_load: f64,
     pub rules: Option<PathBuf>,
     pub json: bool,
+    /// The tables as Markdown with a caption (command, machine, date).
+    pub markdown: bool,
     /// The VXLAN cases over an IPv6 underlay.
     pub ipv6_underlay: bool,
     pub rule_change: bool,
@@ -101,6 +103,8 @@ pub fn run(
     eprintln!("\r{:60}\r", "");
     if o.json {
         println!("{}", report::json(&results, &attack_results, &machine));
+    } else if o.markdown {
+        print!("{}", report::markdown(&results, &attack_results, &machine));
     } else {
         print!("{}", text(o, &results, &attack_results, &machine, &extras));
     }

@@ -12,6 +12,7 @@
 pub mod client;
 pub mod flowmod;
 mod inprocess;
+mod markdown;
 pub mod ovs;
 pub mod packets;
 mod rates;
@@ -19,6 +20,7 @@ mod results;
 mod table;
 
 pub use inprocess::InProcess;
+pub use markdown::markdown;
 pub use results::{OpenFlowBenchConfig, OpenFlowResults, RateRow, Spread};
 pub use table::table;
 
