@@ -1,6 +1,5 @@
-//! The floor every flowpath crate stands on: the packet view and the batch (with the one
-//! batch capacity, [`BATCH`]), the [`Port`] trait, capture files, the TSC clock, CPU
-//! pinning, memory for big tables, and the median/min/max summary every report uses.
+//! The floor every flowpath crate stands on: packets, batches ([`BATCH`]) and the [`Port`]
+//! trait, capture files, the TSC clock, CPU pinning, big tables, the samples' [`Summary`].
 //!
 //! Nothing here knows about flow keys, caches, rules or traffic generation: `packet`,
 //! `ports`, `gen` and `datapath` all build on this crate, and none of them on each other

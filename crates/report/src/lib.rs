@@ -1,7 +1,5 @@
-//! How flowpath's reports write numbers and text, in one place for every report (bench,
-//! suite, planner, lab, `flowpath gen`): digit grouping, percentages, HTML/SVG escaping,
-//! aligned text columns, Markdown result tables ([`markdown`]); and the one chart engine
-//! ([`chart`], plotters' SVG backend).
+//! How every flowpath report writes numbers and text: digit grouping, percentages, escaping,
+//! aligned columns, Markdown result tables ([`markdown`]) and the one SVG chart engine ([`chart`]).
 
 pub mod chart;
 pub mod markdown;
