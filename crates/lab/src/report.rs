@@ -264,27 +264,26 @@ pub fn table(rows: &[Row]) -> String {
 }
 
 /// The results as a Markdown table for `--markdown`: a caption with the command, machine and
-/// date, one row per system, class and case, each row's Mpps over Open vSwitch's in the same
-/// run (the peer every row is read against), and the run's `summary` below.
+/// date, one row per system, class and case, each switch's Mpps over Open vSwitch's in the
+/// same run (the peer every row is read against; not for the generators alone), the notes
+/// every row shares said once below the table, then the run's `summary`.
 pub fn markdown(rows: &[Row], summary: &str) -> String {
     let classes: std::collections::BTreeSet<&str> = rows.iter().map(|r| r.class.as_str()).collect();
-    let ovs = |r: &Row| {
-        rows.iter()
-            .find(|o| o.system == "ovs-afxdp" && o.class == r.class && o.case == r.case)
-            .and_then(|o| o.mpps)
-    };
+    let shared = shared_notes(rows);
     let body: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
-            let vs_ovs = match (r.mpps, ovs(r)) {
-                (Some(m), Some(o)) if o > 0.0 && r.system != "ovs-afxdp" => {
-                    format!("{:.2}x", m / o)
-                }
-                _ => String::new(),
-            };
             let notes = match &r.error {
                 Some(e) => e.clone(),
-                None => r.notes.join("; "),
+                None => {
+                    let own: Vec<&str> = r
+                        .notes
+                        .iter()
+                        .map(String::as_str)
+                        .filter(|n| !shared.contains(n))
+                        .collect();
+                    own.join("; ")
+                }
             };
             let mut row = vec![format!("`{}`", r.system)];
             if classes.len() > 1 {
@@ -296,7 +295,7 @@ pub fn markdown(rows: &[Row], summary: &str) -> String {
                 cycles_cell(r),
                 r.own_cycles_per_packet.map_or(String::new(), thousands),
                 r.offered_mpps.map_or(String::new(), |m| format!("{m:.3}")),
-                vs_ovs,
+                vs_ovs(rows, r),
                 notes,
             ]);
             row
@@ -316,8 +315,13 @@ pub fn markdown(rows: &[Row], summary: &str) -> String {
         "notes",
     ]);
     let tsc_ghz = rows.first().map_or(0.0, |r| r.tsc_hz / 1e9);
+    let every_row = if shared.is_empty() {
+        String::new()
+    } else {
+        format!("Every row: {}.\n\n", shared.join("; "))
+    };
     format!(
-        "{}\n{}\n{}\n",
+        "{}\n{}\n{every_row}{}\n",
         flowpath_report::markdown::caption(
             "Medians of the windows [min-max]; cycles per packet are the switch CPU's busy TSC \
              cycles over the packets delivered, the same for every system; \"own counter\" is the \
@@ -327,6 +331,40 @@ pub fn markdown(rows: &[Row], summary: &str) -> String {
         flowpath_report::markdown::table(&head, &body),
         summary.trim_end()
     )
+}
+
+/// A switch's Mpps over `ovs-afxdp`'s of the same class and case (empty for OVS itself, the
+/// generators alone, and where OVS has no such row).
+fn vs_ovs(rows: &[Row], r: &Row) -> String {
+    if matches!(r.system.as_str(), "ovs-afxdp" | "generator" | "trafgen") {
+        return String::new();
+    }
+    let ovs = rows
+        .iter()
+        .find(|o| o.system == "ovs-afxdp" && o.class == r.class && o.case == r.case)
+        .and_then(|o| o.mpps);
+    match (r.mpps, ovs) {
+        (Some(m), Some(o)) if o > 0.0 => format!("{:.2}x", m / o),
+        _ => String::new(),
+    }
+}
+
+/// The notes every measured row carries (said once, not in every row).
+fn shared_notes(rows: &[Row]) -> Vec<&str> {
+    let mut measured = rows.iter().filter(|r| r.error.is_none());
+    let Some(first) = measured.next() else {
+        return Vec::new();
+    };
+    let rest: Vec<&Row> = measured.collect();
+    if rest.is_empty() {
+        return Vec::new();
+    }
+    first
+        .notes
+        .iter()
+        .map(String::as_str)
+        .filter(|n| rest.iter().all(|r| r.notes.iter().any(|m| m == n)))
+        .collect()
 }
 
 /// One JSON object per row, one per line (JSON Lines).
