@@ -445,7 +445,7 @@ mod tests {
 
     #[test]
     fn markdown_reads_every_row_against_ovs_of_the_same_case() {
-        let rows = vec![
+        let mut rows = vec![
             row(
                 "ovs-afxdp",
                 "hit",
@@ -460,6 +460,9 @@ mod tests {
             ),
             row("flowpath-xdp", "miss", &[0.5], &[5000.0]),
         ];
+        for r in &mut rows {
+            r.notes = vec!["interleaved".into(), format!("{} notes", r.case)];
+        }
         let md = markdown(&rows, "Summary line.");
         let lines: Vec<&str> = md.lines().collect();
         assert!(lines[0].starts_with("`flowpath"), "{md}");
@@ -477,6 +480,12 @@ mod tests {
         let vs_ovs = xdp_miss.split('|').map(str::trim).nth(7);
         assert_eq!(vs_ovs, Some(""), "{md}");
         assert_eq!(lines.last(), Some(&"Summary line."));
+        // A note every row has is said once, under the table; the others stay in their rows.
+        assert!(lines.contains(&"Every row: interleaved."), "{md}");
+        assert!(
+            xdp_hit.ends_with("| hit notes |") && !xdp_hit.contains("interleaved"),
+            "{md}"
+        );
     }
 
     #[test]
