@@ -192,63 +192,58 @@ pub fn markdown(
     s
 }
 
-fn cost_markdown(results: &[CaseResult], machine: &Machine) -> String {
-    use flowpath_report::thousands;
-    let floor = results
-        .iter()
-        .find(|r| r.case == "floor")
-        .map(|r| r.cycles_per_packet);
+/// One cost case's Markdown row; `floor` is the floor's cycles in the same run.
+fn cost_row(r: &CaseResult, floor: Option<f64>) -> Vec<String> {
     let cyc = |x: f64| {
         if x >= 1000.0 {
-            thousands(x)
+            flowpath_report::thousands(x)
         } else {
             format!("{x:.1}")
         }
     };
-    let rows: Vec<Vec<String>> = results
+    let st = &r.stage_cycles;
+    let (stages, tiers) = if r.case.starts_with("floor") {
+        ("—".to_string(), "—".to_string())
+    } else {
+        (
+            format!(
+                "{:.0} / {:.0} / {:.0} / {:.0} / {:.0}",
+                st.parse, st.emc, st.megaflow, st.upcall, st.actions
+            ),
+            format!(
+                "{:.0} / {:.0} / {:.0} / {:.0}",
+                100.0 * r.emc_hit_share,
+                100.0 * r.smc_hit_share,
+                100.0 * (r.megaflow_hit_share - r.smc_hit_share),
+                100.0 * r.upcall_share
+            ),
+        )
+    };
+    let over_floor = match floor {
+        Some(f) if f > 0.0 && r.case != "floor" => format!("{:.1}x", r.cycles_per_packet / f),
+        _ => String::new(),
+    };
+    vec![
+        format!("`{}`", r.case),
+        format!("{:.2}", r.mpps),
+        format!(
+            "{} [{}–{}]",
+            cyc(r.cycles_per_packet),
+            cyc(r.cycles_min),
+            cyc(r.cycles_max)
+        ),
+        over_floor,
+        stages,
+        tiers,
+    ]
+}
+
+fn cost_markdown(results: &[CaseResult], machine: &Machine) -> String {
+    let floor = results
         .iter()
-        .map(|r| {
-            let st = &r.stage_cycles;
-            let stages = if r.case.starts_with("floor") {
-                "—".to_string()
-            } else {
-                format!(
-                    "{:.0} / {:.0} / {:.0} / {:.0} / {:.0}",
-                    st.parse, st.emc, st.megaflow, st.upcall, st.actions
-                )
-            };
-            let tiers = if r.case.starts_with("floor") {
-                "—".to_string()
-            } else {
-                format!(
-                    "{:.0} / {:.0} / {:.0} / {:.0}",
-                    100.0 * r.emc_hit_share,
-                    100.0 * r.smc_hit_share,
-                    100.0 * (r.megaflow_hit_share - r.smc_hit_share),
-                    100.0 * r.upcall_share
-                )
-            };
-            let over_floor = match floor {
-                Some(f) if f > 0.0 && r.case != "floor" => {
-                    format!("{:.1}x", r.cycles_per_packet / f)
-                }
-                _ => String::new(),
-            };
-            vec![
-                format!("`{}`", r.case),
-                format!("{:.2}", r.mpps),
-                format!(
-                    "{} [{}–{}]",
-                    cyc(r.cycles_per_packet),
-                    cyc(r.cycles_min),
-                    cyc(r.cycles_max)
-                ),
-                over_floor,
-                stages,
-                tiers,
-            ]
-        })
-        .collect();
+        .find(|r| r.case == "floor")
+        .map(|r| r.cycles_per_packet);
+    let rows: Vec<Vec<String>> = results.iter().map(|r| cost_row(r, floor)).collect();
     let runs = results.iter().map(|r| r.runs).max().unwrap_or(0);
     let apart = if results.iter().any(|r| r.processes > 1) {
         "each run a fresh process"

@@ -32,53 +32,7 @@ pub fn markdown(r: &OpenFlowResults) -> String {
             ]
         })
         .collect();
-    for x in &r.round_trip {
-        rows.push(vec![
-            format!("packet_in → packet_out round trip, worker {}", x.worker),
-            "flowpath".into(),
-            format!(
-                "median {:.0} µs, p99 {:.0} µs ({} frames, {} mismatches)",
-                x.median_us,
-                x.p99_us,
-                grouped(u64::from(x.frames)),
-                x.data_mismatches
-            ),
-            String::new(),
-        ]);
-    }
-    if let Some(x) = &r.storm {
-        rows.push(vec![
-            format!(
-                "{} misses in {:.1} s at the default packet-in limit",
-                grouped(x.offered),
-                x.seconds
-            ),
-            "flowpath".into(),
-            format!(
-                "{} packet-ins (bound {:.0}), {} dropped by the limit",
-                grouped(x.delivered),
-                x.bound,
-                grouped(x.packet_ins_rate_dropped)
-            ),
-            String::new(),
-        ]);
-    }
-    if let Some(t) = &r.traffic {
-        rows.push(vec![
-            format!(
-                "established flows while {} flow_mods arrive",
-                grouped(u64::from(t.flow_mods))
-            ),
-            "flowpath".into(),
-            format!(
-                "{} sent, {} delivered, {} lost",
-                grouped(t.injected),
-                grouped(t.transmitted),
-                t.lost
-            ),
-            String::new(),
-        ]);
-    }
+    rows.extend(packet_rows(r));
     for f in &r.failures {
         rows.push(vec![
             "FAILED".into(),
@@ -102,4 +56,54 @@ pub fn markdown(r: &OpenFlowResults) -> String {
         flowpath_report::markdown::caption(&what, flowpath_base::clock::tsc_hz() / 1e9),
         flowpath_report::markdown::table(&["measurement", "system", "result", "vs OVS"], &rows)
     )
+}
+
+/// The packet side's figures: round trips, the packet-in storm, traffic during flow_mods.
+fn packet_rows(r: &OpenFlowResults) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    let mut row = |what: String, result: String| {
+        rows.push(vec![what, "flowpath".into(), result, String::new()]);
+    };
+    for x in &r.round_trip {
+        row(
+            format!("packet_in → packet_out round trip, worker {}", x.worker),
+            format!(
+                "median {:.0} µs, p99 {:.0} µs ({} frames, {} mismatches)",
+                x.median_us,
+                x.p99_us,
+                grouped(u64::from(x.frames)),
+                x.data_mismatches
+            ),
+        );
+    }
+    if let Some(x) = &r.storm {
+        row(
+            format!(
+                "{} misses in {:.1} s at the default packet-in limit",
+                grouped(x.offered),
+                x.seconds
+            ),
+            format!(
+                "{} packet-ins (bound {:.0}), {} dropped by the limit",
+                grouped(x.delivered),
+                x.bound,
+                grouped(x.packet_ins_rate_dropped)
+            ),
+        );
+    }
+    if let Some(t) = &r.traffic {
+        row(
+            format!(
+                "established flows while {} flow_mods arrive",
+                grouped(u64::from(t.flow_mods))
+            ),
+            format!(
+                "{} sent, {} delivered, {} lost",
+                grouped(t.injected),
+                grouped(t.transmitted),
+                t.lost
+            ),
+        );
+    }
+    rows
 }
