@@ -41,34 +41,15 @@ pub fn json(
 
 /// The first lines of the table: what ran where.
 pub fn header(machine: &Machine, frame_size: usize) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "flowpath bench — one core, {frame_size} B frames, in-memory traffic, real datapath"
-    );
-    let _ = writeln!(
-        s,
-        "machine: {} | TSC {:.3} GHz | Linux {} | rev {}",
-        machine.cpu, machine.tsc_ghz, machine.kernel, machine.git_rev
-    );
-    let _ = writeln!(s, "command: {}", machine.command);
-    s
+    format!(
+        "flowpath bench — one core, {frame_size} B frames, in-memory traffic, real datapath\n{}",
+        machine.lines(&format!("TSC {:.3} GHz", machine.tsc_ghz))
+    )
 }
 
 /// The human-readable table.
 pub fn table(results: &[CaseResult], machine: &Machine) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "flowpath bench — one core, {} B frames, in-memory traffic, real datapath",
-        results.first().map_or(64, |r| r.frame_size)
-    );
-    let _ = writeln!(
-        s,
-        "machine: {} | TSC {:.3} GHz | Linux {} | rev {}",
-        machine.cpu, machine.tsc_ghz, machine.kernel, machine.git_rev
-    );
-    let _ = writeln!(s, "command: {}", machine.command);
+    let mut s = header(machine, results.first().map_or(64, |r| r.frame_size));
     let _ = writeln!(s);
     let _ = writeln!(
         s,
