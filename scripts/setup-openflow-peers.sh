@@ -14,18 +14,7 @@ cd "$(dirname "$0")/.."
 . scripts/lib/wanted.sh
 VENV=${FLOWPATH_OPENFLOW_VENV:-/opt/flowpath-venv}
 
-say() { echo "setup-openflow-peers: $*"; }
-die() {
-    echo "setup-openflow-peers: $*" >&2
-    exit 1
-}
-
-[ "$(id -u)" = 0 ] || die "needs root (it installs packages; the tests need root for network namespaces too): sudo $0"
-command -v apt-get >/dev/null 2>&1 || die "no apt-get: install Open vSwitch, ping, iproute2 and python3-venv by hand, then: python3 -m venv $VENV && $VENV/bin/pip install faucet os-ken"
-
-export DEBIAN_FRONTEND=noninteractive
-export TMPDIR=/var/tmp
-start=$(date +%s)
+need_root_and_apt "install Open vSwitch, ping, iproute2 and python3-venv by hand, then: python3 -m venv $VENV && $VENV/bin/pip install faucet os-ken"
 
 # Each line: a command or file that says the package is there, then the package.
 wanted=(

@@ -14,18 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/wanted.sh
 
-say() { echo "setup-vxlan-peers: $*"; }
-die() {
-    echo "setup-vxlan-peers: $*" >&2
-    exit 1
-}
-
-[ "$(id -u)" = 0 ] || die "needs root (it installs packages; the tests need root for network namespaces too): sudo $0"
-command -v apt-get >/dev/null 2>&1 || die "no apt-get: install Open vSwitch, tshark, ping, iproute2, ethtool and scapy (pip install scapy) by hand"
-
-export DEBIAN_FRONTEND=noninteractive
-export TMPDIR=/var/tmp
-start=$(date +%s)
+need_root_and_apt "install Open vSwitch, tshark, ping, iproute2, ethtool and scapy (pip install scapy) by hand"
 
 # Each line: a command that says the package is there, then the package.
 wanted=(
