@@ -26,11 +26,7 @@ wanted=(
     "/usr/lib/python3*/venv/__init__.py python3-venv"
     "/usr/lib/python3*/ensurepip/__init__.py python3-venv"
 )
-mapfile -t need < <(missing_packages "${wanted[@]}")
-if [ ${#need[@]} -gt 0 ]; then
-    say "apt-get install ${need[*]}"
-    apt_install "${need[@]}"
-fi
+install_missing "${wanted[@]}"
 
 # The distribution's python3 (not a pyenv shim that a machine may or may not have): the
 # venv must outlive whatever the shell's PATH says.

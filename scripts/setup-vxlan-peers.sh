@@ -29,15 +29,9 @@ wanted=(
     "bridge iproute2"
     "ethtool ethtool"
 )
-mapfile -t need < <(missing_packages "${wanted[@]}")
-if [ ${#need[@]} -gt 0 ]; then
-    say "apt-get install ${need[*]}"
-    t0=$(date +%s)
-    # tshark asks whether non-root users may capture; the tests capture as root.
-    echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
-    apt_install "${need[@]}"
-    say "apt-get took $(($(date +%s) - t0)) s"
-fi
+# tshark asks, when installed, whether non-root users may capture; the tests capture as root.
+echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+install_missing "${wanted[@]}"
 
 if ! python3 -c 'import scapy.all' 2>/dev/null; then
     say "scapy for $(command -v python3)"

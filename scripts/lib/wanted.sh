@@ -1,5 +1,5 @@
-# Sourced by the peer set-up scripts: their messages, their start (root, apt-get), which
-# Debian packages are missing, and installing them.
+# Sourced by the peer set-up scripts: their messages, their start (root, apt-get), and
+# installing the Debian packages that are missing.
 
 # Messages in the name of the script that sourced this file.
 ME=$(basename "$0" .sh)
@@ -33,9 +33,15 @@ missing_packages() {
     done | sort -u
 }
 
-# apt-get install the packages given (nothing to do without any), quietly.
-apt_install() {
-    [ $# -gt 0 ] || return 0
+# apt-get install the packages of the "WHAT PACKAGE" arguments whose WHAT is absent (none:
+# nothing to do), quietly, saying which and how long it took.
+install_missing() {
+    local need t0
+    mapfile -t need < <(missing_packages "$@")
+    [ ${#need[@]} -gt 0 ] || return 0
+    say "apt-get install ${need[*]}"
+    t0=$(date +%s)
     apt-get update -qq
-    apt-get install -y -qq "$@" >/dev/null
+    apt-get install -y -qq "${need[@]}" >/dev/null
+    say "apt-get took $(($(date +%s) - t0)) s"
 }
