@@ -243,20 +243,18 @@ fn cost_markdown(results: &[CaseResult], machine: &Machine) -> String {
          share of packets each tier answered (%).",
         results.first().map_or(64, |r| r.frame_size)
     );
-    format!(
-        "{}\n{}",
-        flowpath_report::markdown::caption(&what, machine.tsc_ghz),
-        flowpath_report::markdown::table(
-            &[
-                "case",
-                "Mpps",
-                "cycles/packet [min–max]",
-                "x floor",
-                "parse+hash / EMC / megaflow / slow path / actions",
-                "EMC / SMC / megaflow / miss %",
-            ],
-            &rows
-        )
+    flowpath_report::markdown::captioned(
+        &what,
+        machine.tsc_ghz,
+        &[
+            "case",
+            "Mpps",
+            "cycles/packet [min–max]",
+            "x floor",
+            "parse+hash / EMC / megaflow / slow path / actions",
+            "EMC / SMC / megaflow / miss %",
+        ],
+        &rows,
     )
 }
 
@@ -298,21 +296,19 @@ fn attack_markdown(attacks: &[crate::attack::AttackResult], machine: &Machine) -
          it, median of {runs} runs [min–max]; over budget: attack misses dropped by their port's miss \
          budget; masks: megaflow subtables after the attack."
     );
-    format!(
-        "{}\n{}",
-        flowpath_report::markdown::caption(&what, machine.tsc_ghz),
-        flowpath_report::markdown::table(
-            &[
-                "attack",
-                "defence",
-                "port A kept",
-                "A Mpps (no attack)",
-                "attack pps taken",
-                "attack upcalls/s",
-                "over budget/s",
-                "masks",
-            ],
-            &rows
-        )
+    flowpath_report::markdown::captioned(
+        &what,
+        machine.tsc_ghz,
+        &[
+            "attack",
+            "defence",
+            "port A kept",
+            "A Mpps (no attack)",
+            "attack pps taken",
+            "attack upcalls/s",
+            "over budget/s",
+            "masks",
+        ],
+        &rows,
     )
 }

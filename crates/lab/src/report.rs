@@ -317,14 +317,15 @@ pub fn markdown(rows: &[Row], summary: &str) -> String {
     ]);
     let tsc_ghz = rows.first().map_or(0.0, |r| r.tsc_hz / 1e9);
     format!(
-        "{}\n{}\n{}\n",
-        flowpath_report::markdown::caption(
+        "{}\n{}\n",
+        flowpath_report::markdown::captioned(
             "Medians of the windows [min-max]; cycles per packet are the switch CPU's busy TSC \
              cycles over the packets delivered, the same for every system; \"own counter\" is the \
              switch's own figure (OVS `pmd-perf-show`, `flowpath stats`).",
-            tsc_ghz
+            tsc_ghz,
+            &head,
+            &body
         ),
-        flowpath_report::markdown::table(&head, &body),
         summary.trim_end()
     )
 }
