@@ -398,15 +398,6 @@ mod tests {
     }
 
     #[test]
-    fn thousands_separators() {
-        assert_eq!(thousands(0.4), "0");
-        assert_eq!(thousands(999.0), "999");
-        assert_eq!(thousands(6450.0), "6,450");
-        assert_eq!(thousands(1_234_567.4), "1,234,567");
-        assert_eq!(thousands(-1234.0), "-1,234");
-    }
-
-    #[test]
     fn markdown_reads_every_row_against_ovs_of_the_same_case() {
         let rows = vec![
             row(
