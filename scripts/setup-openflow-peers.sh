@@ -14,18 +14,7 @@ cd "$(dirname "$0")/.."
 . scripts/lib/wanted.sh
 VENV=${FLOWPATH_OPENFLOW_VENV:-/opt/flowpath-venv}
 
-say() { echo "setup-openflow-peers: $*"; }
-die() {
-    echo "setup-openflow-peers: $*" >&2
-    exit 1
-}
-
-[ "$(id -u)" = 0 ] || die "needs root (it installs packages; the tests need root for network namespaces too): sudo $0"
-command -v apt-get >/dev/null 2>&1 || die "no apt-get: install Open vSwitch, ping, iproute2 and python3-venv by hand, then: python3 -m venv $VENV && $VENV/bin/pip install faucet os-ken"
-
-export DEBIAN_FRONTEND=noninteractive
-export TMPDIR=/var/tmp
-start=$(date +%s)
+need_root_and_apt "install Open vSwitch, ping, iproute2 and python3-venv by hand, then: python3 -m venv $VENV && $VENV/bin/pip install faucet os-ken"
 
 # Each line: a command or file that says the package is there, then the package.
 wanted=(
@@ -37,11 +26,7 @@ wanted=(
     "/usr/lib/python3*/venv/__init__.py python3-venv"
     "/usr/lib/python3*/ensurepip/__init__.py python3-venv"
 )
-mapfile -t need < <(missing_packages "${wanted[@]}")
-if [ ${#need[@]} -gt 0 ]; then
-    say "apt-get install ${need[*]}"
-    apt_install "${need[@]}"
-fi
+install_missing "${wanted[@]}"
 
 # The distribution's python3 (not a pyenv shim that a machine may or may not have): the
 # venv must outlive whatever the shell's PATH says.

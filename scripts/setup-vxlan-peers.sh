@@ -14,18 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/wanted.sh
 
-say() { echo "setup-vxlan-peers: $*"; }
-die() {
-    echo "setup-vxlan-peers: $*" >&2
-    exit 1
-}
-
-[ "$(id -u)" = 0 ] || die "needs root (it installs packages; the tests need root for network namespaces too): sudo $0"
-command -v apt-get >/dev/null 2>&1 || die "no apt-get: install Open vSwitch, tshark, ping, iproute2, ethtool and scapy (pip install scapy) by hand"
-
-export DEBIAN_FRONTEND=noninteractive
-export TMPDIR=/var/tmp
-start=$(date +%s)
+need_root_and_apt "install Open vSwitch, tshark, ping, iproute2, ethtool and scapy (pip install scapy) by hand"
 
 # Each line: a command that says the package is there, then the package.
 wanted=(
@@ -40,15 +29,9 @@ wanted=(
     "bridge iproute2"
     "ethtool ethtool"
 )
-mapfile -t need < <(missing_packages "${wanted[@]}")
-if [ ${#need[@]} -gt 0 ]; then
-    say "apt-get install ${need[*]}"
-    t0=$(date +%s)
-    # tshark asks whether non-root users may capture; the tests capture as root.
-    echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
-    apt_install "${need[@]}"
-    say "apt-get took $(($(date +%s) - t0)) s"
-fi
+# tshark asks, when installed, whether non-root users may capture; the tests capture as root.
+echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+install_missing "${wanted[@]}"
 
 if ! python3 -c 'import scapy.all' 2>/dev/null; then
     say "scapy for $(command -v python3)"

@@ -1,4 +1,23 @@
-# Sourced by the peer set-up scripts: which Debian packages are missing, and installing them.
+# Sourced by the peer set-up scripts: their messages, their start (root, apt-get), and
+# installing the Debian packages that are missing.
+
+# Messages in the name of the script that sourced this file.
+ME=$(basename "$0" .sh)
+say() { echo "$ME: $*"; }
+die() {
+    echo "$ME: $*" >&2
+    exit 1
+}
+
+# Root and apt-get, or die ($1: what to install by hand without apt-get); apt quiet, with
+# its temporary files on disk; the clock started ($start).
+need_root_and_apt() {
+    [ "$(id -u)" = 0 ] || die "needs root (it installs packages; the tests need root for network namespaces too): sudo $0"
+    command -v apt-get >/dev/null 2>&1 || die "no apt-get: $1"
+    export DEBIAN_FRONTEND=noninteractive
+    export TMPDIR=/var/tmp
+    start=$(date +%s)
+}
 
 # Each argument: "WHAT PACKAGE", where WHAT is a command (looked up on PATH, /usr/sbin and
 # /sbin) or an absolute path (a glob); prints the packages whose WHAT is absent, once each.
@@ -14,9 +33,15 @@ missing_packages() {
     done | sort -u
 }
 
-# apt-get install the packages given (nothing to do without any), quietly.
-apt_install() {
-    [ $# -gt 0 ] || return 0
+# apt-get install the packages of the "WHAT PACKAGE" arguments whose WHAT is absent (none:
+# nothing to do), quietly, saying which and how long it took.
+install_missing() {
+    local need t0
+    mapfile -t need < <(missing_packages "$@")
+    [ ${#need[@]} -gt 0 ] || return 0
+    say "apt-get install ${need[*]}"
+    t0=$(date +%s)
     apt-get update -qq
-    apt-get install -y -qq "$@" >/dev/null
+    apt-get install -y -qq "${need[@]}" >/dev/null
+    say "apt-get took $(($(date +%s) - t0)) s"
 }

@@ -13,19 +13,10 @@ pub struct Machine {
 }
 
 impl Machine {
+    /// This machine: CPU, cores and kernel as [`flowpath_report::markdown::Host::probe`]
+    /// reads them, the TSC rate, the revision and this process's command line.
     pub fn probe() -> Machine {
-        let cpu = std::fs::read_to_string("/proc/cpuinfo")
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find(|l| l.starts_with("model name"))
-                    .and_then(|l| l.split(':').nth(1))
-                    .map(|s| s.trim().to_string())
-            })
-            .unwrap_or_else(|| "unknown".into());
-        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .map(|s| s.trim().to_string())
-            .unwrap_or_else(|_| "unknown".into());
+        let host = flowpath_report::markdown::Host::probe();
         // The revision this binary was built from (recorded by build.rs); without one (built
         // outside a git checkout), the working directory's repository's, else "unknown".
         let git_rev = Some(env!("FLOWPATH_BUILD_REV"))
@@ -47,12 +38,21 @@ impl Machine {
             })
             .unwrap_or_else(|| "unknown".into());
         Machine {
-            cpu,
-            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cpu: host.cpu,
+            cores: host.cpus,
             tsc_ghz: flowpath_base::clock::tsc_hz() / 1e9,
-            kernel,
+            kernel: host.kernel,
             git_rev,
             command: std::env::args().collect::<Vec<_>>().join(" "),
         }
+    }
+
+    /// The lines under a report's title: the machine, with `counted` (what the figures are
+    /// counted against: the TSC rate, the cores), then the command.
+    pub fn lines(&self, counted: &str) -> String {
+        format!(
+            "machine: {} | {counted} | Linux {} | rev {}\ncommand: {}\n",
+            self.cpu, self.kernel, self.git_rev, self.command
+        )
     }
 }

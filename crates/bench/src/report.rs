@@ -41,34 +41,15 @@ pub fn json(
 
 /// The first lines of the table: what ran where.
 pub fn header(machine: &Machine, frame_size: usize) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "flowpath bench — one core, {frame_size} B frames, in-memory traffic, real datapath"
-    );
-    let _ = writeln!(
-        s,
-        "machine: {} | TSC {:.3} GHz | Linux {} | rev {}",
-        machine.cpu, machine.tsc_ghz, machine.kernel, machine.git_rev
-    );
-    let _ = writeln!(s, "command: {}", machine.command);
-    s
+    format!(
+        "flowpath bench — one core, {frame_size} B frames, in-memory traffic, real datapath\n{}",
+        machine.lines(&format!("TSC {:.3} GHz", machine.tsc_ghz))
+    )
 }
 
 /// The human-readable table.
 pub fn table(results: &[CaseResult], machine: &Machine) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "flowpath bench — one core, {} B frames, in-memory traffic, real datapath",
-        results.first().map_or(64, |r| r.frame_size)
-    );
-    let _ = writeln!(
-        s,
-        "machine: {} | TSC {:.3} GHz | Linux {} | rev {}",
-        machine.cpu, machine.tsc_ghz, machine.kernel, machine.git_rev
-    );
-    let _ = writeln!(s, "command: {}", machine.command);
+    let mut s = header(machine, results.first().map_or(64, |r| r.frame_size));
     let _ = writeln!(s);
     let _ = writeln!(
         s,
@@ -257,20 +238,18 @@ fn cost_markdown(results: &[CaseResult], machine: &Machine) -> String {
          share of packets each tier answered (%).",
         results.first().map_or(64, |r| r.frame_size)
     );
-    format!(
-        "{}\n{}",
-        flowpath_report::markdown::caption(&what, machine.tsc_ghz),
-        flowpath_report::markdown::table(
-            &[
-                "case",
-                "Mpps",
-                "cycles/packet [min–max]",
-                "x floor",
-                "parse+hash / EMC / megaflow / slow path / actions",
-                "EMC / SMC / megaflow / miss %",
-            ],
-            &rows
-        )
+    flowpath_report::markdown::captioned(
+        &what,
+        machine.tsc_ghz,
+        &[
+            "case",
+            "Mpps",
+            "cycles/packet [min–max]",
+            "x floor",
+            "parse+hash / EMC / megaflow / slow path / actions",
+            "EMC / SMC / megaflow / miss %",
+        ],
+        &rows,
     )
 }
 
@@ -312,21 +291,19 @@ fn attack_markdown(attacks: &[crate::attack::AttackResult], machine: &Machine) -
          it, median of {runs} runs [min–max]; over budget: attack misses dropped by their port's miss \
          budget; masks: megaflow subtables after the attack."
     );
-    format!(
-        "{}\n{}",
-        flowpath_report::markdown::caption(&what, machine.tsc_ghz),
-        flowpath_report::markdown::table(
-            &[
-                "attack",
-                "defence",
-                "port A kept",
-                "A Mpps (no attack)",
-                "attack pps taken",
-                "attack upcalls/s",
-                "over budget/s",
-                "masks",
-            ],
-            &rows
-        )
+    flowpath_report::markdown::captioned(
+        &what,
+        machine.tsc_ghz,
+        &[
+            "attack",
+            "defence",
+            "port A kept",
+            "A Mpps (no attack)",
+            "attack pps taken",
+            "attack upcalls/s",
+            "over budget/s",
+            "masks",
+        ],
+        &rows,
     )
 }

@@ -272,15 +272,7 @@ pub struct CalibrateArgs {
 
 pub fn calibrate(a: CalibrateArgs) -> ExitCode {
     let mut cfg = cal::suite_config(a.quick);
-    if let Some(r) = a.runs {
-        cfg.runs = r as usize;
-    }
-    if let Some(p) = a.packets {
-        cfg.packets = p;
-        cfg.min_packets = cfg.min_packets.min(p / 10).max(100);
-    }
-    cfg.seed = a.seed;
-    cfg.pin_threads = !a.no_pin;
+    cfg.choose(a.runs, a.packets, a.seed, !a.no_pin);
     // Fail before a minute of measuring, not after.
     if let Err(e) = std::fs::OpenOptions::new()
         .create(true)

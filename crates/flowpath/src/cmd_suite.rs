@@ -58,15 +58,7 @@ pub fn run(args: SuiteArgs) -> ExitCode {
     } else {
         SuiteConfig::full()
     };
-    if let Some(r) = args.runs {
-        cfg.runs = r as usize;
-    }
-    if let Some(p) = args.packets {
-        cfg.packets = p;
-        cfg.min_packets = cfg.min_packets.min(p / 10).max(100);
-    }
-    cfg.seed = args.seed;
-    cfg.pin_threads = !args.no_pin;
+    cfg.choose(args.runs, args.packets, args.seed, !args.no_pin);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());

@@ -58,12 +58,19 @@ table=0,priority=0 actions=drop
 table=1,priority=10,tcp,tp_dst=80 actions=output:2
 ";
 
-#[test]
-fn explain_and_trace_answer_offline() {
-    let d = dir("offline");
+/// A scratch directory for `test` holding a generated capture and FLOWS: (directory,
+/// capture, flows file).
+fn inputs(test: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let d = dir(test);
     let pcap = capture(&d);
     let flows = d.join("flows.txt");
     std::fs::write(&flows, FLOWS).unwrap();
+    (d, pcap, flows)
+}
+
+#[test]
+fn explain_and_trace_answer_offline() {
+    let (d, pcap, flows) = inputs("offline");
     let (p, f) = (pcap.to_str().unwrap(), flows.to_str().unwrap());
 
     let o = run(&["explain", p]);
@@ -121,10 +128,7 @@ fn explain_and_trace_answer_offline() {
 
 #[test]
 fn bad_input_gets_an_error_that_names_the_position() {
-    let d = dir("bad");
-    let pcap = capture(&d);
-    let flows = d.join("flows.txt");
-    std::fs::write(&flows, FLOWS).unwrap();
+    let (d, pcap, flows) = inputs("bad");
     let (p, f) = (pcap.to_str().unwrap(), flows.to_str().unwrap());
     let bytes = std::fs::read(&pcap).unwrap();
     let cut = d.join("cut.pcap");

@@ -4,16 +4,13 @@
 //! AF_XDP ports; the daemon survives a port's veth being deleted, and SIGTERM removes its
 //! XDP programs.
 
-use flowpath_datapath::{CaptureSink, Datapath, DatapathConfig};
-use flowpath_gen::{build, FrameSpec};
 use flowpath_ports::afpacket::AfPacketPort;
 use flowpath_ports::{PacketBatch, Port};
-use flowpath_switch::{Op, Request, Switch, SwitchConfig};
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{is_our_udp, sh, Lab};
+use common::{is_our_udp, on_port, paced, reference, sh, test_frame, Lab};
 
 const FLOWS: &str = "\
 priority=10,in_port=1,udp,tp_dst=53 actions=drop
@@ -34,46 +31,15 @@ macro_rules! need_root_netns {
 fn frames(n: u32) -> Vec<Vec<u8>> {
     (0..n)
         .map(|i| {
-            let src = Ipv4Addr::from(0x0a00_0001 + i);
             let dst = match i % 5 {
                 0 | 1 => Ipv4Addr::new(192, 168, 0, (i % 200) as u8 + 1),
                 2 => Ipv4Addr::new(192, 168, 1, 9),
                 3 => Ipv4Addr::new(172, 16, 0, 1), // no rule: dropped
                 _ => Ipv4Addr::new(192, 168, 0, 1),
             };
-            let dport = if i % 13 == 0 { 53 } else { 5001 };
-            let mut spec = FrameSpec::udp4(
-                src,
-                dst,
-                1024 + (i % 60000) as u16,
-                dport,
-                64 + (i as usize % 4) * 200,
-            );
-            if i % 5 == 4 {
-                spec.vlans = vec![(0x8100, 5)];
-            }
-            build(&spec)
+            test_frame(i, dst, i % 5 == 4)
         })
         .collect()
-}
-
-/// What the datapath itself does with the frames: (port, frame) in order.
-fn reference(fr: &[Vec<u8>]) -> Vec<(u32, Vec<u8>)> {
-    let sw = Switch::open(SwitchConfig::default()).unwrap();
-    let r = sw.handle(&Request {
-        op: Op::Add,
-        text: FLOWS.into(),
-    });
-    assert!(r.error.is_none(), "{:?}", r.error);
-    let mut cap = CaptureSink::default();
-    let mut dp = Datapath::new(sw.store().clone(), DatapathConfig::default());
-    for f in fr {
-        let mut buf = vec![0u8; 256 + f.len()];
-        buf[128..128 + f.len()].copy_from_slice(f);
-        let mut p = [flowpath_packet::Packet::new(&mut buf, 128, f.len())];
-        dp.process(1, &mut p, &mut cap);
-    }
-    cap.packets
 }
 
 /// Send `fr` from a0 at about `pps`, capture at b0 and c0 until `want` frames or a quiet
@@ -112,19 +78,13 @@ fn send_and_capture(
                 }
             }
         };
-        let per_ms = (pps / 1000).max(1) as usize;
-        let t0 = Instant::now();
-        for (k, chunk) in fr.chunks(per_ms).enumerate() {
+        paced(&fr, pps, |chunk| {
             for f in chunk {
                 assert!(tx.send(f), "a0 tx ring full at a paced rate");
             }
             tx.flush().unwrap();
             drain(&mut rb, &mut rc, &mut got_b, &mut got_c);
-            let due = t0 + Duration::from_millis(k as u64 + 1);
-            if let Some(d) = due.checked_duration_since(Instant::now()) {
-                std::thread::sleep(d);
-            }
-        }
+        });
         let mut quiet = Instant::now();
         let mut last = 0;
         while quiet.elapsed() < Duration::from_secs(1) && got_b.len() + got_c.len() < want {
@@ -150,17 +110,8 @@ fn forwards_as_the_flows_say(kind: &str) {
     let lab = Lab::new(&format!("fpt-sw{}", &kind[..3]));
     let sw = lab.start_switch(FLOWS, kind, "");
     let fr = frames(3000);
-    let want = reference(&fr);
-    let want_b: Vec<Vec<u8>> = want
-        .iter()
-        .filter(|(p, _)| *p == 2)
-        .map(|(_, f)| f.clone())
-        .collect();
-    let want_c: Vec<Vec<u8>> = want
-        .iter()
-        .filter(|(p, _)| *p == 3)
-        .map(|(_, f)| f.clone())
-        .collect();
+    let (_, want) = reference(FLOWS, &fr);
+    let (want_b, want_c) = (on_port(&want, 2), on_port(&want, 3));
     assert!(
         want_b.len() > 1000 && want_c.len() > 300,
         "the flows exercise both ports"
@@ -230,7 +181,7 @@ fn survives_a_deleted_veth_and_removes_xdp_on_sigterm() {
         .filter(|(i, _)| i % 5 == 0 || i % 5 == 1)
         .map(|(_, f)| f)
         .collect();
-    let want = reference(&fr).into_iter().filter(|(p, _)| *p == 2).count();
+    let want = on_port(&reference(FLOWS, &fr).1, 2).len();
     let (got_b, _) = send_and_capture(&lab, fr, 10_000, want);
     assert_eq!(
         got_b.len(),

@@ -13,12 +13,11 @@
 //! Native redirect into a veth only delivers when the veth's PEER has an XDP program, so
 //! the capture ends b0 and c0 get `xdp_pass` (see docs/xdp-tier.md).
 
-use flowpath_datapath::{CaptureSink, Datapath, DatapathConfig};
 use flowpath_gen::{build, FrameSpec};
 use flowpath_inspect::WorkerMegaflows;
 use flowpath_ports::afpacket::AfPacketPort;
 use flowpath_ports::{PacketBatch, Port};
-use flowpath_switch::{call, Op, Request, Response, Switch, SwitchConfig};
+use flowpath_switch::{call, Op, Request, Response};
 use std::net::Ipv4Addr;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,7 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{is_our_udp, Lab};
+use common::{is_our_udp, on_port, paced, reference, test_frame, Lab};
 
 const FLOWS: &str = "\
 priority=10,in_port=1,udp,tp_dst=53 actions=drop
@@ -67,7 +66,6 @@ macro_rules! need_root_netns_bpf {
 fn frames(n: u32) -> Vec<Vec<u8>> {
     (0..n)
         .map(|i| {
-            let src = Ipv4Addr::from(0x0a00_0001 + i);
             let dst = match i % 6 {
                 0 | 1 => Ipv4Addr::new(192, 168, 0, (i % 200) as u8 + 1),
                 2 => Ipv4Addr::new(192, 168, 1, 9),
@@ -75,18 +73,7 @@ fn frames(n: u32) -> Vec<Vec<u8>> {
                 4 => Ipv4Addr::new(192, 168, 2, (i % 7) as u8 + 1),
                 _ => Ipv4Addr::new(192, 168, 0, 1),
             };
-            let dport = if i % 13 == 0 { 53 } else { 5001 };
-            let mut spec = FrameSpec::udp4(
-                src,
-                dst,
-                1024 + (i % 60000) as u16,
-                dport,
-                64 + (i as usize % 4) * 200,
-            );
-            if i % 6 == 5 {
-                spec.vlans = vec![(0x8100, 5)];
-            }
-            build(&spec)
+            test_frame(i, dst, i % 6 == 5)
         })
         .collect()
 }
@@ -108,33 +95,19 @@ fn counts(lines: &[String]) -> Vec<(u64, u64)> {
         .collect()
 }
 
-/// What the datapath itself does with the frames: (port, frame) in order, and the rule
-/// counters afterwards.
 type Frames = Vec<Vec<u8>>;
 /// n_packets, n_bytes per rule.
 type Counts = Vec<(u64, u64)>;
 
-fn reference(flows: &str, fr: &[Vec<u8>]) -> (Vec<(u32, Vec<u8>)>, Counts) {
-    let sw = Switch::open(SwitchConfig::default()).unwrap();
-    let r = sw.handle(&Request {
-        op: Op::Add,
-        text: flows.into(),
-    });
-    assert!(r.error.is_none(), "{:?}", r.error);
-    let mut cap = CaptureSink::default();
-    let mut dp = Datapath::new(sw.store().clone(), DatapathConfig::default());
-    for f in fr {
-        let mut buf = vec![0u8; 256 + f.len()];
-        buf[128..128 + f.len()].copy_from_slice(f);
-        let mut p = [flowpath_packet::Packet::new(&mut buf, 128, f.len())];
-        dp.process(1, &mut p, &mut cap);
-    }
-    dp.push_rule_stats();
+/// What the datapath itself does with the frames: (port, frame) in order, and the rule
+/// counters afterwards.
+fn reference_counts(flows: &str, fr: &[Vec<u8>]) -> (Vec<(u32, Vec<u8>)>, Counts) {
+    let (sw, out) = reference(flows, fr);
     let dump = sw.handle(&Request {
         op: Op::Dump,
         text: String::new(),
     });
-    (cap.packets, counts(&dump.lines))
+    (out, counts(&dump.lines))
 }
 
 /// Capture ends: b0 and c0 as AF_PACKET ports, each with `xdp_pass` so that native
@@ -208,20 +181,14 @@ fn send_and_capture(
         let mut tx = AfPacketPort::open("a0", "a0", false).unwrap();
         let mut sinks = Sinks::open();
         let (mut b, mut c) = (Vec::new(), Vec::new());
-        let per_ms = (pps / 1000).max(1) as usize;
-        let t0 = Instant::now();
-        for (k, chunk) in fr.chunks(per_ms).enumerate() {
+        paced(&fr, pps, |chunk| {
             for f in chunk {
                 sent.fetch_add(1, Ordering::SeqCst);
                 assert!(tx.send(f), "a0 tx ring full at a paced rate");
             }
             tx.flush().unwrap();
             sinks.drain(&mut b, &mut c);
-            let due = t0 + Duration::from_millis(k as u64 + 1);
-            if let Some(d) = due.checked_duration_since(Instant::now()) {
-                std::thread::sleep(d);
-            }
-        }
+        });
         sinks.settle(&mut b, &mut c, want);
         (b, c)
     })
@@ -303,19 +270,9 @@ fn xdp_tier_forwards_exactly_as_user_space() {
     let fr = frames(3000);
     let mut twice = fr.clone();
     twice.extend_from_slice(&fr);
-    let (want, want_counts) = reference(FLOWS, &twice);
-    let want_b = sorted(
-        want.iter()
-            .filter(|(p, _)| *p == 2)
-            .map(|(_, f)| f.clone())
-            .collect(),
-    );
-    let want_c = sorted(
-        want.iter()
-            .filter(|(p, _)| *p == 3)
-            .map(|(_, f)| f.clone())
-            .collect(),
-    );
+    let (want, want_counts) = reference_counts(FLOWS, &twice);
+    let want_b = sorted(on_port(&want, 2));
+    let want_c = sorted(on_port(&want, 3));
     assert!(want_b.len() > 2000 && want_c.len() > 1000);
 
     let (off_b, off_c, off_counts, _, off_mf) = run(false, &fr, want.len());

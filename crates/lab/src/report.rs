@@ -321,14 +321,15 @@ pub fn markdown(rows: &[Row], summary: &str) -> String {
         format!("Every row: {}.\n\n", shared.join("; "))
     };
     format!(
-        "{}\n{}\n{every_row}{}\n",
-        flowpath_report::markdown::caption(
+        "{}\n{every_row}{}\n",
+        flowpath_report::markdown::captioned(
             "Medians of the windows [min-max]; cycles per packet are the switch CPU's busy TSC \
              cycles over the packets delivered, the same for every system; \"own counter\" is the \
              switch's own figure (OVS `pmd-perf-show`, `flowpath stats`).",
-            tsc_ghz
+            tsc_ghz,
+            &head,
+            &body
         ),
-        flowpath_report::markdown::table(&head, &body),
         summary.trim_end()
     )
 }
@@ -432,15 +433,6 @@ mod tests {
         };
         r.summarise();
         r
-    }
-
-    #[test]
-    fn thousands_separators() {
-        assert_eq!(thousands(0.4), "0");
-        assert_eq!(thousands(999.0), "999");
-        assert_eq!(thousands(6450.0), "6,450");
-        assert_eq!(thousands(1_234_567.4), "1,234,567");
-        assert_eq!(thousands(-1234.0), "-1,234");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use crate::plan::interpolate;
 use crate::profile::{ClassCosts, Classes, Cost, Curve, CurvePoint, MachineInfo, Profile};
 use crate::report::thousands;
 use crate::units::pct;
-use flowpath_bench::suite::{SuiteConfig, SuiteResults};
+use flowpath_bench::suite::{SuiteConfig, SuiteResults, SIZE_SWEEP};
 use flowpath_gen::{FrameMix, TrafficClass};
 
 /// Miss rates the calibration measures (the curves the planner interpolates).
@@ -49,13 +49,7 @@ pub fn suite_config(quick: bool) -> SuiteConfig {
     SuiteConfig {
         miss_rates: MISS_RATES.to_vec(),
         classes: Vec::new(),
-        mixes: vec![
-            FrameMix::Fixed(64),
-            FrameMix::Imix,
-            FrameMix::Fixed(512),
-            FrameMix::Fixed(1024),
-            FrameMix::Fixed(1518),
-        ],
+        mixes: SIZE_SWEEP.to_vec(),
         scaling_miss_rates: vec![0.0],
         ..base
     }

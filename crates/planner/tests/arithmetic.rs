@@ -62,6 +62,16 @@ fn sizes_and_shares() {
     assert_eq!(parse_share("0").unwrap(), 0.0);
 }
 
+/// IPv4 traffic of 64 B frames at `pps`, `miss_rate` of them new flows.
+fn ipv4_64b(pps: f64, miss_rate: f64) -> Workload {
+    Workload {
+        class: TrafficClass::Ipv4,
+        pps,
+        frame_bytes: 64.0,
+        miss_rate,
+    }
+}
+
 /// A profile with these costs and scaling, no curves.
 fn flat_profile(tsc_hz: f64, hit: f64, miss: f64, scaling: Vec<f64>) -> Profile {
     let mut p = builtin("ovs-kernel").unwrap();
@@ -150,17 +160,7 @@ fn no_load_needs_no_cores_and_efficiency_extrapolates() {
     let s = solve(&flat_profile(1e9, 1.0, 1.0, vec![1.0]), 1e9, 0.8).unwrap();
     assert_eq!(s.cores, 2);
     assert!((s.utilisation - 0.5).abs() < 1e-12);
-    let r = plan(
-        &p,
-        &Workload {
-            class: TrafficClass::Ipv4,
-            pps: 25e6,
-            frame_bytes: 64.0,
-            miss_rate: 0.0,
-        },
-        &Options::default(),
-    )
-    .unwrap();
+    let r = plan(&p, &ipv4_64b(25e6, 0.0), &Options::default()).unwrap();
     assert!(r.notes.iter().any(|n| n.contains("extrapolated")));
 }
 
@@ -250,12 +250,7 @@ fn dedicated_miss_cores_and_offload_limits() {
     // 1 GHz; hit 100, miss 10,000 cycles; 10 Mpps at 10 % misses:
     // hits 0.9 · 10e6 · 100 = 0.9e9 → 1 core; misses 1e6 · 10,000 = 10e9 → 10 cores.
     let p = flat_profile(1e9, 100.0, 10_000.0, vec![1.0]);
-    let w = Workload {
-        class: TrafficClass::Ipv4,
-        pps: 10e6,
-        frame_bytes: 64.0,
-        miss_rate: 0.1,
-    };
+    let w = ipv4_64b(10e6, 0.1);
     let opts = Options::default();
     let base = outcome(&p, &w, &opts, &WhatIf::NONE, "baseline", None).unwrap();
     assert_eq!(base.cores, 11); // 10.9e9 cycles/s
@@ -311,12 +306,7 @@ fn dedicated_miss_cores_and_offload_limits() {
 #[test]
 fn the_chart_has_a_line_per_scenario_over_the_miss_rates() {
     let p = builtin("ovs-kernel").unwrap();
-    let w = Workload {
-        class: TrafficClass::Ipv4,
-        pps: 10e6,
-        frame_bytes: 64.0,
-        miss_rate: 0.05,
-    };
+    let w = ipv4_64b(10e6, 0.05);
     let opts = Options {
         miss_cores: Some(8),
         ..Options::default()
@@ -358,12 +348,7 @@ fn the_chart_has_a_line_per_scenario_over_the_miss_rates() {
 #[test]
 fn an_attack_costs_cores_and_the_miss_budget_bounds_what_it_takes() {
     let p = builtin("ovs-kernel-2019").unwrap();
-    let w = Workload {
-        class: TrafficClass::Ipv4,
-        pps: 10e6,
-        frame_bytes: 64.0,
-        miss_rate: 0.01,
-    };
+    let w = ipv4_64b(10e6, 0.01);
     let at = |attack: f64, budget: f64| {
         let opts = Options {
             attack_pps: Some(attack),

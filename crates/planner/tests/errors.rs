@@ -51,30 +51,23 @@ fn bad_options_name_the_option() {
     one_line(input("5Mpps", "64", "-1%").parse(), "--miss-rate: ");
     one_line(input("5Mpps", "32", "5%").parse(), "--size: ");
     one_line(input("5Mpps", "huge", "5%").parse(), "--size: ");
-    let mut i = input("5Mpps", "64", "5%");
-    i.traffic = "ipx".into();
-    one_line(i.parse(), "--traffic: ");
-    let mut i = input("5Mpps", "64", "5%");
-    i.headroom = "100%".into();
-    one_line(i.parse(), "--headroom: ");
-    let mut i = input("5Mpps", "64", "5%");
-    i.miss_speedup = "0".into();
-    one_line(i.parse(), "--miss-speedup: ");
-    let mut i = input("5Mpps", "64", "5%");
-    i.miss_cores = Some("-2".into());
-    one_line(i.parse(), "--miss-cores: ");
-    let mut i = input("5Mpps", "64", "5%");
-    i.offload_share = Some("120%".into());
-    one_line(i.parse(), "--offload-share: ");
-    let mut i = input("5Mpps", "64", "5%");
-    i.core_year_usd = "-1000".into();
-    one_line(i.parse(), "--core-year-usd: ");
-    let mut i = input("5Mpps", "64", "5%");
-    i.attack_rate = Some("lots".into());
-    one_line(i.parse(), "--attack-rate: ");
-    let mut i = input("5Mpps", "64", "5%");
-    i.attack_budget = "0%".into();
-    one_line(i.parse(), "--attack-budget: ");
+    // Each option set wrong on good input.
+    let refused = |set: fn(&mut PlanInput), prefix: &str| {
+        let mut i = input("5Mpps", "64", "5%");
+        set(&mut i);
+        one_line(i.parse(), prefix);
+    };
+    refused(|i| i.traffic = "ipx".into(), "--traffic: ");
+    refused(|i| i.headroom = "100%".into(), "--headroom: ");
+    refused(|i| i.miss_speedup = "0".into(), "--miss-speedup: ");
+    refused(|i| i.miss_cores = Some("-2".into()), "--miss-cores: ");
+    refused(
+        |i| i.offload_share = Some("120%".into()),
+        "--offload-share: ",
+    );
+    refused(|i| i.core_year_usd = "-1000".into(), "--core-year-usd: ");
+    refused(|i| i.attack_rate = Some("lots".into()), "--attack-rate: ");
+    refused(|i| i.attack_budget = "0%".into(), "--attack-budget: ");
 }
 
 /// A directory for one test's files, removed when the test ends (tests run in parallel,

@@ -2,12 +2,20 @@
 //! ("The Core Cost of Doing Business", Netdev 0x13; shared/seeds/000 and 002).
 
 use flowpath_gen::TrafficClass;
-use flowpath_planner::plan::{amdahl, plan, Options, Workload};
+use flowpath_planner::plan::{amdahl, plan, Options, Outcome, Plan, Workload};
 use flowpath_planner::profile::{builtin, Cost};
 use flowpath_planner::units::{imix_mean_bytes, parse_rate, Rate};
 
 fn kernel() -> flowpath_planner::Profile {
     builtin("ovs-kernel").unwrap()
+}
+
+/// The plan's hardware-offload scenario.
+fn offloaded(r: &Plan) -> &Outcome {
+    r.scenarios
+        .iter()
+        .find(|s| s.name.contains("offloaded"))
+        .unwrap()
 }
 
 fn wl(pps: f64, miss_rate: f64) -> Workload {
@@ -132,11 +140,7 @@ fn dpdk_four_cores_and_four_freed_cores_are_4000_usd() {
         ..Options::default()
     };
     let r = plan(&dpdk, &wl(26e6, 0.0), &opts).unwrap();
-    let off = r
-        .scenarios
-        .iter()
-        .find(|s| s.name.contains("offloaded"))
-        .unwrap();
+    let off = offloaded(&r);
     assert_eq!(off.cores, 0);
     assert_eq!(off.cores_freed, 4);
     assert_eq!(off.usd_per_year_saved, 4000.0);
@@ -156,11 +160,7 @@ fn hit_rate_dominates() {
     assert_eq!(all_miss.miss_share_of_cycles, 1.0);
     // 1 Mpps × 50,000 cycles = 19.2 cores; offloading hits changes nothing.
     assert_eq!(all_miss.cores, 20);
-    let off = all_miss
-        .scenarios
-        .iter()
-        .find(|s| s.name.contains("offloaded"))
-        .unwrap();
+    let off = offloaded(&all_miss);
     assert_eq!(off.cores, 20);
     let faster = &all_miss.scenarios[0];
     assert_eq!(faster.cores, 2);

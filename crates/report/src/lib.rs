@@ -105,6 +105,14 @@ mod tests {
         assert_eq!(thousands(999.4), "999");
         assert_eq!(thousands(12345.6), "12,346");
         assert_eq!(thousands(-1234567.0), "-1,234,567");
+        assert_eq!(thousands(0.4), "0");
+        assert_eq!(thousands(999.0), "999");
+        assert_eq!(thousands(4600.0), "4,600");
+        assert_eq!(thousands(6450.0), "6,450");
+        assert_eq!(thousands(1_234_567.0), "1,234,567");
+        assert_eq!(thousands(1_234_567.4), "1,234,567");
+        assert_eq!(thousands(-1234.0), "-1,234");
+        assert_eq!(thousands(-4000.0), "-4,000");
         assert_eq!(grouped(1_234_567), "1,234,567");
         assert_eq!(grouped(u64::MAX), "18,446,744,073,709,551,615");
     }

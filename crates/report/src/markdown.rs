@@ -87,6 +87,17 @@ pub fn caption(what: &str, tsc_ghz: f64) -> String {
     )
 }
 
+/// A Markdown [`table`] under its [`caption`] (`what`, and the TSC rate), a blank line
+/// between.
+pub fn captioned<S: AsRef<str>>(
+    what: &str,
+    tsc_ghz: f64,
+    head: &[&str],
+    rows: &[Vec<S>],
+) -> String {
+    format!("{}\n{}", caption(what, tsc_ghz), table(head, rows))
+}
+
 /// A Markdown table; `|` inside a cell is escaped.
 pub fn table<S: AsRef<str>>(head: &[&str], rows: &[Vec<S>]) -> String {
     let cell = |s: &str| s.replace('|', "\\|");

@@ -299,25 +299,23 @@ fn markdown(o: &ClassifierOptions, sets: &[SetResult]) -> String {
         },
         o.runs
     );
-    format!(
-        "{}\n{}",
-        flowpath_report::markdown::caption(&what, flowpath_base::clock::tsc_hz() / 1e9),
-        flowpath_report::markdown::table(
-            &[
-                "set",
-                "backend",
-                "build ms",
-                "index",
-                "Mlookups/s",
-                "cycles/lookup",
-                "vs rte_acl",
-                "full miss, cycles",
-                "megaflows (masks)",
-                "one-rule add / delete µs",
-                "mismatches",
-            ],
-            &rows
-        )
+    flowpath_report::markdown::captioned(
+        &what,
+        flowpath_base::clock::tsc_hz() / 1e9,
+        &[
+            "set",
+            "backend",
+            "build ms",
+            "index",
+            "Mlookups/s",
+            "cycles/lookup",
+            "vs rte_acl",
+            "full miss, cycles",
+            "megaflows (masks)",
+            "one-rule add / delete µs",
+            "mismatches",
+        ],
+        &rows,
     )
 }
 

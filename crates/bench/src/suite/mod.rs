@@ -81,6 +81,15 @@ pub struct SuiteConfig {
     pub attack_window_ms: u64,
 }
 
+/// The frames of the full suite's size sweep: 64 B, IMIX, 512, 1024 and 1518 B.
+pub const SIZE_SWEEP: [FrameMix; 5] = [
+    FrameMix::Fixed(64),
+    FrameMix::Imix,
+    FrameMix::Fixed(512),
+    FrameMix::Fixed(1024),
+    FrameMix::Fixed(1518),
+];
+
 fn default_attack_window() -> u64 {
     200
 }
@@ -99,13 +108,7 @@ impl SuiteConfig {
             seed: 1,
             miss_rates: vec![0.0, 0.01, 0.02, 0.05, 0.10, 0.20, 0.50, 1.0],
             classes: TrafficClass::ALL.to_vec(),
-            mixes: vec![
-                FrameMix::Fixed(64),
-                FrameMix::Imix,
-                FrameMix::Fixed(512),
-                FrameMix::Fixed(1024),
-                FrameMix::Fixed(1518),
-            ],
+            mixes: SIZE_SWEEP.to_vec(),
             cores: default_cores(available_cores()),
             scaling_miss_rates: vec![0.0, 0.10],
             megaflow_max: 65536,
@@ -150,6 +153,21 @@ impl SuiteConfig {
             attack_window_ms: 10,
             ..SuiteConfig::full()
         }
+    }
+
+    /// The command line's choices: `runs` timed runs and `packets` per run where given
+    /// (the miss-heavy points then take at least a tenth of those, and at least 100), the
+    /// seed, and whether to pin the scaling workers.
+    pub fn choose(&mut self, runs: Option<u64>, packets: Option<u64>, seed: u64, pin: bool) {
+        if let Some(r) = runs {
+            self.runs = r as usize;
+        }
+        if let Some(p) = packets {
+            self.packets = p;
+            self.min_packets = self.min_packets.min(p / 10).max(100);
+        }
+        self.seed = seed;
+        self.pin_threads = pin;
     }
 
     /// Clamp and complete the configuration: at least one run, packet and flow; miss

@@ -1,13 +1,19 @@
 //! What the netns tests of `flowpath switch` share: the skip check, a namespace with three
-//! veth pairs a0-a1, b0-b1, c0-c1 (the switch gets a1, b1, c1), and the switch process.
+//! veth pairs a0-a1, b0-b1, c0-c1 (the switch gets a1, b1, c1), the switch process, the
+//! test frames, what the datapath itself makes of them, and paced sending.
 #![allow(dead_code)] // each test file uses its own part of it
 
 pub mod harness;
 
+use flowpath_datapath::{CaptureSink, Datapath, DatapathConfig};
+use flowpath_gen::{build, FrameSpec};
+use flowpath_switch::{Op, Request, Switch, SwitchConfig};
 use std::io::{BufRead, BufReader};
+use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_flowpath");
@@ -230,4 +236,65 @@ pub fn is_our_udp(f: &[u8]) -> bool {
         at += 4;
     }
     f.len() >= at + 2 + 20 && f[at] == 0x08 && f[at + 1] == 0x00 && f[at + 2 + 9] == 17
+}
+
+/// Test frame number `i`: UDP over IPv4 from 10.0.0.1 + i to `dst`, to port 53 for every
+/// 13th frame (the flows' drop rule) else 5001, 64 to 664 bytes, with VLAN 5 when `tagged`.
+pub fn test_frame(i: u32, dst: Ipv4Addr, tagged: bool) -> Vec<u8> {
+    let src = Ipv4Addr::from(0x0a00_0001 + i);
+    let dport = if i % 13 == 0 { 53 } else { 5001 };
+    let mut spec = FrameSpec::udp4(
+        src,
+        dst,
+        1024 + (i % 60000) as u16,
+        dport,
+        64 + (i as usize % 4) * 200,
+    );
+    if tagged {
+        spec.vlans = vec![(0x8100, 5)];
+    }
+    build(&spec)
+}
+
+/// What the datapath itself does with the frames under `flows`: (port, frame) in order,
+/// and the switch whose rules now carry the datapath's counters.
+pub fn reference(flows: &str, fr: &[Vec<u8>]) -> (Arc<Switch>, Vec<(u32, Vec<u8>)>) {
+    let sw = Switch::open(SwitchConfig::default()).unwrap();
+    let r = sw.handle(&Request {
+        op: Op::Add,
+        text: flows.into(),
+    });
+    assert!(r.error.is_none(), "{:?}", r.error);
+    let mut cap = CaptureSink::default();
+    let mut dp = Datapath::new(sw.store().clone(), DatapathConfig::default());
+    for f in fr {
+        let mut buf = vec![0u8; 256 + f.len()];
+        buf[128..128 + f.len()].copy_from_slice(f);
+        let mut p = [flowpath_packet::Packet::new(&mut buf, 128, f.len())];
+        dp.process(1, &mut p, &mut cap);
+    }
+    dp.push_rule_stats();
+    (sw, cap.packets)
+}
+
+/// The frames of `out` that went to `port`, in order.
+pub fn on_port(out: &[(u32, Vec<u8>)], port: u32) -> Vec<Vec<u8>> {
+    out.iter()
+        .filter(|(p, _)| *p == port)
+        .map(|(_, f)| f.clone())
+        .collect()
+}
+
+/// Hand `fr` to `send` a millisecond's worth at a time at about `pps`, one chunk a
+/// millisecond.
+pub fn paced(fr: &[Vec<u8>], pps: u64, mut send: impl FnMut(&[Vec<u8>])) {
+    let per_ms = (pps / 1000).max(1) as usize;
+    let t0 = Instant::now();
+    for (k, chunk) in fr.chunks(per_ms).enumerate() {
+        send(chunk);
+        let due = t0 + Duration::from_millis(k as u64 + 1);
+        if let Some(d) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(d);
+        }
+    }
 }

@@ -123,6 +123,13 @@ pub fn check_frame(frame: &[u8], what: &str) -> Seen {
         .transport
         .as_ref()
         .unwrap_or_else(|| panic!("{what}: no transport layer"));
+    let seen = |l4, sport| Seen {
+        ips: vec![ip_ver],
+        l4,
+        vni: None,
+        src,
+        sport,
+    };
     match transport {
         TransportSlice::Udp(u) => {
             assert_eq!(u.length() as usize, seg.len(), "{what}: UDP length");
@@ -141,46 +148,22 @@ pub fn check_frame(frame: &[u8], what: &str) -> Seen {
                 inner.vni = Some(vni);
                 return inner;
             }
-            Seen {
-                ips: vec![ip_ver],
-                l4: "udp",
-                vni: None,
-                src,
-                sport: u.source_port(),
-            }
+            seen("udp", u.source_port())
         }
         TransportSlice::Tcp(t) => {
             assert!(l4_ok(net, 6, seg), "{what}: TCP checksum");
             assert_eq!(t.data_offset(), 5, "{what}: TCP header length");
-            Seen {
-                ips: vec![ip_ver],
-                l4: "tcp",
-                vni: None,
-                src,
-                sport: t.source_port(),
-            }
+            seen("tcp", t.source_port())
         }
         TransportSlice::Icmpv4(_) => {
             assert!(!v6, "{what}: ICMPv4 over IPv6");
             assert_eq!(ones_sum(&[seg]), 0xffff, "{what}: ICMPv4 checksum");
-            Seen {
-                ips: vec![ip_ver],
-                l4: "icmp",
-                vni: None,
-                src,
-                sport: 0,
-            }
+            seen("icmp", 0)
         }
         TransportSlice::Icmpv6(_) => {
             assert!(v6, "{what}: ICMPv6 over IPv4");
             assert!(l4_ok(net, 58, seg), "{what}: ICMPv6 checksum");
-            Seen {
-                ips: vec![ip_ver],
-                l4: "icmpv6",
-                vni: None,
-                src,
-                sport: 0,
-            }
+            seen("icmpv6", 0)
         }
     }
 }

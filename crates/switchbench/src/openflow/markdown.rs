@@ -51,10 +51,11 @@ pub fn markdown(r: &OpenFlowResults) -> String {
          Wall-clock rates, median of the runs [min–max]; \"vs OVS\" is a rate over \
          ovs-vswitchd's by the same method in this run."
     );
-    format!(
-        "{}\n{}",
-        flowpath_report::markdown::caption(&what, flowpath_base::clock::tsc_hz() / 1e9),
-        flowpath_report::markdown::table(&["measurement", "system", "result", "vs OVS"], &rows)
+    flowpath_report::markdown::captioned(
+        &what,
+        flowpath_base::clock::tsc_hz() / 1e9,
+        &["measurement", "system", "result", "vs OVS"],
+        &rows,
     )
 }
 

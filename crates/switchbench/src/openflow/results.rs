@@ -2,7 +2,7 @@
 //! flow_mod rate rows with their spreads, the packet side's figures, what failed.
 
 use super::packets::{RoundTrip, Storm, Traffic};
-use flowpath_base::Summary;
+pub use flowpath_bench::suite::Spread;
 use flowpath_bench::Machine;
 use serde::Serialize;
 use std::time::Duration;
@@ -45,31 +45,6 @@ impl Default for OpenFlowBenchConfig {
             traffic_flow_mods: 10_000,
             traffic_gap: Duration::from_millis(1),
             ovs: true,
-        }
-    }
-}
-
-/// Median, min and max of a set of runs, and every run (all zero for no runs).
-#[derive(Clone, Debug, Serialize)]
-pub struct Spread {
-    pub median: f64,
-    pub min: f64,
-    pub max: f64,
-    pub samples: Vec<f64>,
-}
-
-impl Spread {
-    pub fn of(samples: Vec<f64>) -> Spread {
-        let s = Summary::of(&samples).unwrap_or(Summary {
-            median: 0.0,
-            min: 0.0,
-            max: 0.0,
-        });
-        Spread {
-            median: s.median,
-            min: s.min,
-            max: s.max,
-            samples,
         }
     }
 }

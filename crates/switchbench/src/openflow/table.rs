@@ -40,12 +40,7 @@ fn header(s: &mut String, r: &OpenFlowResults) {
         s,
         "flowpath bench openflow — OpenFlow 1.3 over TCP loopback, the bench as the client"
     );
-    let _ = writeln!(
-        s,
-        "machine: {} | {} cores | Linux {} | rev {}",
-        m.cpu, m.cores, m.kernel, m.git_rev
-    );
-    let _ = writeln!(s, "command: {}", m.command);
+    s.push_str(&m.lines(&format!("{} cores", m.cores)));
     match (&r.ovs_skipped, &r.ovs_version) {
         (Some(why), _) => {
             let _ = writeln!(s, "ovs-vswitchd: skipped — {why}");
