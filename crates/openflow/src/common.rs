@@ -2,7 +2,7 @@
 //! PORT_STATUS and PORT_DESC replies) and `ofp_bucket` ([`Bucket`], in GROUP_MOD and
 //! GROUP_DESC replies), with their wire codecs.
 
-use crate::actions::{actions_wire_len, decode_actions, encode_actions, OfAction};
+use crate::actions::{decode_list, encode_list, list_wire_len, OfAction};
 use crate::consts::*;
 use crate::wire::{DecodeError, Reader, Writer};
 
@@ -81,7 +81,7 @@ pub struct Bucket {
 
 impl Bucket {
     pub(crate) fn wire_len(&self) -> usize {
-        16 + actions_wire_len(&self.actions)
+        16 + list_wire_len(&self.actions)
     }
 
     pub(crate) fn encode(&self, w: &mut Writer) {
@@ -90,7 +90,7 @@ impl Bucket {
         w.u32(self.watch_port);
         w.u32(self.watch_group);
         w.zeros(4);
-        encode_actions(w, &self.actions);
+        encode_list(w, &self.actions);
     }
 }
 
@@ -120,7 +120,7 @@ pub(crate) fn decode_buckets(mut r: Reader) -> Result<Vec<Bucket>, DecodeError> 
             weight,
             watch_port,
             watch_group,
-            actions: decode_actions(b)?,
+            actions: decode_list(b)?,
         });
     }
     Ok(out)

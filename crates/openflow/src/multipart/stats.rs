@@ -2,9 +2,7 @@
 //! ([`Desc`]), flow, table, port and group statistics ([`FlowStats`], [`TableStats`],
 //! [`PortStats`], [`GroupStats`]) and group descriptions ([`GroupDesc`]).
 
-use crate::actions::{
-    decode_instructions, encode_instructions, instructions_wire_len, Instruction,
-};
+use crate::actions::{decode_list, encode_list, list_wire_len, Instruction};
 use crate::common::{decode_buckets, encode_buckets, Bucket};
 use crate::oxm::{decode_match, encode_match, match_wire_len, Oxm};
 use crate::wire::{DecodeError, Reader, Writer};
@@ -58,7 +56,7 @@ pub struct FlowStats {
 
 impl FlowStats {
     pub(super) fn wire_len(&self) -> usize {
-        48 + match_wire_len(&self.match_) + instructions_wire_len(&self.instructions)
+        48 + match_wire_len(&self.match_) + list_wire_len(&self.instructions)
     }
 
     pub(super) fn encode(&self, w: &mut Writer) {
@@ -76,7 +74,7 @@ impl FlowStats {
         w.u64(self.packet_count);
         w.u64(self.byte_count);
         encode_match(w, &self.match_);
-        encode_instructions(w, &self.instructions);
+        encode_list(w, &self.instructions);
     }
 
     pub(super) fn decode(r: &mut Reader) -> Result<FlowStats, DecodeError> {
@@ -113,7 +111,7 @@ impl FlowStats {
             packet_count,
             byte_count,
             match_,
-            instructions: decode_instructions(rest)?,
+            instructions: decode_list(rest)?,
         })
     }
 }
