@@ -26,12 +26,16 @@ struct Client {
 
 impl Client {
     fn connect(addr: std::net::SocketAddr) -> Client {
-        let s = TcpStream::connect(addr).unwrap();
+        Client::hello(TcpStream::connect(addr).unwrap(), 100)
+    }
+
+    /// Do the HELLO exchange on `s`; the client's xids count up from `xid`.
+    fn hello(s: TcpStream, xid: u32) -> Client {
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let mut c = Client {
             s,
             buf: Vec::new(),
-            xid: 100,
+            xid,
         };
         c.send(&Message::hello());
         match c.recv() {
@@ -515,19 +519,7 @@ fn garbage_gets_an_error_and_a_broken_length_closes_cleanly() {
 
 /// Accept the switch's active connection on `l` and do the HELLO exchange.
 fn accept_switch(l: &std::net::TcpListener) -> Client {
-    let (s, _) = l.accept().unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut c = Client {
-        s,
-        buf: Vec::new(),
-        xid: 500,
-    };
-    c.send(&Message::hello());
-    match c.recv() {
-        (_, Message::Hello(_)) => {}
-        other => panic!("expected HELLO, got {other:?}"),
-    }
-    c
+    Client::hello(l.accept().unwrap().0, 500)
 }
 
 fn fail_open_flows(sw: &Switch) -> usize {
