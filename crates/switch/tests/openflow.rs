@@ -83,14 +83,7 @@ impl Client {
     fn flow_stats(&mut self) -> Vec<flowpath_openflow::FlowStats> {
         let x = self.send(&Message::MultipartRequest {
             flags: 0,
-            body: MultipartRequest::Flow(FlowStatsRequest {
-                table_id: OFPTT_ALL,
-                out_port: OFPP_ANY,
-                out_group: OFPG_ANY,
-                cookie: 0,
-                cookie_mask: 0,
-                match_: Vec::new(),
-            }),
+            body: MultipartRequest::Flow(FlowStatsRequest::default()),
         });
         let mut all = Vec::new();
         loop {
