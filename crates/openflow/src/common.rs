@@ -103,15 +103,9 @@ pub(crate) fn encode_buckets(w: &mut Writer, buckets: &[Bucket]) {
 
 /// Decode buckets until `r` is empty.
 pub(crate) fn decode_buckets(mut r: Reader) -> Result<Vec<Bucket>, DecodeError> {
-    let e = DecodeError::BadBucket;
     let mut out = Vec::new();
     while !r.is_empty() {
-        let len = r.peek_u16(0).map_err(|_| e)? as usize;
-        if len < 16 || len % 8 != 0 {
-            return Err(e);
-        }
-        let mut b = r.sub(len, e).map_err(|_| e)?;
-        b.skip(2)?;
+        let mut b = r.record(DecodeError::BadBucket, |len| len >= 16 && len % 8 == 0)?;
         let weight = b.u16()?;
         let watch_port = b.u32()?;
         let watch_group = b.u32()?;

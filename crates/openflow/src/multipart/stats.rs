@@ -78,13 +78,7 @@ impl FlowStats {
     }
 
     pub(super) fn decode(r: &mut Reader) -> Result<FlowStats, DecodeError> {
-        let e = DecodeError::BadLen;
-        let len = r.peek_u16(0)? as usize;
-        if len < 56 {
-            return Err(e);
-        }
-        let mut b = r.sub(len, e)?;
-        b.skip(2)?;
+        let mut b = r.record(DecodeError::BadLen, |len| len >= 56)?;
         let table_id = b.u8()?;
         b.skip(1)?;
         let duration_sec = b.u32()?;
@@ -241,13 +235,7 @@ impl GroupDesc {
     }
 
     pub(super) fn decode(r: &mut Reader) -> Result<GroupDesc, DecodeError> {
-        let e = DecodeError::BadLen;
-        let len = r.peek_u16(0)? as usize;
-        if len < 8 {
-            return Err(e);
-        }
-        let mut b = r.sub(len, e)?;
-        b.skip(2)?;
+        let mut b = r.record(DecodeError::BadLen, |len| len >= 8)?;
         let group_type = b.u8()?;
         b.skip(1)?;
         let group_id = b.u32()?;
@@ -294,13 +282,8 @@ impl GroupStats {
     }
 
     pub(super) fn decode(r: &mut Reader) -> Result<GroupStats, DecodeError> {
-        let e = DecodeError::BadLen;
-        let len = r.peek_u16(0)? as usize;
-        if len < 40 || (len - 40) % 16 != 0 {
-            return Err(e);
-        }
-        let mut b = r.sub(len, e)?;
-        b.skip(4)?;
+        let mut b = r.record(DecodeError::BadLen, |len| len >= 40 && (len - 40) % 16 == 0)?;
+        b.skip(2)?;
         let mut g = GroupStats {
             group_id: b.u32()?,
             ref_count: b.u32()?,
