@@ -41,6 +41,12 @@ pub(crate) trait Tlv: Sized {
     }
 }
 
+/// The body of an experimenter action or instruction: the experimenter id, then its data
+/// (with the padding).
+fn experimenter_body(b: &mut Reader) -> Result<(u32, Vec<u8>), DecodeError> {
+    Ok((b.u32()?, b.rest().to_vec()))
+}
+
 /// Encode a list of actions or instructions.
 pub(crate) fn encode_list<T: Tlv>(w: &mut Writer, items: &[T]) {
     for i in items {
@@ -179,13 +185,8 @@ impl Tlv for OfAction {
     }
 
     fn decode_body(ty: u16, len: usize, mut b: Reader) -> Result<OfAction, DecodeError> {
-        let fixed = |want: usize| {
-            if len == want {
-                Ok(())
-            } else {
-                Err(Self::BAD_LEN)
-            }
-        };
+        let e = Self::BAD_LEN;
+        let fixed = |want: usize| if len == want { Ok(()) } else { Err(e) };
         let a = match ty {
             act::OUTPUT => {
                 fixed(16)?;
@@ -223,11 +224,8 @@ impl Tlv for OfAction {
                 OfAction::SetField(o)
             }
             act::EXPERIMENTER => {
-                let experimenter = b.u32()?;
-                OfAction::Experimenter {
-                    experimenter,
-                    data: b.rest().to_vec(),
-                }
+                let (experimenter, data) = experimenter_body(&mut b)?;
+                OfAction::Experimenter { experimenter, data }
             }
             other => return Err(DecodeError::BadAction(other)),
         };
@@ -314,13 +312,8 @@ impl Tlv for Instruction {
     }
 
     fn decode_body(ty: u16, len: usize, mut b: Reader) -> Result<Instruction, DecodeError> {
-        let fixed = |want: usize| {
-            if len == want {
-                Ok(())
-            } else {
-                Err(Self::BAD_LEN)
-            }
-        };
+        let e = Self::BAD_LEN;
+        let fixed = |want: usize| if len == want { Ok(()) } else { Err(e) };
         Ok(match ty {
             inst::GOTO_TABLE => Instruction::GotoTable(fixed(8).and_then(|_| b.u8())?),
             inst::WRITE_METADATA => {
@@ -344,11 +337,8 @@ impl Tlv for Instruction {
             }
             inst::METER => Instruction::Meter(fixed(8).and_then(|_| b.u32())?),
             inst::EXPERIMENTER => {
-                let experimenter = b.u32()?;
-                Instruction::Experimenter {
-                    experimenter,
-                    data: b.rest().to_vec(),
-                }
+                let (experimenter, data) = experimenter_body(&mut b)?;
+                Instruction::Experimenter { experimenter, data }
             }
             other => return Err(DecodeError::BadInstruction(other)),
         })
