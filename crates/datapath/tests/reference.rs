@@ -9,11 +9,13 @@
 //! warm, under eviction pressure, with either rule-change policy, and with random rule
 //! inserts and deletes interleaved with traffic.
 
+mod common;
+
 use flowpath_datapath::{
     CaptureSink, Datapath, DatapathConfig, DatapathDrop, MissLimits, OnRuleChange,
 };
 use flowpath_gen::{build, FrameSpec};
-use flowpath_packet::{Packet, ParseOptions};
+use flowpath_packet::ParseOptions;
 use flowpath_pipeline::reference::{evaluate, RefOutcome};
 use flowpath_pipeline::testing::{arb_headers, arb_rule, arb_rules, frame_of, Headers};
 use flowpath_pipeline::{Backend, Change, RuleId, RuleSpec, RuleStore};
@@ -54,20 +56,8 @@ fn run(dp: &mut Datapath, frames: &[(u32, Vec<u8>)], batch: usize) -> Seen {
         while j < frames.len() && j - i < batch && frames[j].0 == port {
             j += 1;
         }
-        let mut bufs: Vec<Vec<u8>> = frames[i..j]
-            .iter()
-            .map(|(_, f)| {
-                let mut b = vec![0u8; 128 + f.len() + 64];
-                b[128..128 + f.len()].copy_from_slice(f);
-                b
-            })
-            .collect();
-        let mut pkts: Vec<Packet<'_>> = bufs
-            .iter_mut()
-            .zip(&frames[i..j])
-            .map(|(b, (_, f))| Packet::new(b, 128, f.len()))
-            .collect();
-        dp.process(port, &mut pkts, &mut sink);
+        let batch = frames[i..j].iter().map(|(_, f)| f.as_slice());
+        common::process(dp, port, batch, &mut sink);
         while let Some(c) = q.pop() {
             ctrl.push(c.data);
         }

@@ -4,7 +4,8 @@
 //! followed to a wrong decision, and it is used only while it pays; likewise EMC lookups
 //! pause while they never hit.
 
-use flowpath_base::Packet;
+mod common;
+
 use flowpath_datapath::{CaptureSink, Datapath, DatapathConfig, MissLimits};
 use flowpath_gen::{build, FrameSpec};
 use flowpath_packet::{Action, Field};
@@ -68,21 +69,8 @@ fn flow(i: u32) -> (Vec<u8>, u32) {
 fn send(dp: &mut Datapath, ids: &[u32]) {
     for chunk in ids.chunks(32) {
         let frames: Vec<(Vec<u8>, u32)> = chunk.iter().map(|&i| flow(i)).collect();
-        let mut bufs: Vec<Vec<u8>> = frames
-            .iter()
-            .map(|(f, _)| {
-                let mut b = vec![0u8; 128 + f.len() + 64];
-                b[128..128 + f.len()].copy_from_slice(f);
-                b
-            })
-            .collect();
-        let mut pkts: Vec<Packet<'_>> = bufs
-            .iter_mut()
-            .zip(&frames)
-            .map(|(b, (f, _))| Packet::new(b, 128, f.len()))
-            .collect();
         let mut sink = CaptureSink::default();
-        dp.process(1, &mut pkts, &mut sink);
+        common::process(dp, 1, frames.iter().map(|(f, _)| f.as_slice()), &mut sink);
         let got: Vec<u32> = sink.packets.iter().map(|(p, _)| *p).collect();
         let want: Vec<u32> = frames.iter().map(|(_, p)| *p).collect();
         assert_eq!(got, want, "flows {chunk:?}");

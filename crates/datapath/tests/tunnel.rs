@@ -4,6 +4,8 @@
 //! tshark when it is installed), every cache tier answers as the slow path does, and a
 //! next hop still being resolved holds a few packets (then sends or drops them, named).
 
+mod common;
+
 use flowpath_datapath::{
     CaptureSink, Datapath, DatapathConfig, DatapathDrop, HopMiss, StaticUnderlay, TunnelKey,
     TunnelPort, TunnelRemote, Tunnels, UnderlayHop, UnderlayResolver, HOLD_MAX_AGE_SECS,
@@ -11,7 +13,7 @@ use flowpath_datapath::{
 };
 use flowpath_gen::{build, FrameSpec, Vxlan};
 use flowpath_packet::key::{TUN_IPV6, TUN_PRESENT};
-use flowpath_packet::{checksum, parse, Action, Field, FlowKey, Packet, ParseOptions};
+use flowpath_packet::{checksum, parse, Action, Field, FlowKey, ParseOptions};
 use flowpath_pipeline::{Backend, Match, RuleSpec, RuleStore};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
@@ -91,21 +93,8 @@ fn vxlan_frame(i: u32, vx: Vxlan) -> Vec<u8> {
 
 /// Run `frames` in on `port`, each in a buffer with 128 bytes of headroom.
 fn run(dp: &mut Datapath, port: u32, frames: &[Vec<u8>]) -> Vec<(u32, Vec<u8>)> {
-    let mut bufs: Vec<Vec<u8>> = frames
-        .iter()
-        .map(|f| {
-            let mut b = vec![0u8; 128 + f.len() + 64];
-            b[128..128 + f.len()].copy_from_slice(f);
-            b
-        })
-        .collect();
-    let mut pkts: Vec<Packet<'_>> = bufs
-        .iter_mut()
-        .zip(frames)
-        .map(|(b, f)| Packet::new(b, 128, f.len()))
-        .collect();
     let mut sink = CaptureSink::default();
-    dp.process(port, &mut pkts, &mut sink);
+    common::process(dp, port, frames.iter().map(Vec::as_slice), &mut sink);
     sink.packets
 }
 
@@ -274,6 +263,15 @@ fn dissect(frame: &[u8]) -> Outer {
     }
 }
 
+/// The local and the remote tunnel address, both IPv6 or both IPv4.
+fn ends(v6: bool) -> (IpAddr, IpAddr) {
+    if v6 {
+        (LOCAL6.into(), REMOTE6.into())
+    } else {
+        (LOCAL4.into(), REMOTE4.into())
+    }
+}
+
 fn tun_v4(a: Ipv4Addr) -> u128 {
     (u32::from(a) as u128) << 96
 }
@@ -281,11 +279,7 @@ fn tun_v4(a: Ipv4Addr) -> u128 {
 #[test]
 fn encap_over_ipv4_and_ipv6_builds_what_a_peer_parses() {
     for v6 in [false, true] {
-        let (local, remote): (IpAddr, IpAddr) = if v6 {
-            (LOCAL6.into(), REMOTE6.into())
-        } else {
-            (LOCAL4.into(), REMOTE4.into())
-        };
+        let (local, remote) = ends(v6);
         let t = static_tunnels(vec![tunnel(remote, local, 42)], &[(remote, hop(local))]);
         let rules = vec![rule(
             Match::any().exact(Field::InPort, HOST as u128),
@@ -384,11 +378,7 @@ fn write_pcap_and_dissect(out: &[(u32, Vec<u8>)], tag: &str) {
 #[test]
 fn encap_then_decap_gives_back_the_inner_frame() {
     for v6 in [false, true] {
-        let (a, b): (IpAddr, IpAddr) = if v6 {
-            (LOCAL6.into(), REMOTE6.into())
-        } else {
-            (LOCAL4.into(), REMOTE4.into())
-        };
+        let (a, b) = ends(v6);
         // Switch A sends to B over its tunnel; B receives on its uplink and forwards the
         // inner frame to its host port.
         let ta = static_tunnels(vec![tunnel(b, a, 5000)], &[(b, hop(a))]);

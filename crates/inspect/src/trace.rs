@@ -240,6 +240,13 @@ mod tests {
         }
     }
 
+    fn packet(hex: &str) -> TraceRequest {
+        TraceRequest {
+            input: TraceInput::Packet(hex.into()),
+            in_port: None,
+        }
+    }
+
     const FLOWS: &str = "\
         table=0,priority=100,ip,nw_dst=10.0.0.0/8 actions=dec_ttl,goto_table:1\n\
         table=0,priority=0 actions=drop\n\
@@ -288,23 +295,9 @@ mod tests {
         let p = pipeline(FLOWS);
         let e = trace_request(&p, &flow("tcp,nw_sr=10.0.0.1")).unwrap_err();
         assert!(e.contains("column"), "{e}");
-        let e = trace_request(
-            &p,
-            &TraceRequest {
-                input: TraceInput::Packet("02 00 0g".into()),
-                in_port: None,
-            },
-        )
-        .unwrap_err();
+        let e = trace_request(&p, &packet("02 00 0g")).unwrap_err();
         assert!(e.contains("character 8"), "{e}");
-        let short = trace_request(
-            &p,
-            &TraceRequest {
-                input: TraceInput::Packet("020000000002".into()),
-                in_port: None,
-            },
-        )
-        .unwrap();
+        let short = trace_request(&p, &packet("020000000002")).unwrap();
         assert_eq!(short.parse_drop.as_deref(), Some("eth_truncated"));
         assert!(short.dropped);
     }

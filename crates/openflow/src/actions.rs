@@ -5,6 +5,70 @@ use crate::consts::*;
 use crate::oxm::Oxm;
 use crate::wire::{pad8, DecodeError, Reader, Writer};
 
+/// An action or an instruction: a type and a length (a multiple of 8) in four bytes, then
+/// the body, padded to the length.
+pub(crate) trait Tlv: Sized {
+    /// The error for a length that is wrong for the item or overruns its list.
+    const BAD_LEN: DecodeError;
+
+    /// The type number and the length on the wire.
+    fn type_and_len(&self) -> (u16, usize);
+
+    /// Write what follows the type and the length (the padding is added after it).
+    fn encode_body(&self, w: &mut Writer);
+
+    /// Read an item of type `ty` and length `len` from its body `b` (all that follows the
+    /// type and length).
+    fn decode_body(ty: u16, len: usize, b: Reader) -> Result<Self, DecodeError>;
+
+    fn encode(&self, w: &mut Writer) {
+        let start = w.len();
+        let (ty, len) = self.type_and_len();
+        w.u16(ty);
+        w.u16(len.min(0xfff8) as u16);
+        self.encode_body(w);
+        w.pad_from(start);
+    }
+
+    fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        let ty = r.u16()?;
+        let len = r.u16()? as usize;
+        if len < 8 || len % 8 != 0 {
+            return Err(Self::BAD_LEN);
+        }
+        let b = r.sub(len - 4, Self::BAD_LEN)?;
+        Self::decode_body(ty, len, b)
+    }
+}
+
+/// The body of an experimenter action or instruction: the experimenter id, then its data
+/// (with the padding).
+fn experimenter_body(b: &mut Reader) -> Result<(u32, Vec<u8>), DecodeError> {
+    Ok((b.u32()?, b.rest().to_vec()))
+}
+
+/// Encode a list of actions or instructions.
+pub(crate) fn encode_list<T: Tlv>(w: &mut Writer, items: &[T]) {
+    for i in items {
+        i.encode(w);
+    }
+}
+
+/// Encoded size of a list of actions or instructions.
+pub(crate) fn list_wire_len<T: Tlv>(items: &[T]) -> usize {
+    items.iter().map(|i| i.type_and_len().1).sum()
+}
+
+/// Decode actions or instructions until `r` is empty.
+pub(crate) fn decode_list<T: Tlv>(r: Reader) -> Result<Vec<T>, DecodeError> {
+    let mut r = Reader::new(r.rest_copy(), T::BAD_LEN);
+    let mut out = Vec::new();
+    while !r.is_empty() {
+        out.push(T::decode(&mut r)?);
+    }
+    Ok(out)
+}
+
 /// One OpenFlow action (named `OfAction` to keep it apart from flowpath's `Action`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum OfAction {
@@ -84,11 +148,10 @@ impl OfAction {
             _ => 8,
         }
     }
+}
 
-    pub(crate) fn encode(&self, w: &mut Writer) {
-        let start = w.len();
-        w.u16(self.type_());
-        w.u16(self.wire_len().min(0xfff8) as u16);
+impl Tlv for OfAction {
+    fn encode_body(&self, w: &mut Writer) {
         match self {
             OfAction::Output { port, max_len } => {
                 w.u32(*port);
@@ -119,17 +182,10 @@ impl OfAction {
             | OfAction::DecNwTtl
             | OfAction::PopPbb => w.zeros(4),
         }
-        w.pad_from(start);
     }
 
-    fn decode(r: &mut Reader) -> Result<OfAction, DecodeError> {
-        let e = DecodeError::BadActionLen;
-        let ty = r.u16()?;
-        let len = r.u16()? as usize;
-        if len < 8 || len % 8 != 0 {
-            return Err(e);
-        }
-        let mut b = r.sub(len - 4, e)?;
+    fn decode_body(ty: u16, len: usize, mut b: Reader) -> Result<OfAction, DecodeError> {
+        let e = Self::BAD_LEN;
         let fixed = |want: usize| if len == want { Ok(()) } else { Err(e) };
         let a = match ty {
             act::OUTPUT => {
@@ -168,38 +224,19 @@ impl OfAction {
                 OfAction::SetField(o)
             }
             act::EXPERIMENTER => {
-                let experimenter = b.u32()?;
-                OfAction::Experimenter {
-                    experimenter,
-                    data: b.rest().to_vec(),
-                }
+                let (experimenter, data) = experimenter_body(&mut b)?;
+                OfAction::Experimenter { experimenter, data }
             }
             other => return Err(DecodeError::BadAction(other)),
         };
         Ok(a)
     }
-}
 
-/// Encode a list of actions.
-pub(crate) fn encode_actions(w: &mut Writer, actions: &[OfAction]) {
-    for a in actions {
-        a.encode(w);
+    fn type_and_len(&self) -> (u16, usize) {
+        (self.type_(), self.wire_len())
     }
-}
 
-/// Encoded size of a list of actions.
-pub(crate) fn actions_wire_len(actions: &[OfAction]) -> usize {
-    actions.iter().map(OfAction::wire_len).sum()
-}
-
-/// Decode actions until `r` is empty.
-pub(crate) fn decode_actions(r: Reader) -> Result<Vec<OfAction>, DecodeError> {
-    let mut r = Reader::new(r.rest_copy(), DecodeError::BadActionLen);
-    let mut out = Vec::new();
-    while !r.is_empty() {
-        out.push(OfAction::decode(&mut r)?);
-    }
-    Ok(out)
+    const BAD_LEN: DecodeError = DecodeError::BadActionLen;
 }
 
 /// One OpenFlow instruction.
@@ -240,18 +277,17 @@ impl Instruction {
         match self {
             Instruction::GotoTable(_) | Instruction::ClearActions | Instruction::Meter(_) => 8,
             Instruction::WriteMetadata { .. } => 24,
-            Instruction::WriteActions(a) | Instruction::ApplyActions(a) => 8 + actions_wire_len(a),
+            Instruction::WriteActions(a) | Instruction::ApplyActions(a) => 8 + list_wire_len(a),
             Instruction::Experimenter { data, .. } => {
                 let l = 8 + data.len();
                 l + pad8(l)
             }
         }
     }
+}
 
-    pub(crate) fn encode(&self, w: &mut Writer) {
-        let start = w.len();
-        w.u16(self.type_());
-        w.u16(self.wire_len().min(0xfff8) as u16);
+impl Tlv for Instruction {
+    fn encode_body(&self, w: &mut Writer) {
         match self {
             Instruction::GotoTable(t) => {
                 w.u8(*t);
@@ -264,7 +300,7 @@ impl Instruction {
             }
             Instruction::WriteActions(a) | Instruction::ApplyActions(a) => {
                 w.zeros(4);
-                encode_actions(w, a);
+                encode_list(w, a);
             }
             Instruction::ClearActions => w.zeros(4),
             Instruction::Meter(m) => w.u32(*m),
@@ -273,17 +309,10 @@ impl Instruction {
                 w.bytes(data);
             }
         }
-        w.pad_from(start);
     }
 
-    fn decode(r: &mut Reader) -> Result<Instruction, DecodeError> {
-        let e = DecodeError::BadInstructionLen;
-        let ty = r.u16()?;
-        let len = r.u16()? as usize;
-        if len < 8 || len % 8 != 0 {
-            return Err(e);
-        }
-        let mut b = r.sub(len - 4, e)?;
+    fn decode_body(ty: u16, len: usize, mut b: Reader) -> Result<Instruction, DecodeError> {
+        let e = Self::BAD_LEN;
         let fixed = |want: usize| if len == want { Ok(()) } else { Err(e) };
         Ok(match ty {
             inst::GOTO_TABLE => Instruction::GotoTable(fixed(8).and_then(|_| b.u8())?),
@@ -296,11 +325,11 @@ impl Instruction {
             }
             inst::WRITE_ACTIONS => {
                 b.skip(4)?;
-                Instruction::WriteActions(decode_actions(b)?)
+                Instruction::WriteActions(decode_list(b)?)
             }
             inst::APPLY_ACTIONS => {
                 b.skip(4)?;
-                Instruction::ApplyActions(decode_actions(b)?)
+                Instruction::ApplyActions(decode_list(b)?)
             }
             inst::CLEAR_ACTIONS => {
                 fixed(8)?;
@@ -308,35 +337,16 @@ impl Instruction {
             }
             inst::METER => Instruction::Meter(fixed(8).and_then(|_| b.u32())?),
             inst::EXPERIMENTER => {
-                let experimenter = b.u32()?;
-                Instruction::Experimenter {
-                    experimenter,
-                    data: b.rest().to_vec(),
-                }
+                let (experimenter, data) = experimenter_body(&mut b)?;
+                Instruction::Experimenter { experimenter, data }
             }
             other => return Err(DecodeError::BadInstruction(other)),
         })
     }
-}
 
-/// Encode a list of instructions.
-pub(crate) fn encode_instructions(w: &mut Writer, instrs: &[Instruction]) {
-    for i in instrs {
-        i.encode(w);
+    fn type_and_len(&self) -> (u16, usize) {
+        (self.type_(), self.wire_len())
     }
-}
 
-/// Encoded size of a list of instructions.
-pub(crate) fn instructions_wire_len(instrs: &[Instruction]) -> usize {
-    instrs.iter().map(Instruction::wire_len).sum()
-}
-
-/// Decode instructions until `r` is empty.
-pub(crate) fn decode_instructions(r: Reader) -> Result<Vec<Instruction>, DecodeError> {
-    let mut r = Reader::new(r.rest_copy(), DecodeError::BadInstructionLen);
-    let mut out = Vec::new();
-    while !r.is_empty() {
-        out.push(Instruction::decode(&mut r)?);
-    }
-    Ok(out)
+    const BAD_LEN: DecodeError = DecodeError::BadInstructionLen;
 }

@@ -2,7 +2,7 @@
 //! PORT_STATUS and PORT_DESC replies) and `ofp_bucket` ([`Bucket`], in GROUP_MOD and
 //! GROUP_DESC replies), with their wire codecs.
 
-use crate::actions::{actions_wire_len, decode_actions, encode_actions, OfAction};
+use crate::actions::{decode_list, encode_list, list_wire_len, OfAction};
 use crate::consts::*;
 use crate::wire::{DecodeError, Reader, Writer};
 
@@ -81,7 +81,7 @@ pub struct Bucket {
 
 impl Bucket {
     pub(crate) fn wire_len(&self) -> usize {
-        16 + actions_wire_len(&self.actions)
+        16 + list_wire_len(&self.actions)
     }
 
     pub(crate) fn encode(&self, w: &mut Writer) {
@@ -90,7 +90,7 @@ impl Bucket {
         w.u32(self.watch_port);
         w.u32(self.watch_group);
         w.zeros(4);
-        encode_actions(w, &self.actions);
+        encode_list(w, &self.actions);
     }
 }
 
@@ -103,15 +103,9 @@ pub(crate) fn encode_buckets(w: &mut Writer, buckets: &[Bucket]) {
 
 /// Decode buckets until `r` is empty.
 pub(crate) fn decode_buckets(mut r: Reader) -> Result<Vec<Bucket>, DecodeError> {
-    let e = DecodeError::BadBucket;
     let mut out = Vec::new();
     while !r.is_empty() {
-        let len = r.peek_u16(0).map_err(|_| e)? as usize;
-        if len < 16 || len % 8 != 0 {
-            return Err(e);
-        }
-        let mut b = r.sub(len, e).map_err(|_| e)?;
-        b.skip(2)?;
+        let mut b = r.record(DecodeError::BadBucket, |len| len >= 16 && len % 8 == 0)?;
         let weight = b.u16()?;
         let watch_port = b.u32()?;
         let watch_group = b.u32()?;
@@ -120,7 +114,7 @@ pub(crate) fn decode_buckets(mut r: Reader) -> Result<Vec<Bucket>, DecodeError> 
             weight,
             watch_port,
             watch_group,
-            actions: decode_actions(b)?,
+            actions: decode_list(b)?,
         });
     }
     Ok(out)

@@ -50,6 +50,15 @@ pub enum OxmField {
     Ipv6Exthdr = 39,
 }
 
+/// The low `b` bits set (all 128 from 128 up).
+const fn low_bits(b: u32) -> u128 {
+    if b >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << b) - 1
+    }
+}
+
 impl OxmField {
     /// Every field, in wire order.
     pub const ALL: [OxmField; 40] = {
@@ -159,22 +168,12 @@ impl OxmField {
 
     /// All value bits of the field.
     pub const fn full_mask(self) -> u128 {
-        let b = self.bits();
-        if b >= 128 {
-            u128::MAX
-        } else {
-            (1u128 << b) - 1
-        }
+        low_bits(self.bits())
     }
 
     /// All bits of the field's wire width.
     pub const fn width_mask(self) -> u128 {
-        let b = self.width() as u32 * 8;
-        if b >= 128 {
-            u128::MAX
-        } else {
-            (1u128 << b) - 1
-        }
+        low_bits(self.width() as u32 * 8)
     }
 
     /// The specification's lower-case name (`eth_dst`, `vlan_vid`, ...).

@@ -132,6 +132,23 @@ impl<'a> Reader<'a> {
         Ok(Reader::new(self.bytes(n)?, err))
     }
 
+    /// The next record of a list whose records start with their own 16-bit length:
+    /// `len_ok` checks that length; the record's reader (failing with `e`) starts after
+    /// it. A length that is short of bytes or refused fails with `e`.
+    pub(crate) fn record(
+        &mut self,
+        e: DecodeError,
+        len_ok: impl Fn(usize) -> bool,
+    ) -> Result<Reader<'a>, DecodeError> {
+        let len = self.peek_u16(0).map_err(|_| e)? as usize;
+        if !len_ok(len) {
+            return Err(e);
+        }
+        let mut b = self.sub(len, e).map_err(|_| e)?;
+        b.skip(2)?;
+        Ok(b)
+    }
+
     /// Peek a big-endian u16 at `off` bytes ahead without consuming.
     pub(crate) fn peek_u16(&self, off: usize) -> Result<u16, DecodeError> {
         if off + 2 > self.remaining() {

@@ -7,6 +7,7 @@ use std::path::Path;
 mod openflow_decode;
 #[path = "../../../fuzz/src/replay.rs"]
 mod replay;
+mod samples;
 
 #[test]
 fn openflow_decode_corpus_replays() {
@@ -31,34 +32,18 @@ fn write_seeds() {
     use flowpath_openflow::*;
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus-seed/openflow_decode");
     std::fs::create_dir_all(&dir).unwrap();
-    let fm = FlowMod {
-        table_id: 0,
-        priority: 100,
-        match_: vec![
+    let fm = samples::web_flow_mod(
+        vec![
             Oxm::in_port(1),
             Oxm::exact(OxmField::EthType, 0x0800),
             Oxm::exact(OxmField::VlanVid, 0x1000 | 10),
             Oxm::exact(OxmField::VlanPcp, 3),
-            Oxm::exact(OxmField::IpProto, 6),
-            Oxm::masked(OxmField::Ipv4Dst, 0x0a00_0000, 0xff00_0000),
-            Oxm::exact(OxmField::TcpDst, 80),
         ],
-        instructions: vec![
-            Instruction::ApplyActions(vec![
-                OfAction::SetField(Oxm::exact(OxmField::Ipv4Dst, 0x0a00_0002)),
-                OfAction::PopVlan,
-                OfAction::DecNwTtl,
-                OfAction::output(2),
-                OfAction::Output {
-                    port: OFPP_CONTROLLER,
-                    max_len: OFPCML_NO_BUFFER,
-                },
-            ]),
+        vec![
             Instruction::WriteActions(vec![OfAction::Group(1)]),
             Instruction::GotoTable(3),
         ],
-        ..FlowMod::default()
-    };
+    );
     let v6 = FlowMod {
         command: OFPFC_DELETE,
         table_id: OFPTT_ALL,

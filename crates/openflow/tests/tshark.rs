@@ -8,6 +8,8 @@ use flowpath_openflow::*;
 use std::fmt::Write as _;
 use std::process::Command;
 
+mod samples;
+
 fn have(tool: &str) -> bool {
     Command::new(tool)
         .arg("--version")
@@ -75,34 +77,18 @@ fn arp_request() -> Vec<u8> {
 
 fn sample_flow_mod() -> FlowMod {
     FlowMod {
-        table_id: 0,
-        priority: 100,
         cookie: 0x1234,
         idle_timeout: 30,
         flags: OFPFF_SEND_FLOW_REM,
-        match_: vec![
-            Oxm::in_port(1),
-            Oxm::masked(OxmField::EthDst, 0x0200_0000_0000, 0xffff_ffff_ff00),
-            Oxm::exact(OxmField::EthType, 0x0800),
-            Oxm::exact(OxmField::VlanVid, 0x1000 | 10),
-            Oxm::exact(OxmField::IpProto, 6),
-            Oxm::masked(OxmField::Ipv4Dst, 0x0a00_0000, 0xff00_0000),
-            Oxm::exact(OxmField::TcpDst, 80),
-        ],
-        instructions: vec![
-            Instruction::ApplyActions(vec![
-                OfAction::SetField(Oxm::exact(OxmField::Ipv4Dst, 0x0a00_0002)),
-                OfAction::PopVlan,
-                OfAction::DecNwTtl,
-                OfAction::output(2),
-                OfAction::Output {
-                    port: OFPP_CONTROLLER,
-                    max_len: OFPCML_NO_BUFFER,
-                },
-            ]),
-            Instruction::GotoTable(3),
-        ],
-        ..FlowMod::default()
+        ..samples::web_flow_mod(
+            vec![
+                Oxm::in_port(1),
+                Oxm::masked(OxmField::EthDst, 0x0200_0000_0000, 0xffff_ffff_ff00),
+                Oxm::exact(OxmField::EthType, 0x0800),
+                Oxm::exact(OxmField::VlanVid, 0x1000 | 10),
+            ],
+            vec![Instruction::GotoTable(3)],
+        )
     }
 }
 

@@ -55,118 +55,64 @@ pub struct SwitchSection {
     pub classifier: Option<String>,
 }
 
-fn default_true() -> bool {
-    true
-}
-fn default_emc_prob() -> u32 {
-    100
-}
-fn default_megaflows() -> usize {
-    65536
-}
-fn default_idle_sleep() -> u64 {
-    500
-}
-fn default_xdp_tier_max() -> u32 {
-    65536
-}
-fn default_smc_entries() -> usize {
-    DatapathConfig::default().smc_entries
-}
-fn default_max_masks() -> usize {
-    DatapathConfig::default().max_masks
-}
-fn default_revalidate_target_ms() -> f64 {
-    DatapathConfig::default().revalidate_target_ms
-}
-fn default_slow_path_share() -> f64 {
-    MissLimits::default().slow_path_share
-}
-fn default_new_masks_per_sec() -> u32 {
-    MissLimits::default().new_masks_per_sec
-}
-fn default_poll_quantum() -> u64 {
-    MissLimits::default().poll_quantum_cycles
-}
-
-/// `[datapath]`
+/// `[datapath]`; a field left out takes its value from [`DatapathSection::default`].
 #[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct DatapathSection {
-    #[serde(default = "default_true")]
     pub emc: bool,
     /// Insert one flow in N into the exact-match cache.
-    #[serde(default = "default_emc_prob")]
     pub emc_insert_inv_prob: u32,
     /// Signature-match cache entries per worker (0 = off); it runs while it pays.
-    #[serde(default = "default_smc_entries")]
     pub smc_entries: usize,
     /// Most megaflows per worker. Each worker allocates and faults in 256 bytes for each
     /// at start (16 MB for the default 65,536), so a flood finds the memory in place; at
     /// most 4,194,304 (1 GB), and all workers' tables must fit in the available memory.
-    #[serde(default = "default_megaflows")]
     pub megaflow_max: usize,
     /// Most megaflow subtables (distinct masks) per worker.
-    #[serde(default = "default_max_masks")]
     pub max_masks: usize,
     /// A revalidation slower than this (ms) shrinks the flow limit; 0 = never.
-    #[serde(default = "default_revalidate_target_ms")]
     pub revalidate_target_ms: f64,
     /// Largest share of a worker's core the slow path takes while hits are being served,
     /// shared by the ports with misses; 1.0 = no miss budget.
-    #[serde(default = "default_slow_path_share")]
     pub slow_path_share: f64,
     /// New megaflow masks one port may create per second (0 = no limit).
-    #[serde(default = "default_new_masks_per_sec")]
     pub new_masks_per_sec: u32,
     /// Cycle-fair polling quantum (TSC cycles per port per round; 0 = plain round robin).
-    #[serde(default = "default_poll_quantum")]
     pub poll_quantum_cycles: u64,
     /// Longest idle nap of a worker in microseconds; 0 = never sleep (pure busy poll).
-    #[serde(default = "default_idle_sleep")]
     pub idle_sleep_max_us: u64,
     /// Run the XDP tier: one `flow_tier` program on every afxdp port's interface answers
     /// cached flows in the kernel (docs/xdp-tier.md). Other port types do not take part.
-    #[serde(default)]
     pub xdp_tier: bool,
     /// Entries the XDP tier holds (all workers together; new megaflows are not offered
     /// while it is full).
-    #[serde(default = "default_xdp_tier_max")]
     pub xdp_tier_max: u32,
     /// NORMAL's MAC learning table: most (VLAN, MAC) entries (default 8192) and how long
     /// an entry lives unseen (default 300 s), as in Open vSwitch.
-    #[serde(default = "default_mac_table_size")]
     pub mac_table_size: usize,
-    #[serde(default = "default_mac_aging_secs")]
     pub mac_aging_secs: u64,
-}
-
-fn default_mac_table_size() -> usize {
-    flowpath_datapath::MacLearningConfig::default().max_entries
-}
-fn default_mac_aging_secs() -> u64 {
-    flowpath_datapath::MacLearningConfig::default()
-        .aging
-        .as_secs()
 }
 
 impl Default for DatapathSection {
     fn default() -> Self {
+        let dp = DatapathConfig::default();
+        let miss = MissLimits::default();
+        let mac = flowpath_datapath::MacLearningConfig::default();
         DatapathSection {
             emc: true,
-            emc_insert_inv_prob: default_emc_prob(),
-            smc_entries: default_smc_entries(),
-            megaflow_max: default_megaflows(),
-            max_masks: default_max_masks(),
-            revalidate_target_ms: default_revalidate_target_ms(),
-            slow_path_share: default_slow_path_share(),
-            new_masks_per_sec: default_new_masks_per_sec(),
-            poll_quantum_cycles: default_poll_quantum(),
-            idle_sleep_max_us: default_idle_sleep(),
+            emc_insert_inv_prob: 100,
+            smc_entries: dp.smc_entries,
+            megaflow_max: 65536,
+            max_masks: dp.max_masks,
+            revalidate_target_ms: dp.revalidate_target_ms,
+            slow_path_share: miss.slow_path_share,
+            new_masks_per_sec: miss.new_masks_per_sec,
+            poll_quantum_cycles: miss.poll_quantum_cycles,
+            idle_sleep_max_us: 500,
             xdp_tier: false,
-            xdp_tier_max: default_xdp_tier_max(),
-            mac_table_size: default_mac_table_size(),
-            mac_aging_secs: default_mac_aging_secs(),
+            xdp_tier_max: 65536,
+            mac_table_size: mac.max_entries,
+            mac_aging_secs: mac.aging.as_secs(),
         }
     }
 }

@@ -42,6 +42,36 @@ fn frames() -> Vec<Vec<u8>> {
     v
 }
 
+/// A switch holding `flows`.
+fn switch_with(flows: &str) -> Arc<Switch> {
+    let sw = Switch::open(SwitchConfig::default()).unwrap();
+    let r = sw.handle(&Request {
+        op: Op::Add,
+        text: flows.into(),
+    });
+    assert!(r.error.is_none(), "{:?}", r.error);
+    sw
+}
+
+/// Worker 0 on `ports`, on no particular core, napping at most `idle_sleep_max`, until
+/// `stop`.
+fn worker(
+    sw: &Arc<Switch>,
+    ports: Vec<WorkerPort>,
+    idle_sleep_max: Duration,
+    stop: &Arc<AtomicBool>,
+) -> flowpath_switch::pmd::WorkerHandle {
+    let cfg = WorkerConfig {
+        id: 0,
+        core: None,
+        datapath: DatapathConfig::default(),
+        idle_sleep_max,
+        pace: None,
+        ..WorkerConfig::default()
+    };
+    spawn_worker(sw, cfg, ports, stop.clone()).unwrap()
+}
+
 fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     let t = Instant::now();
     while !f() {
@@ -55,12 +85,7 @@ fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
 
 #[test]
 fn worker_forwards_exactly_as_the_datapath_says() {
-    let sw = Switch::open(SwitchConfig::default()).unwrap();
-    let r = sw.handle(&Request {
-        op: Op::Add,
-        text: FLOWS.into(),
-    });
-    assert!(r.error.is_none(), "{:?}", r.error);
+    let sw = switch_with(FLOWS);
 
     // The reference: the same frames through a datapath straight into a capture.
     let mut reference = CaptureSink::default();
@@ -85,15 +110,7 @@ fn worker_forwards_exactly_as_the_datapath_says() {
         WorkerPort::new(2, 0, Box::new(p2)),
         WorkerPort::new(3, 0, Box::new(p3)),
     ];
-    let cfg = WorkerConfig {
-        id: 0,
-        core: None,
-        datapath: DatapathConfig::default(),
-        idle_sleep_max: Duration::from_micros(200),
-        pace: None,
-        ..WorkerConfig::default()
-    };
-    let w = spawn_worker(&sw, cfg, ports, stop.clone()).unwrap();
+    let w = worker(&sw, ports, Duration::from_micros(200), &stop);
     let all = frames();
     // In bursts, so batches of several sizes happen.
     for chunk in all.chunks(37) {
@@ -196,11 +213,7 @@ fn a_failing_port_is_dropped_and_the_others_carry_on() {
             Default::default()
         }
     }
-    let sw = Switch::open(SwitchConfig::default()).unwrap();
-    sw.handle(&Request {
-        op: Op::Add,
-        text: "in_port=1 actions=output:2\n".into(),
-    });
+    let sw = switch_with("in_port=1 actions=output:2\n");
     let (p1, h1) = MemoryPort::new("p1");
     let (p2, h2) = MemoryPort::new("p2");
     let stop = Arc::new(AtomicBool::new(false));
@@ -209,15 +222,7 @@ fn a_failing_port_is_dropped_and_the_others_carry_on() {
         WorkerPort::new(1, 0, Box::new(p1)),
         WorkerPort::new(2, 0, Box::new(p2)),
     ];
-    let cfg = WorkerConfig {
-        id: 0,
-        core: None,
-        datapath: DatapathConfig::default(),
-        idle_sleep_max: Duration::from_micros(100),
-        pace: None,
-        ..WorkerConfig::default()
-    };
-    let w = spawn_worker(&sw, cfg, ports, stop.clone()).unwrap();
+    let w = worker(&sw, ports, Duration::from_micros(100), &stop);
     let f = build(&FrameSpec::udp4(
         Ipv4Addr::new(10, 0, 0, 1),
         Ipv4Addr::new(10, 0, 0, 2),

@@ -6,21 +6,13 @@
 
 mod common;
 
+use common::dump;
 use flowpath_gen::FrameSpec;
 use flowpath_switch::{Op, Request, Switch, SwitchConfig};
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn dump(sw: &Switch) -> Vec<String> {
-    let r = sw.handle(&Request {
-        op: Op::Dump,
-        text: String::new(),
-    });
-    assert!(r.error.is_none(), "{:?}", r.error);
-    r.lines
-}
 
 fn field(line: &str, name: &str) -> u64 {
     let v = line

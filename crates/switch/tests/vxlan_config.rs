@@ -70,70 +70,45 @@ dst_port = 8472"#,
 
 #[test]
 fn errors_name_the_field() {
-    let cases = [
-        ("", "port[1].remote_ip:"),
-        (r#"remote_ip = "192.0.2.300""#, "port[1].remote_ip:"),
-        (r#"remote_ip = "224.0.0.1""#, "port[1].remote_ip:"),
+    // Each case: the vxlan port's lines, and how the error starts.
+    const REMOTE: &str = r#"remote_ip = "192.0.2.2""#;
+    const LOCAL: &str = r#"local_ip = "192.0.2.1""#;
+    const MAC: &str = r#"next_hop_mac = "02:00:00:00:00:02""#;
+    let cases: [(&[&str], &str); 13] = [
+        (&[], "port[1].remote_ip:"),
+        (&[r#"remote_ip = "192.0.2.300""#], "port[1].remote_ip:"),
+        (&[r#"remote_ip = "224.0.0.1""#], "port[1].remote_ip:"),
+        (&[REMOTE, r#"local_ip = "nope""#], "port[1].local_ip:"),
         (
-            r#"remote_ip = "192.0.2.2"
-local_ip = "nope""#,
+            &[REMOTE, r#"local_ip = "2001:db8::1""#],
             "port[1].local_ip:",
         ),
+        (&[REMOTE, "key = 16777216"], "port[1].key:"),
+        (&[REMOTE, r#"key = "any""#], "port[1].key:"),
+        (&[REMOTE, "dst_port = 0"], "port[1].dst_port:"),
         (
-            r#"remote_ip = "192.0.2.2"
-local_ip = "2001:db8::1""#,
-            "port[1].local_ip:",
-        ),
-        (
-            r#"remote_ip = "192.0.2.2"
-key = 16777216"#,
-            "port[1].key:",
-        ),
-        (
-            r#"remote_ip = "192.0.2.2"
-key = "any""#,
-            "port[1].key:",
-        ),
-        (
-            r#"remote_ip = "192.0.2.2"
-dst_port = 0"#,
-            "port[1].dst_port:",
-        ),
-        (
-            r#"remote_ip = "192.0.2.2"
-local_ip = "192.0.2.1"
-underlay_port = 1
-next_hop_mac = "02:00:00""#,
+            &[
+                REMOTE,
+                LOCAL,
+                "underlay_port = 1",
+                r#"next_hop_mac = "02:00:00""#,
+            ],
             "port[1].next_hop_mac:",
         ),
         (
-            r#"remote_ip = "192.0.2.2"
-local_ip = "192.0.2.1"
-underlay_port = 1"#,
+            &[REMOTE, LOCAL, "underlay_port = 1"],
             "port[1].next_hop_mac:",
         ),
+        (&[REMOTE, LOCAL, MAC], "port[1].underlay_port:"),
         (
-            r#"remote_ip = "192.0.2.2"
-local_ip = "192.0.2.1"
-next_hop_mac = "02:00:00:00:00:02""#,
+            &[REMOTE, LOCAL, "underlay_port = 7", MAC],
             "port[1].underlay_port:",
         ),
-        (
-            r#"remote_ip = "192.0.2.2"
-local_ip = "192.0.2.1"
-underlay_port = 7
-next_hop_mac = "02:00:00:00:00:02""#,
-            "port[1].underlay_port:",
-        ),
-        (
-            r#"remote_ip = "192.0.2.2"
-underlay_port = 1
-next_hop_mac = "02:00:00:00:00:02""#,
-            "port[1].local_ip:",
-        ),
+        (&[REMOTE, "underlay_port = 1", MAC], "port[1].local_ip:"),
     ];
-    for (fields, want) in cases {
-        let e = err(fields);
+    for (lines, want) in cases {
+        let fields = lines.join("\n");
+        let e = err(&fields);
         assert!(e.starts_with(want), "{fields:?}: {e}");
     }
     // Tunnel fields on another kind of port.

@@ -347,6 +347,7 @@ pub fn compute(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use NeighbourState::{Failed, Reachable, Stale};
 
     fn tables() -> Tables {
         let mut t = Tables::default();
@@ -389,6 +390,11 @@ mod tests {
         t
     }
 
+    /// `ip`'s neighbour entry on link 7.
+    fn neigh(t: &mut Tables, ip: IpAddr, mac: Option<[u8; 6]>, state: NeighbourState) {
+        t.neighs.insert((7, ip), Neigh { mac, state });
+    }
+
     fn ports() -> HashMap<u32, u32> {
         [(7, 3)].into_iter().collect()
     }
@@ -406,13 +412,7 @@ mod tests {
     fn resolved_via_gateway_and_direct() {
         let mut t = tables();
         let gw: IpAddr = "10.0.0.254".parse().unwrap();
-        t.neighs.insert(
-            (7, gw),
-            Neigh {
-                mac: Some([2, 0, 0, 0, 0, 0xfe]),
-                state: NeighbourState::Stale,
-            },
-        );
+        neigh(&mut t, gw, Some([2, 0, 0, 0, 0, 0xfe]), Stale);
         let r = compute(
             "192.0.2.9".parse().unwrap(),
             &route(7, Some("10.0.0.254"), Some("10.0.0.1")),
@@ -439,13 +439,7 @@ mod tests {
         assert!(e.to_string().contains("other0"), "{e}");
         let e = compute(remote, &route(7, None, None), &ports(), &t).unwrap_err();
         assert_eq!(e.name(), "neighbour_unresolved");
-        t.neighs.insert(
-            (7, remote),
-            Neigh {
-                mac: None,
-                state: NeighbourState::Failed,
-            },
-        );
+        neigh(&mut t, remote, None, Failed);
         let e = compute(remote, &route(7, None, None), &ports(), &t).unwrap_err();
         assert!(e.to_string().contains("failed"), "{e}");
         let e = compute(remote, &RouteAnswer::Error(libc::ENETUNREACH), &ports(), &t);
@@ -467,13 +461,7 @@ mod tests {
     fn ipv6_source_prefers_global_and_skips_tentative() {
         let mut t = tables();
         let remote: IpAddr = "fd00::2".parse().unwrap();
-        t.neighs.insert(
-            (7, remote),
-            Neigh {
-                mac: Some([2, 0, 0, 0, 0, 9]),
-                state: NeighbourState::Reachable,
-            },
-        );
+        neigh(&mut t, remote, Some([2, 0, 0, 0, 0, 9]), Reachable);
         let r = compute(remote, &route(7, None, None), &ports(), &t).unwrap();
         assert_eq!(r.hop.src_ip, "fd00::1".parse::<IpAddr>().unwrap());
         for a in t.addrs.get_mut(&7).unwrap() {

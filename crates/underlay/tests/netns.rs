@@ -59,13 +59,15 @@ fn probe() -> Option<String> {
     }
 }
 
-macro_rules! need_netns {
-    () => {
-        if let Some(why) = skip_reason() {
-            eprintln!("SKIPPED {}: {why}", module_path!());
-            return;
-        }
-    };
+/// Build the namespaces and run `f` with them on a thread inside the host namespace; a
+/// note and nothing else where they cannot be made.
+fn in_topo(f: impl FnOnce(&Topo) + Send) {
+    if let Some(why) = skip_reason() {
+        eprintln!("SKIPPED {}: {why}", module_path!());
+        return;
+    }
+    let t = Topo::new();
+    t.in_host(|| f(&t));
 }
 
 fn sh(args: &[&str]) {
@@ -75,6 +77,20 @@ fn sh(args: &[&str]) {
         "{args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Run `ip -n ns` with `words` (split at spaces) after it.
+fn ip_n(ns: &str, words: &str) {
+    let mut args = vec!["ip", "-n", ns];
+    args.extend(words.split_whitespace());
+    sh(&args);
+}
+
+/// Run `words` (split at spaces) in namespace `ns` with `ip netns exec`.
+fn ip_netns_exec(ns: &str, words: &str) {
+    let mut args = vec!["ip", "netns", "exec", ns];
+    args.extend(words.split_whitespace());
+    sh(&args);
 }
 
 fn mac_str(m: [u8; 6]) -> String {
@@ -117,26 +133,10 @@ impl Topo {
         for ns in [&t.h, &t.gw, &t.r, &t.o] {
             let _ = Command::new("ip").args(["netns", "del", ns]).output();
             sh(&["ip", "netns", "add", ns]);
-            sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
+            ip_n(ns, "link set lo up");
         }
-        sh(&[
-            "ip",
-            "netns",
-            "exec",
-            &t.gw,
-            "sysctl",
-            "-qw",
-            "net.ipv4.ip_forward=1",
-        ]);
-        sh(&[
-            "ip",
-            "netns",
-            "exec",
-            &t.gw,
-            "sysctl",
-            "-qw",
-            "net.ipv6.conf.all.forwarding=1",
-        ]);
+        ip_netns_exec(&t.gw, "sysctl -qw net.ipv4.ip_forward=1");
+        ip_netns_exec(&t.gw, "sysctl -qw net.ipv6.conf.all.forwarding=1");
         t.veth(&t.h, "fp0", Some(FP0_MAC), &t.gw, "g0", Some(G0_MAC));
         t.veth(&t.h, "fp1", Some(FP1_MAC), &t.gw, "g2", Some(G2_MAC));
         t.veth(&t.gw, "g1", None, &t.r, "r0", None);
@@ -151,68 +151,15 @@ impl Topo {
             (&t.h, "other0", "10.77.3.1/24", "fd77:3::1/64"),
             (&t.o, "o0", "10.77.3.2/24", "fd77:3::2/64"),
         ] {
-            sh(&["ip", "-n", ns, "addr", "add", v4, "dev", dev]);
-            sh(&["ip", "-n", ns, "addr", "add", v6, "dev", dev, "nodad"]);
-            sh(&["ip", "-n", ns, "link", "set", dev, "up"]);
+            ip_n(ns, &format!("addr add {v4} dev {dev}"));
+            ip_n(ns, &format!("addr add {v6} dev {dev} nodad"));
+            ip_n(ns, &format!("link set {dev} up"));
         }
-        sh(&[
-            "ip",
-            "-n",
-            &t.h,
-            "route",
-            "add",
-            "10.77.2.0/24",
-            "via",
-            "10.77.1.2",
-            "dev",
-            "fp0",
-        ]);
-        sh(&[
-            "ip",
-            "-n",
-            &t.h,
-            "-6",
-            "route",
-            "add",
-            "fd77:2::/64",
-            "via",
-            "fd77:1::2",
-            "dev",
-            "fp0",
-        ]);
-        sh(&[
-            "ip",
-            "-n",
-            &t.h,
-            "route",
-            "add",
-            "10.77.4.0/24",
-            "via",
-            "10.77.3.2",
-            "dev",
-            "other0",
-        ]);
-        sh(&[
-            "ip",
-            "-n",
-            &t.r,
-            "route",
-            "add",
-            "default",
-            "via",
-            "10.77.2.1",
-        ]);
-        sh(&[
-            "ip",
-            "-n",
-            &t.r,
-            "-6",
-            "route",
-            "add",
-            "default",
-            "via",
-            "fd77:2::1",
-        ]);
+        ip_n(&t.h, "route add 10.77.2.0/24 via 10.77.1.2 dev fp0");
+        ip_n(&t.h, "-6 route add fd77:2::/64 via fd77:1::2 dev fp0");
+        ip_n(&t.h, "route add 10.77.4.0/24 via 10.77.3.2 dev other0");
+        ip_n(&t.r, "route add default via 10.77.2.1");
+        ip_n(&t.r, "-6 route add default via fd77:2::1");
         t
     }
 
@@ -303,9 +250,7 @@ fn state_of(u: &NetlinkUnderlay, r: IpAddr) -> Option<Result<flowpath_underlay::
 
 #[test]
 fn direct_and_routed_hops_ipv4_and_ipv6_resolve_on_demand() {
-    need_netns!();
-    let t = Topo::new();
-    t.in_host(|| {
+    in_topo(|t| {
         let u = NetlinkUnderlay::new(ports(), &[]).unwrap();
         let cases = [
             // (remote, next hop, expected source)
@@ -347,9 +292,7 @@ fn direct_and_routed_hops_ipv4_and_ipv6_resolve_on_demand() {
 
 #[test]
 fn unanswered_neighbour_stays_unresolved_and_is_counted() {
-    need_netns!();
-    let t = Topo::new();
-    t.in_host(|| {
+    in_topo(|t| {
         // Given at start: looked up (and resolution asked for) before new() returns.
         let nobody = ip("10.77.1.99");
         let nobody6 = ip("fd77:1::99");
@@ -400,9 +343,7 @@ fn unanswered_neighbour_stays_unresolved_and_is_counted() {
 
 #[test]
 fn route_and_neighbour_changes_are_seen() {
-    need_netns!();
-    let t = Topo::new();
-    t.in_host(|| {
+    in_topo(|t| {
         let remote = ip("10.77.2.2");
         let remote6 = ip("fd77:2::2");
         let u = NetlinkUnderlay::new(ports(), &[remote, remote6]).unwrap();
@@ -413,31 +354,8 @@ fn route_and_neighbour_changes_are_seen() {
 
         // The route moves to fp1 via another gateway.
         let g = u.generation();
-        sh(&[
-            "ip",
-            "-n",
-            &t.h,
-            "route",
-            "replace",
-            "10.77.2.0/24",
-            "via",
-            "10.77.5.2",
-            "dev",
-            "fp1",
-        ]);
-        sh(&[
-            "ip",
-            "-n",
-            &t.h,
-            "-6",
-            "route",
-            "replace",
-            "fd77:2::/64",
-            "via",
-            "fd77:5::2",
-            "dev",
-            "fp1",
-        ]);
+        ip_n(&t.h, "route replace 10.77.2.0/24 via 10.77.5.2 dev fp1");
+        ip_n(&t.h, "-6 route replace fd77:2::/64 via fd77:5::2 dev fp1");
         for r in [remote, remote6] {
             let h = wait(&format!("{r} to move to fp1"), || {
                 u.resolve(r);
@@ -459,34 +377,13 @@ fn route_and_neighbour_changes_are_seen() {
         // The gateway's MAC changes in the neighbour table.
         let new_mac = [0x02, 0, 0, 0, 0, 0x99];
         let g = u.generation();
-        sh(&[
-            "ip",
-            "-n",
-            &t.h,
-            "neigh",
-            "replace",
-            "10.77.5.2",
-            "dev",
-            "fp1",
-            "lladdr",
-            &mac_str(new_mac),
-            "nud",
-            "permanent",
-        ]);
-        sh(&[
-            "ip",
-            "-n",
-            &t.h,
-            "neigh",
-            "replace",
-            "fd77:5::2",
-            "dev",
-            "fp1",
-            "lladdr",
-            &mac_str(new_mac),
-            "nud",
-            "permanent",
-        ]);
+        let mac = mac_str(new_mac);
+        for gw in ["10.77.5.2", "fd77:5::2"] {
+            ip_n(
+                &t.h,
+                &format!("neigh replace {gw} dev fp1 lladdr {mac} nud permanent"),
+            );
+        }
         for r in [remote, remote6] {
             wait(&format!("{r}'s next hop MAC to change"), || {
                 u.hop(r).filter(|h| h.dst_mac == new_mac)
@@ -496,7 +393,7 @@ fn route_and_neighbour_changes_are_seen() {
 
         // The neighbour goes away: the hop goes with it.
         let g = u.generation();
-        sh(&["ip", "-n", &t.h, "neigh", "del", "10.77.5.2", "dev", "fp1"]);
+        ip_n(&t.h, "neigh del 10.77.5.2 dev fp1");
         wait("the hop to go with the neighbour", || {
             u.hop(remote).is_none().then_some(())
         });
@@ -504,16 +401,7 @@ fn route_and_neighbour_changes_are_seen() {
         // And an unrelated change does not bump the generation: an address on other0.
         let g = u.generation();
         let st = u.status(remote6).unwrap().route;
-        sh(&[
-            "ip",
-            "-n",
-            &t.h,
-            "addr",
-            "add",
-            "10.77.9.1/24",
-            "dev",
-            "other0",
-        ]);
+        ip_n(&t.h, "addr add 10.77.9.1/24 dev other0");
         std::thread::sleep(Duration::from_millis(200));
         assert_eq!(u.status(remote6).unwrap().route, st);
         assert_eq!(u.generation(), g);
@@ -522,9 +410,7 @@ fn route_and_neighbour_changes_are_seen() {
 
 #[test]
 fn remotes_not_via_a_flowpath_port_are_refused_with_their_reason() {
-    need_netns!();
-    let t = Topo::new();
-    t.in_host(|| {
+    in_topo(|t| {
         let other = ip("10.77.4.2");
         let direct_other = ip("fd77:3::2");
         let unroutable = ip("10.99.0.1");
@@ -552,18 +438,7 @@ fn remotes_not_via_a_flowpath_port_are_refused_with_their_reason() {
         assert!(t.neigh("10.77.3.2").is_empty(), "{}", t.neigh("10.77.3.2"));
 
         // A route towards other0 moved onto fp0 is accepted at once (events).
-        sh(&[
-            "ip",
-            "-n",
-            &t.h,
-            "route",
-            "replace",
-            "10.77.4.0/24",
-            "via",
-            "10.77.1.2",
-            "dev",
-            "fp0",
-        ]);
+        ip_n(&t.h, "route replace 10.77.4.0/24 via 10.77.1.2 dev fp0");
         wait("10.77.4.2 to be routed via fp0", || {
             u.resolve(other);
             u.hop(other).filter(|h| h.port == 1)

@@ -1,7 +1,12 @@
-//! What the datapath tests that send streams of new flows share: a rule set under which
-//! every IPv4 source is a megaflow of its own, and a UDP frame from a given source.
+//! What the datapath tests share: a rule set under which every IPv4 source is a megaflow
+//! of its own, a UDP frame from a given source, and a batch of frames run through a
+//! datapath.
 
-use flowpath_base::HEADROOM;
+// Each test binary uses its own part of this module.
+#![allow(dead_code)]
+
+use flowpath_base::{Packet, HEADROOM};
+use flowpath_datapath::{CaptureSink, Datapath};
 use flowpath_gen::{build, FrameSpec};
 use flowpath_packet::{Action, Field};
 use flowpath_pipeline::{Backend, Match, RuleSpec, RuleStore};
@@ -35,4 +40,29 @@ pub fn udp_from(src: Ipv4Addr) -> Vec<u8> {
     let mut buf = vec![0u8; HEADROOM + f.len()];
     buf[HEADROOM..].copy_from_slice(&f);
     buf
+}
+
+/// Run `frames` in on `port` as one batch into `sink`, each in a buffer with 128 bytes of
+/// headroom and 64 of tailroom.
+pub fn process<'f>(
+    dp: &mut Datapath,
+    port: u32,
+    frames: impl IntoIterator<Item = &'f [u8]>,
+    sink: &mut CaptureSink,
+) {
+    let frames: Vec<&[u8]> = frames.into_iter().collect();
+    let mut bufs: Vec<Vec<u8>> = frames
+        .iter()
+        .map(|f| {
+            let mut b = vec![0u8; 128 + f.len() + 64];
+            b[128..128 + f.len()].copy_from_slice(f);
+            b
+        })
+        .collect();
+    let mut pkts: Vec<Packet<'_>> = bufs
+        .iter_mut()
+        .zip(&frames)
+        .map(|(b, f)| Packet::new(b, 128, f.len()))
+        .collect();
+    dp.process(port, &mut pkts, sink);
 }

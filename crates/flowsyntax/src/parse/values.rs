@@ -127,56 +127,50 @@ impl<'a> Parser<'a> {
     }
 
     pub(super) fn ipv4(&self, k: &Key, v: &str) -> Result<(u128, u128), SyntaxError> {
+        const MASK: &str = "a netmask a.b.c.d or a prefix length 0..32";
         let (a, m) = split_mask(v);
         let addr = parse_ipv4(a).ok_or_else(|| {
             self.bad_value(k, a, "an IPv4 address a.b.c.d, optionally /len or /mask")
         })?;
         let mask = match m {
             None => u32::MAX as u128,
-            Some(m) if m.contains('.') => parse_ipv4(m)
-                .ok_or_else(|| self.bad_mask(k, m, "a netmask a.b.c.d or a prefix length 0..32"))?
-                as u128,
-            Some(m) => match parse_u64(m) {
-                Some(len) if len <= 32 => prefix_mask(32, len as u32),
-                Some(_) => {
-                    return Err(self.err(k.at, |c| {
-                        format!("bad prefix length /{m} for {} at column {c}", k.name)
-                    }))
-                }
-                None => {
-                    return Err(self.bad_mask(k, m, "a netmask a.b.c.d or a prefix length 0..32"))
-                }
-            },
+            Some(m) if m.contains('.') => {
+                parse_ipv4(m).ok_or_else(|| self.bad_mask(k, m, MASK))? as u128
+            }
+            Some(m) => self.prefix_len_mask(k, m, 32, MASK)?,
         };
         Ok((addr as u128, mask))
     }
 
     pub(super) fn ipv6(&self, k: &Key, v: &str) -> Result<(u128, u128), SyntaxError> {
+        const MASK: &str = "an IPv6 mask address or a prefix length 0..128";
         let (a, m) = split_mask(v);
         let addr = parse_ipv6(a)
             .ok_or_else(|| self.bad_value(k, a, "an IPv6 address, optionally /len or /mask"))?;
         let mask = match m {
             None => u128::MAX,
-            Some(m) if m.contains(':') => parse_ipv6(m).ok_or_else(|| {
-                self.bad_mask(k, m, "an IPv6 mask address or a prefix length 0..128")
-            })?,
-            Some(m) => match parse_u64(m) {
-                Some(len) if len <= 128 => prefix_mask(128, len as u32),
-                Some(_) => {
-                    return Err(self.err(k.at, |c| {
-                        format!("bad prefix length /{m} for {} at column {c}", k.name)
-                    }))
-                }
-                None => {
-                    return Err(self.bad_mask(
-                        k,
-                        m,
-                        "an IPv6 mask address or a prefix length 0..128",
-                    ))
-                }
-            },
+            Some(m) if m.contains(':') => parse_ipv6(m).ok_or_else(|| self.bad_mask(k, m, MASK))?,
+            Some(m) => self.prefix_len_mask(k, m, 128, MASK)?,
         };
         Ok((addr, mask))
+    }
+
+    /// The mask a prefix length `m` (after the `/`) gives a `bits`-wide address; `what`
+    /// says what the mask may be, for the error when `m` is not a number.
+    fn prefix_len_mask(
+        &self,
+        k: &Key,
+        m: &str,
+        bits: u32,
+        what: &str,
+    ) -> Result<u128, SyntaxError> {
+        match parse_u64(m) {
+            Some(len) if len <= u64::from(bits) => Ok(prefix_mask(bits, len as u32)),
+            Some(_) => Err(self.err(k.at, |c| {
+                format!("bad prefix length /{m} for {} at column {c}", k.name)
+            })),
+            None => Err(self.bad_mask(k, m, what)),
+        }
     }
 
     pub(super) fn mac(&self, k: &Key, v: &str) -> Result<(u128, u128), SyntaxError> {

@@ -1,10 +1,7 @@
 //! Packets and flows: `ofp_packet_in` ([`PacketIn`]), `ofp_packet_out` ([`PacketOut`]),
 //! `ofp_flow_mod` ([`FlowMod`]) and `ofp_flow_removed` ([`FlowRemoved`]).
 
-use crate::actions::{
-    actions_wire_len, decode_actions, decode_instructions, encode_actions, encode_instructions,
-    Instruction, OfAction,
-};
+use crate::actions::{decode_list, encode_list, list_wire_len, Instruction, OfAction};
 use crate::consts::*;
 use crate::oxm::{decode_match, encode_match, Oxm};
 use crate::wire::{DecodeError, Reader, Writer};
@@ -114,9 +111,9 @@ impl PacketOut {
     pub(super) fn encode(&self, w: &mut Writer) {
         w.u32(self.buffer_id);
         w.u32(self.in_port);
-        w.u16(actions_wire_len(&self.actions).min(0xfff8) as u16);
+        w.u16(list_wire_len(&self.actions).min(0xfff8) as u16);
         w.zeros(6);
-        encode_actions(w, &self.actions);
+        encode_list(w, &self.actions);
         w.bytes(&self.data);
     }
 
@@ -129,7 +126,7 @@ impl PacketOut {
         Ok(PacketOut {
             buffer_id,
             in_port,
-            actions: decode_actions(acts)?,
+            actions: decode_list(acts)?,
             data: r.rest().to_vec(),
         })
     }
@@ -189,7 +186,7 @@ impl FlowMod {
         w.u16(self.flags);
         w.zeros(2);
         encode_match(w, &self.match_);
-        encode_instructions(w, &self.instructions);
+        encode_list(w, &self.instructions);
     }
 
     pub(super) fn decode(r: &mut Reader) -> Result<FlowMod, DecodeError> {
@@ -220,7 +217,7 @@ impl FlowMod {
             out_group,
             flags,
             match_,
-            instructions: decode_instructions(rest)?,
+            instructions: decode_list(rest)?,
         })
     }
 }

@@ -2,9 +2,7 @@
 //! ([`Desc`]), flow, table, port and group statistics ([`FlowStats`], [`TableStats`],
 //! [`PortStats`], [`GroupStats`]) and group descriptions ([`GroupDesc`]).
 
-use crate::actions::{
-    decode_instructions, encode_instructions, instructions_wire_len, Instruction,
-};
+use crate::actions::{decode_list, encode_list, list_wire_len, Instruction};
 use crate::common::{decode_buckets, encode_buckets, Bucket};
 use crate::oxm::{decode_match, encode_match, match_wire_len, Oxm};
 use crate::wire::{DecodeError, Reader, Writer};
@@ -58,7 +56,7 @@ pub struct FlowStats {
 
 impl FlowStats {
     pub(super) fn wire_len(&self) -> usize {
-        48 + match_wire_len(&self.match_) + instructions_wire_len(&self.instructions)
+        48 + match_wire_len(&self.match_) + list_wire_len(&self.instructions)
     }
 
     pub(super) fn encode(&self, w: &mut Writer) {
@@ -76,17 +74,11 @@ impl FlowStats {
         w.u64(self.packet_count);
         w.u64(self.byte_count);
         encode_match(w, &self.match_);
-        encode_instructions(w, &self.instructions);
+        encode_list(w, &self.instructions);
     }
 
     pub(super) fn decode(r: &mut Reader) -> Result<FlowStats, DecodeError> {
-        let e = DecodeError::BadLen;
-        let len = r.peek_u16(0)? as usize;
-        if len < 56 {
-            return Err(e);
-        }
-        let mut b = r.sub(len, e)?;
-        b.skip(2)?;
+        let mut b = r.record(DecodeError::BadLen, |len| len >= 56)?;
         let table_id = b.u8()?;
         b.skip(1)?;
         let duration_sec = b.u32()?;
@@ -113,7 +105,7 @@ impl FlowStats {
             packet_count,
             byte_count,
             match_,
-            instructions: decode_instructions(rest)?,
+            instructions: decode_list(rest)?,
         })
     }
 }
@@ -243,13 +235,7 @@ impl GroupDesc {
     }
 
     pub(super) fn decode(r: &mut Reader) -> Result<GroupDesc, DecodeError> {
-        let e = DecodeError::BadLen;
-        let len = r.peek_u16(0)? as usize;
-        if len < 8 {
-            return Err(e);
-        }
-        let mut b = r.sub(len, e)?;
-        b.skip(2)?;
+        let mut b = r.record(DecodeError::BadLen, |len| len >= 8)?;
         let group_type = b.u8()?;
         b.skip(1)?;
         let group_id = b.u32()?;
@@ -296,13 +282,8 @@ impl GroupStats {
     }
 
     pub(super) fn decode(r: &mut Reader) -> Result<GroupStats, DecodeError> {
-        let e = DecodeError::BadLen;
-        let len = r.peek_u16(0)? as usize;
-        if len < 40 || (len - 40) % 16 != 0 {
-            return Err(e);
-        }
-        let mut b = r.sub(len, e)?;
-        b.skip(4)?;
+        let mut b = r.record(DecodeError::BadLen, |len| len >= 40 && (len - 40) % 16 == 0)?;
+        b.skip(2)?;
         let mut g = GroupStats {
             group_id: b.u32()?,
             ref_count: b.u32()?,

@@ -213,12 +213,7 @@ impl TableFeatures {
         let e = DecodeError::BadTableFeaturesLen;
         let mut out = Vec::new();
         while !r.is_empty() {
-            let len = r.peek_u16(0).map_err(|_| e)? as usize;
-            if len < 64 || len % 8 != 0 {
-                return Err(e);
-            }
-            let mut b = r.sub(len, e).map_err(|_| e)?;
-            b.skip(2)?;
+            let mut b = r.record(e, |len| len >= 64 && len % 8 == 0)?;
             let table_id = b.u8()?;
             b.skip(5)?;
             let name = b.string(32)?;

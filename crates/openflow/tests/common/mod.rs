@@ -86,13 +86,15 @@ pub fn arb_action() -> impl Strategy<Value = OfAction> {
         arb_setfield_oxm().prop_map(OfAction::SetField),
         any::<u16>().prop_map(OfAction::PushPbb),
         Just(OfAction::PopPbb),
-        (any::<u32>(), vec(any::<[u8; 8]>(), 0..3)).prop_map(|(experimenter, d)| {
-            OfAction::Experimenter {
-                experimenter,
-                data: d.concat(),
-            }
-        }),
+        arb_experimenter()
+            .prop_map(|(experimenter, data)| OfAction::Experimenter { experimenter, data }),
     ]
+}
+
+/// An experimenter id and its data: whole 8-byte words, as an action or instruction
+/// carries them.
+fn arb_experimenter() -> impl Strategy<Value = (u32, Vec<u8>)> {
+    (any::<u32>(), vec(any::<[u8; 8]>(), 0..3)).prop_map(|(id, d)| (id, d.concat()))
 }
 
 pub fn arb_actions() -> impl Strategy<Value = Vec<OfAction>> {
@@ -108,12 +110,8 @@ pub fn arb_instruction() -> impl Strategy<Value = Instruction> {
         arb_actions().prop_map(Instruction::ApplyActions),
         Just(Instruction::ClearActions),
         any::<u32>().prop_map(Instruction::Meter),
-        (any::<u32>(), vec(any::<[u8; 8]>(), 0..3)).prop_map(|(experimenter, d)| {
-            Instruction::Experimenter {
-                experimenter,
-                data: d.concat(),
-            }
-        }),
+        arb_experimenter()
+            .prop_map(|(experimenter, data)| Instruction::Experimenter { experimenter, data }),
     ]
 }
 

@@ -56,6 +56,14 @@ fn setsockopt<T>(fd: i32, level: i32, opt: i32, val: &T) -> i32 {
     }
 }
 
+/// Read option `opt` into `val` (a C integer or struct the kernel fills); what
+/// `getsockopt(2)` returns.
+fn getsockopt<T>(fd: i32, level: i32, opt: i32, val: &mut T) -> i32 {
+    let mut len = size_of::<T>() as libc::socklen_t;
+    // SAFETY: `val` points to a live `T` of `len` bytes.
+    unsafe { libc::getsockopt(fd, level, opt, (val as *mut T).cast(), &mut len) }
+}
+
 /// The mmapped ring; unmapped on drop.
 struct Ring {
     base: *mut u8,
@@ -239,17 +247,12 @@ impl AfPacketPort {
     /// Check the socket's pending error (set when the device goes down or away).
     fn check_socket_error(&mut self) -> io::Result<()> {
         let mut err: libc::c_int = 0;
-        let mut len = size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: valid out pointers of the given size.
-        let r = unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_ERROR,
-                (&mut err as *mut libc::c_int).cast(),
-                &mut len,
-            )
-        };
+        let r = getsockopt(
+            self.fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ERROR,
+            &mut err,
+        );
         if r < 0 {
             let e = errno();
             self.stats.errors += 1;
@@ -409,17 +412,12 @@ impl Port for AfPacketPort {
             tp_drops: 0,
             tp_freeze_q_cnt: 0,
         };
-        let mut len = size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
-        // SAFETY: valid out pointers of the given size.
-        let r = unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_PACKET,
-                libc::PACKET_STATISTICS,
-                (&mut st as *mut libc::tpacket_stats_v3).cast(),
-                &mut len,
-            )
-        };
+        let r = getsockopt(
+            self.fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_STATISTICS,
+            &mut st,
+        );
         if r == 0 {
             self.kernel_drops
                 .set(self.kernel_drops.get() + u64::from(st.tp_drops));

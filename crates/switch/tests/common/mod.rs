@@ -1,8 +1,11 @@
 //! What more than one of the switch's test files needs.
 
+// Each test binary uses its own part of this module.
+#![allow(dead_code)]
+
 use flowpath_gen::{GeneratedPort, InMemorySource};
 use flowpath_switch::pmd::WorkerHandle;
-use flowpath_switch::{spawn_worker, Switch, WorkerConfig, WorkerPort};
+use flowpath_switch::{spawn_worker, Op, Request, Switch, WorkerConfig, WorkerPort};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,4 +29,14 @@ pub fn paced_worker(
         stop.clone(),
     )
     .unwrap()
+}
+
+/// The switch's flows as `dump` lists them (a failed dump fails the test).
+pub fn dump(sw: &Switch) -> Vec<String> {
+    let r = sw.handle(&Request {
+        op: Op::Dump,
+        text: String::new(),
+    });
+    assert!(r.error.is_none(), "{:?}", r.error);
+    r.lines
 }
