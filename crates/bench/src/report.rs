@@ -173,8 +173,8 @@ pub fn markdown(
     s
 }
 
-/// One cost case's Markdown row; `floor` is the floor's cycles in the same run.
-fn cost_row(r: &CaseResult, floor: Option<f64>) -> Vec<String> {
+/// One cost case's Markdown row; `floor` gives the cycles of a floor case in the same run.
+fn cost_row(r: &CaseResult, floor: impl Fn(&str) -> Option<f64>) -> Vec<String> {
     let cyc = |x: f64| {
         if x >= 1000.0 {
             flowpath_report::thousands(x)
@@ -200,8 +200,17 @@ fn cost_row(r: &CaseResult, floor: Option<f64>) -> Vec<String> {
             ),
         )
     };
-    let over_floor = match floor {
-        Some(f) if f > 0.0 && r.case != "floor" => format!("{:.1}x", r.cycles_per_packet / f),
+    // Each case over the floor with its traffic: the many-flows cases over the floor that
+    // reads its frames from the same million-slot arena.
+    let own_floor = if r.case.starts_with("floor") {
+        None
+    } else if r.case.starts_with("many_flows") {
+        floor("floor_many_flows")
+    } else {
+        floor("floor")
+    };
+    let over_floor = match own_floor {
+        Some(f) if f > 0.0 => format!("{:.1}x", r.cycles_per_packet / f),
         _ => String::new(),
     };
     vec![
@@ -220,10 +229,12 @@ fn cost_row(r: &CaseResult, floor: Option<f64>) -> Vec<String> {
 }
 
 fn cost_markdown(results: &[CaseResult], machine: &Machine) -> String {
-    let floor = results
-        .iter()
-        .find(|r| r.case == "floor")
-        .map(|r| r.cycles_per_packet);
+    let floor = |case: &str| {
+        results
+            .iter()
+            .find(|r| r.case == case)
+            .map(|r| r.cycles_per_packet)
+    };
     let rows: Vec<Vec<String>> = results.iter().map(|r| cost_row(r, floor)).collect();
     let runs = results.iter().map(|r| r.runs).max().unwrap_or(0);
     let apart = if results.iter().any(|r| r.processes > 1) {
@@ -233,8 +244,8 @@ fn cost_markdown(results: &[CaseResult], machine: &Machine) -> String {
     };
     let what = format!(
         "TSC cycles per packet on one core, {} B frames, median of {runs} runs [min–max], {apart}; \
-         \"x floor\" is a case's cycles over the floor's (the loop and the traffic alone) in the same \
-         run; the stage columns are the datapath's own TSC stamps per packet, the tier columns the \
+         \"x floor\" is a case's cycles over its floor's (the loop and the same traffic alone, \
+         `floor_many_flows` for the many-flows cases) in the same run; the stage columns are the datapath's own TSC stamps per packet, the tier columns the \
          share of packets each tier answered (%).",
         results.first().map_or(64, |r| r.frame_size)
     );
