@@ -3,6 +3,8 @@
 // Each test binary uses its own part of this module.
 #![allow(dead_code)]
 
+pub mod openflow;
+
 use flowpath_gen::{GeneratedPort, InMemorySource};
 use flowpath_switch::pmd::WorkerHandle;
 use flowpath_switch::{spawn_worker, Op, Request, Switch, WorkerConfig, WorkerPort};
