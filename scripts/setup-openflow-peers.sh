@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install the real OpenFlow 1.3 clients that crates/flowpath/tests/openflow_clients.rs drives
+# Install the real OpenFlow 1.3 clients that crates/flowpath/tests/openflow_{clients,controllers}.rs drive
 # (Debian/Ubuntu, as root), from nothing:
 #   1. from the distribution: Open vSwitch (ovs-ofctl for the tests; ovs-vswitchd is the
 #      reference switch, FLOWPATH_OPENFLOW_PEER=ovs), ping, iproute2 (ip, ss), python3-venv;
@@ -8,7 +8,7 @@
 #      os-ken (Faucet pins the os-ken it runs on; osken-manager runs the tests' learning app);
 #   3. print the versions.
 # Idempotent: what is already there is left alone. Then, as root:
-#   FLOWPATH_OPENFLOW_REQUIRED=1 cargo test -p flowpath --test openflow_clients
+#   FLOWPATH_OPENFLOW_REQUIRED=1 cargo test -p flowpath --test openflow_clients --test openflow_controllers
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/wanted.sh

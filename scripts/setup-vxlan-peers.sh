@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install the real VTEPs and tools that crates/flowpath/tests/vxlan_interop.rs drives
+# Install the real VTEPs and tools that crates/flowpath/tests/vxlan_{interop,traffic}.rs drive
 # (Debian/Ubuntu, as root), from nothing:
 #   1. from the distribution: Open vSwitch (an OVS VTEP, and the reference in flowpath's
 #      place with FLOWPATH_VXLAN_PEER=ovs), tshark + dumpcap (capture and dissect the
@@ -9,7 +9,7 @@
 #      distribution's python3-scapy;
 #   3. check the kernel makes vxlan devices and veths in a namespace, print the versions.
 # Idempotent: what is already there is left alone. Then, as root:
-#   FLOWPATH_VXLAN_REQUIRED=1 cargo test -p flowpath --test vxlan_interop
+#   FLOWPATH_VXLAN_REQUIRED=1 cargo test -p flowpath --test vxlan_interop --test vxlan_traffic
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/wanted.sh

@@ -1,9 +1,10 @@
 //! The harness of the interop tests that run real peers next to the switch
-//! (`openflow_clients.rs`: ovs-ofctl, os-ken, Faucet; `vxlan_interop.rs`: Linux and OVS
-//! VTEPs): skip-or-fail when a peer is missing ([`Harness`], [`need!`]), commands inside
-//! network namespaces, namespaces and scratch directories that go on drop, processes in
-//! their own process group, polling with a deadline, and a private Open vSwitch
-//! (ovsdb-server and ovs-vswitchd with every file in a scratch directory).
+//! (`openflow_clients.rs`, `openflow_controllers.rs`: ovs-ofctl, os-ken, Faucet;
+//! `vxlan_interop.rs`, `vxlan_traffic.rs`: Linux and OVS VTEPs): skip-or-fail when a peer
+//! is missing ([`Harness`], [`need!`]), commands inside network namespaces, namespaces and
+//! scratch directories that go on drop, processes in their own process group, polling with
+//! a deadline, and a private Open vSwitch (ovsdb-server and ovs-vswitchd with every file in
+//! a scratch directory).
 //!
 //! What differs per test file is a [`Harness`] constant: the variable that turns a skip into
 //! a failure, the script that installs the peers, the variable that keeps scratch

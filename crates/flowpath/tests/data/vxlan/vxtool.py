@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Traffic for crates/flowpath/tests/vxlan_interop.rs (run inside a test namespace).
+"""Traffic for crates/flowpath/tests/vxlan_traffic.rs (run inside a test namespace).
 
   vxtool.py listen IFACE SECONDS [UNTIL COUNT]
                                         count frames carrying our markers (b"fpvx-...")
