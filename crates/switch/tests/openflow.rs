@@ -2,8 +2,8 @@
 //! codec: version negotiation, features, echo, desc, and errors with the right type and
 //! code that leave nothing half-applied; a broken framing closes the connection alone.
 //! (`openflow_flows.rs` has flow_mods, roles and reconnects;
-//! `crates/flowpath/tests/openflow_clients.rs` drives the channel with ovs-ofctl, os-ken
-//! and Faucet.) Needs nothing but loopback TCP.
+//! `crates/flowpath/tests/openflow_clients.rs` and `openflow_controllers.rs` drive the
+//! channel with ovs-ofctl, os-ken and Faucet.) Needs nothing but loopback TCP.
 
 mod common;
 
