@@ -210,7 +210,9 @@ fn check_rewrite(action: &Action, old: &FlowKey, new: &FlowKey, meta: &PacketMet
         | Action::All
         | Action::Table
         | Action::Group(_)
-        | Action::WriteMetadata { .. } => (&[], None),
+        | Action::WriteMetadata { .. }
+        | Action::Ct(_)
+        | Action::CtClear => (&[], None),
     };
     let (o, n) = (old.bytes(), new.bytes());
     for i in 0..KEY_BYTES {

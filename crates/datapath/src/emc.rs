@@ -24,9 +24,9 @@ use crate::prefetch_line;
 use flowpath_base::TableMemory;
 use flowpath_packet::{FlowKey, NARROW_WORDS};
 
-/// A wide entry is two cache lines, aligned, so a lookup touches at most two lines. The
-/// hash, slot and generation come first: a lookup checks them on the first line, which
-/// holds the key's first six words too.
+/// A wide entry is three cache lines, aligned. The hash, slot and generation come first:
+/// a lookup checks them on the first line, which holds the key's first six words too (the
+/// third line holds the connection-tracking words, read only when the first two agree).
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
 struct Entry {
@@ -39,9 +39,9 @@ struct Entry {
     key: FlowKey,
 }
 
-// Two lines exactly, the checked fields and the key's first six words on the first.
+// Three lines exactly, the checked fields and the key's first six words on the first.
 const _: () = assert!(
-    std::mem::size_of::<Entry>() == 128 && std::mem::offset_of!(Entry, key) == 16,
+    std::mem::size_of::<Entry>() == 192 && std::mem::offset_of!(Entry, key) == 16,
     "EMC entry layout"
 );
 

@@ -428,6 +428,8 @@ fn write_action(s: &mut String, a: &Action) {
         Action::SetVlanVid(v) => write!(s, "mod_vlan_vid:{v}"),
         Action::SetVlanPcp(p) => write!(s, "mod_vlan_pcp:{p}"),
         Action::DecTtl => write!(s, "dec_ttl"),
+        Action::CtClear => write!(s, "ct_clear"),
+        Action::Ct(id) => write!(s, "ct({:?})", id.spec()),
         Action::SetTunnelDst(b) => match Action::tunnel_dst(*b) {
             std::net::IpAddr::V4(a) => write!(s, "set_field:{a}->tun_dst"),
             std::net::IpAddr::V6(a) => write!(s, "set_field:{a}->tun_ipv6_dst"),

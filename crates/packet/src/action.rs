@@ -101,6 +101,13 @@ pub enum Action {
         value: u32,
         mask: u32,
     },
+    /// OVS's `ct(...)`: run the packet through the connection tracker as its interned
+    /// [`crate::CtSpec`] says (zone, commit, NAT, ct_mark/ct_label); with `table=T` a copy
+    /// is tracked and recirculated into table T with its ct fields set, and the packet
+    /// itself goes on with the next action untracked (OVS's fork).
+    Ct(crate::CtId),
+    /// OVS's `ct_clear`: clear the packet's ct fields (it is untracked again).
+    CtClear,
 }
 
 impl Action {
@@ -156,6 +163,7 @@ impl Action {
                 | Action::SetTunnelDst(_)
                 | Action::Group(_)
                 | Action::WriteMetadata { .. }
+                | Action::CtClear
                 | Action::Normal
                 | Action::Flood
                 | Action::All

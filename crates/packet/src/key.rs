@@ -1,6 +1,6 @@
 //! `FlowKey`: the fixed-layout, maskable, hashable summary of a parsed packet.
 //!
-//! The key is 13 machine words (104 bytes). Every field is stored as a byte string in
+//! The key is 21 machine words (168 bytes). Every field is stored as a byte string in
 //! network byte order at a fixed offset, so a mask is simply another `FlowKey`, masking is
 //! a word-wise AND and equality under a mask is a word-wise compare. Fields that are
 //! usually matched together share words, so that a typical IPv4 5-tuple mask touches only
@@ -30,8 +30,20 @@
 //! | 69..72  | `metadata` (OpenFlow's pipeline register, low 24 bits)      |
 //! | 72..88  | `tun_src` outer source (IPv4 in the first 4 bytes)          |
 //! | 88..104 | `tun_dst` outer destination                                 |
+//! | 104..108| `recirc_id` (0: first pass; see [`crate::ct`])              |
+//! | 108     | `ct_state` ([`crate::ct::state`] flags)                     |
+//! | 109     | `ct_nw_proto` (the connection's original-direction protocol)|
+//! | 110..112| `ct_zone`                                                   |
+//! | 112..116| `ct_mark`                                                   |
+//! | 116..118| `ct_tp_src` original direction                              |
+//! | 118..120| `ct_tp_dst` original direction                              |
+//! | 120..136| `ct_label` (128 bits)                                       |
+//! | 136..152| `ct_ipv6_src`, or `ct_nw_src` in bytes 136..140             |
+//! | 152..168| `ct_ipv6_dst`, or `ct_nw_dst` in bytes 152..156             |
 //!
-//! The C side of the XDP tier will mirror this layout; keep the two in step.
+//! The C side of the XDP tier mirrors the first 104 bytes; keep the two in step. Words
+//! 13..21 (recirculation and connection tracking) are zero in every key the parser builds
+//! and are never offered to the XDP tier.
 //!
 //! Here: the layout, the key's words and the word-wise operations on them, and [`WordSet`].
 //! [`Field`] and the accessors by field are in `field`, hashing in `hash`, and the forms
@@ -48,12 +60,12 @@ pub use mask::{MaskLanes, SubtableMask};
 use bytemuck::{Pod, Zeroable};
 
 /// Number of 64-bit words in a [`FlowKey`].
-pub const KEY_WORDS: usize = 13;
+pub const KEY_WORDS: usize = 21;
 /// Size of a [`FlowKey`] in bytes.
 pub const KEY_BYTES: usize = KEY_WORDS * 8;
 /// The words a *narrow* key may have non-zero: in_port, Ethernet and VLAN fields (0..3), the
 /// IP and L4 fields (3), the IPv4 source (4) and destination (6). The others (5 and 7: the low halves of IPv6 addresses;
-/// 8..13: tunnel and metadata) are zero in every IPv4 key without a tunnel, so a cache can
+/// 8..13: tunnel and metadata; 13..21: recirculation and connection tracking) are zero in every IPv4 key without a tunnel, so a cache can
 /// keep and compare only these six for such keys (see [`FlowKey::is_narrow`]).
 pub const NARROW_WORDS: [usize; 6] = [0, 1, 2, 3, 4, 6];
 
@@ -254,7 +266,10 @@ mod tests {
         for f in Field::ALL {
             let (off, len) = f.range();
             assert!(off + len <= KEY_BYTES, "{f} out of range");
-            if matches!(f, Field::Ipv4Src | Field::Ipv4Dst) {
+            if matches!(
+                f,
+                Field::Ipv4Src | Field::Ipv4Dst | Field::CtNwSrc | Field::CtNwDst
+            ) {
                 continue;
             }
             for (b, slot) in seen.iter_mut().enumerate().skip(off).take(len) {
@@ -298,7 +313,7 @@ mod tests {
     }
 
     /// The unrolled masked hash equals the plain loop over word pairs for every word count
-    /// (0..=13 words in use), and `matches_words` equals comparing all 13 masked words.
+    /// (0..=21 words in use), and `matches_words` equals comparing all 21 masked words.
     #[test]
     fn masked_hash_and_match_equal_the_plain_loops() {
         use proptest::prelude::*;
@@ -321,8 +336,8 @@ mod tests {
             }
             finish(acc)
         };
-        let words = || proptest::array::uniform13(any::<u64>());
-        proptest!(|(k in words(), m in words(), v in words(), used in 0u16..1 << 13,
+        let words = || proptest::array::uniform21(any::<u64>());
+        proptest!(|(k in words(), m in words(), v in words(), used in 0u32..1 << 21,
                     seed in any::<u64>())| {
             let mut mask = FlowKey::ZERO;
             for (i, (w, r)) in mask.words.iter_mut().zip(m).enumerate() {
@@ -495,10 +510,11 @@ mod tests {
     fn zero_pair_shortcuts_equal_the_full_sum() {
         // The sum over the groups of pairs, a group whose words are all zero adding zero.
         fn full(w: &[u64; KEY_WORDS], seed: u64) -> u32 {
-            let groups: [&[(usize, usize)]; 3] = [
+            let groups: [&[(usize, usize)]; 4] = [
                 &[(0, 1), (2, 3), (4, 6)],
                 &[(5, 7)],
                 &[(8, 9), (10, 11), (12, KEY_WORDS)],
+                &[(13, 14), (15, 16), (17, 18), (19, 20)],
             ];
             let word = |i: usize| w.get(i).copied().unwrap_or(0) ^ K[i];
             let mut acc = 0u64;

@@ -3,6 +3,7 @@
 
 pub mod action;
 pub mod checksum;
+pub mod ct;
 pub mod encap;
 pub mod hop;
 pub mod key;
@@ -11,6 +12,7 @@ pub mod parse;
 pub mod rewrite;
 
 pub use action::{packet_in_reason, Action, CONTROLLER_NO_BUFFER};
+pub use ct::{CtId, CtSpec};
 pub use key::{
     Field, FlowKey, MaskLanes, SubtableMask, WordSet, KEY_BYTES, KEY_WORDS, NARROW_WORDS,
 };

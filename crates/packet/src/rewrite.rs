@@ -26,7 +26,7 @@ pub enum RewriteDrop {
 
 /// Apply one rewrite action to `pkt`, whose headers `meta` describes (offsets from the
 /// start of `pkt.data()`, with `meta.l2 == 0`); `meta` is updated when headers move.
-/// Non-rewrite actions (outputs of every kind, `SetTunnel`) are a no-op here.
+/// Non-rewrite actions (outputs of every kind, `SetTunnel`) and `ct` are a no-op here.
 pub fn apply(
     action: &Action,
     pkt: &mut Packet<'_>,
@@ -43,7 +43,10 @@ pub fn apply(
         | Action::All
         | Action::Table
         | Action::Group(_)
-        | Action::WriteMetadata { .. } => {}
+        | Action::WriteMetadata { .. }
+        // The datapath runs these (the tracker rewrites NAT'd packets itself).
+        | Action::Ct(_)
+        | Action::CtClear => {}
         Action::SetEthSrc(mac) => set_bytes(pkt, 6, &mac),
         Action::SetEthDst(mac) => set_bytes(pkt, 0, &mac),
         Action::SetIpv4Src(addr) => set_ipv4_addr(pkt, meta, IPV4_SRC, addr),

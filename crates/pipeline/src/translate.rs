@@ -84,6 +84,15 @@ pub(crate) fn translate_action(
         Action::PopVlan => pop_vlan(k, wc, out, a),
         Action::SetVlanVid(_) | Action::SetVlanPcp(_) => set_vlan(k, wc, out, a),
         Action::DecTtl => return dec_ttl(k, wc, out, a),
+        // Tracking reads the packet at run time, not the key: only the type it needs.
+        Action::Ct(_) => {
+            wc.set_all(Field::EthType);
+            out.push(*a);
+        }
+        Action::CtClear => {
+            flowpath_packet::ct::clear(k);
+            out.push(*a);
+        }
     }
     None
 }

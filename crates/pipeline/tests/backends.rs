@@ -146,7 +146,7 @@ proptest! {
     fn every_backend_equals_a_scan_and_megaflows_are_sound(
         acls in prop::collection::vec(arb_acl(), 1..300),
         keys in prop::collection::vec(arb_key(), 1..60),
-        noise in prop::collection::vec(prop::array::uniform13(any::<u64>()), 1..4),
+        noise in prop::collection::vec(prop::array::uniform21(any::<u64>()), 1..4),
         churn in prop::collection::vec((any::<bool>(), any::<prop::sample::Index>(), arb_acl()), 0..90),
     ) {
         // Keys inside rules too: a rule's own corner is where off-by-ones live.

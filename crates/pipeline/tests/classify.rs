@@ -78,7 +78,7 @@ proptest! {
     fn megaflows_are_sound(
         rules in arb_rules(4, 40, 4),
         heads in prop::collection::vec(arb_headers(), 1..12),
-        noise in prop::collection::vec(prop::array::uniform13(any::<u64>()), 1..6),
+        noise in prop::collection::vec(prop::array::uniform21(any::<u64>()), 1..6),
         backend in prop::sample::select(Backend::ALL.to_vec()),
     ) {
         let (store, _) = store_with(backend, &rules);

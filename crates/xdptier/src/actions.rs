@@ -63,7 +63,9 @@ pub fn actions_from(
 /// packet (`tun_flags` present: the program does not map outer headers to tunnel ports)
 /// or that outputs to a tunnel port (`is_tunnel`: encapsulation needs the underlay hop,
 /// which only user space resolves) stays in user space, where the EMC and megaflow cache
-/// serve it; its packets reach user space through the program's miss path.
+/// serve it; its packets reach user space through the program's miss path. Neither is
+/// stateful traffic: a megaflow that runs `ct`/`ct_clear`, or whose key is a recirculated
+/// pass (recirculation id or ct fields set), needs the connection tracker in user space.
 pub fn offerable(
     key: &flowpath_packet::FlowKey,
     actions: &[Action],
@@ -73,9 +75,13 @@ pub fn offerable(
     if tun_flags & flowpath_packet::key::TUN_PRESENT != 0 {
         return false;
     }
+    let ct_words = flowpath_packet::Field::RecircId.range().0 / 8;
+    if key.words[ct_words..].iter().any(|&w| w != 0) {
+        return false;
+    }
     !actions.iter().any(|a| match *a {
         Action::Output(p) => is_tunnel(p),
-        Action::SetTunnel(_) | Action::SetTunnelDst(_) => true,
+        Action::SetTunnel(_) | Action::SetTunnelDst(_) | Action::Ct(_) | Action::CtClear => true,
         _ => false,
     })
 }

@@ -4,7 +4,7 @@
 
 use bytemuck::{Pod, Zeroable};
 use flowpath_packet::key::ethertype;
-use flowpath_packet::{Field, FlowKey, KEY_BYTES};
+use flowpath_packet::{Field, FlowKey};
 use std::mem::{offset_of, size_of};
 
 /// Name of the XDP program in the object.
@@ -125,7 +125,9 @@ macro_rules! assert_at {
         const _: () = assert!(offset_of!($t, $f) == $field.range().0);
     };
 }
-const _: () = assert!(size_of::<FpKey>() == KEY_BYTES);
+// The XDP program's key is the first 104 bytes of a FlowKey: everything before the
+// recirculation and connection-tracking words, which a kernel-tier flow never has.
+const _: () = assert!(size_of::<FpKey>() == Field::RecircId.range().0);
 assert_at!(FpKey, in_port, Field::InPort);
 assert_at!(FpKey, eth_type, Field::EthType);
 assert_at!(FpKey, vlan_tci, Field::VlanTci);
@@ -304,12 +306,14 @@ unsafe impl aya::Pod for FpDebug {}
 
 /// The kernel key of a flowpath key: the same bytes.
 pub fn key_from_flowkey(k: &FlowKey) -> FpKey {
-    bytemuck::cast(*k)
+    bytemuck::pod_read_unaligned(&k.bytes()[..size_of::<FpKey>()])
 }
 
 /// The flowpath key of a kernel key.
 pub fn flowkey_from_key(k: &FpKey) -> FlowKey {
-    bytemuck::cast(*k)
+    let mut out = FlowKey::ZERO;
+    out.bytes_mut()[..size_of::<FpKey>()].copy_from_slice(bytemuck::bytes_of(k));
+    out
 }
 
 /// The `fp_flows` key of `key` under mask `mask_id`; None when the masked key has

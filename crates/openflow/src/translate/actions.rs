@@ -199,7 +199,15 @@ pub fn actions_to_of_actions(acts: &[Action], m: &Match) -> Vec<OfAction> {
     // A tunnel destination has no standard OXM (OVS uses the Nicira NXM_NX_TUN_IPV4_DST
     // extension, which this channel does not speak): it is left out, as metadata writes are.
     acts.iter()
-        .filter(|a| !matches!(a, Action::WriteMetadata { .. } | Action::SetTunnelDst(_)))
+        .filter(|a| {
+            !matches!(
+                a,
+                Action::WriteMetadata { .. }
+                    | Action::SetTunnelDst(_)
+                    | Action::Ct(_)
+                    | Action::CtClear
+            )
+        })
         .map(|a| match *a {
             Action::Output(p) => OfAction::output(p),
             Action::InPort => OfAction::output(OFPP_IN_PORT),
@@ -227,7 +235,10 @@ pub fn actions_to_of_actions(acts: &[Action], m: &Match) -> Vec<OfAction> {
             Action::DecTtl => OfAction::DecNwTtl,
             Action::SetTunnel(id) => set(OxmField::TunnelId, id as u128),
             Action::Group(g) => OfAction::Group(g),
-            Action::WriteMetadata { .. } | Action::SetTunnelDst(_) => {
+            Action::WriteMetadata { .. }
+            | Action::SetTunnelDst(_)
+            | Action::Ct(_)
+            | Action::CtClear => {
                 unreachable!("filtered out above")
             }
         })

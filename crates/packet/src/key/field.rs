@@ -34,11 +34,29 @@ pub enum Field {
     /// its low 24 bits (the room left in the key); the OpenFlow channel refuses values
     /// that need more.
     Metadata,
+    /// Which pass of the pipeline a packet is on: 0 as parsed, set by a `ct(table=T)`
+    /// action to the recirculation id of table T (see [`crate::ct::recirc_id`]). Rules do
+    /// not match it; the slow path starts a recirculated packet in its table.
+    RecircId,
+    /// [`crate::ct::state`] flags, set by a `ct` action (0: not tracked).
+    CtState,
+    /// The original-direction protocol of the packet's connection.
+    CtNwProto,
+    CtZone,
+    CtMark,
+    CtTpSrc,
+    CtTpDst,
+    CtLabel,
+    /// The original-direction IPv4 source (the first 4 bytes of [`Field::CtIpv6Src`]).
+    CtNwSrc,
+    CtNwDst,
+    CtIpv6Src,
+    CtIpv6Dst,
 }
 
 impl Field {
     /// Every field, in layout order.
-    pub const ALL: [Field; 22] = [
+    pub const ALL: [Field; 34] = [
         Field::InPort,
         Field::EthType,
         Field::VlanTci,
@@ -61,6 +79,32 @@ impl Field {
         Field::TunSrc,
         Field::TunDst,
         Field::Metadata,
+        Field::RecircId,
+        Field::CtState,
+        Field::CtNwProto,
+        Field::CtZone,
+        Field::CtMark,
+        Field::CtTpSrc,
+        Field::CtTpDst,
+        Field::CtLabel,
+        Field::CtNwSrc,
+        Field::CtNwDst,
+        Field::CtIpv6Src,
+        Field::CtIpv6Dst,
+    ];
+
+    /// The connection-tracking fields a `ct` action sets and `ct_clear` clears (the
+    /// IPv4 views are inside the IPv6 ones).
+    pub const CT: [Field; 9] = [
+        Field::CtState,
+        Field::CtNwProto,
+        Field::CtZone,
+        Field::CtMark,
+        Field::CtTpSrc,
+        Field::CtTpDst,
+        Field::CtLabel,
+        Field::CtIpv6Src,
+        Field::CtIpv6Dst,
     ];
 
     /// Byte offset and length of the field inside the key.
@@ -89,6 +133,18 @@ impl Field {
             Field::TunSrc => (72, 16),
             Field::TunDst => (88, 16),
             Field::Metadata => (69, 3),
+            Field::RecircId => (104, 4),
+            Field::CtState => (108, 1),
+            Field::CtNwProto => (109, 1),
+            Field::CtZone => (110, 2),
+            Field::CtMark => (112, 4),
+            Field::CtTpSrc => (116, 2),
+            Field::CtTpDst => (118, 2),
+            Field::CtLabel => (120, 16),
+            Field::CtNwSrc => (136, 4),
+            Field::CtNwDst => (152, 4),
+            Field::CtIpv6Src => (136, 16),
+            Field::CtIpv6Dst => (152, 16),
         }
     }
 
@@ -126,6 +182,18 @@ impl Field {
             Field::TunSrc => "tun_src",
             Field::TunDst => "tun_dst",
             Field::Metadata => "metadata",
+            Field::RecircId => "recirc_id",
+            Field::CtState => "ct_state",
+            Field::CtNwProto => "ct_nw_proto",
+            Field::CtZone => "ct_zone",
+            Field::CtMark => "ct_mark",
+            Field::CtTpSrc => "ct_tp_src",
+            Field::CtTpDst => "ct_tp_dst",
+            Field::CtLabel => "ct_label",
+            Field::CtNwSrc => "ct_nw_src",
+            Field::CtNwDst => "ct_nw_dst",
+            Field::CtIpv6Src => "ct_ipv6_src",
+            Field::CtIpv6Dst => "ct_ipv6_dst",
         }
     }
 
@@ -204,7 +272,10 @@ impl fmt::Debug for FlowKey {
         let mut first = true;
         for field in Field::ALL {
             // IPv4 views overlap the IPv6 ones; print the wide form only.
-            if matches!(field, Field::Ipv4Src | Field::Ipv4Dst) {
+            if matches!(
+                field,
+                Field::Ipv4Src | Field::Ipv4Dst | Field::CtNwSrc | Field::CtNwDst
+            ) {
                 continue;
             }
             let v = self.get(field);

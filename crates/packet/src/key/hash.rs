@@ -111,6 +111,14 @@ pub(super) const K: [u64; KEY_WORDS + 1] = [
     0x2ffd_72db_d01a_dfb7,
     0xb8e1_afed_6a26_7e96,
     0xba7c_9045_f12c_7f99,
+    0x636f_6e6e_7472_6163,
+    0x858e_fc16_6369_64e5,
+    0x7b54_a41d_c25a_59b5,
+    0x9c30_d539_2af2_6013,
+    0xc5d1_b023_2860_85f0,
+    0xca41_7918_b8db_38ef,
+    0x8e79_dcb0_603a_180e,
+    0x6c9e_0e8b_b01e_8a3e,
     0x24a1_9947_b391_6cf7,
 ];
 
@@ -153,6 +161,14 @@ fn hash_all(w: &[u64; KEY_WORDS], seed: u64) -> u32 {
             .wrapping_add(pair(w[8] ^ K[8], w[9] ^ K[9], seed))
             .wrapping_add(pair(w[10] ^ K[10], w[11] ^ K[11], seed))
             .wrapping_add(pair(w[12] ^ K[12], K[KEY_WORDS], seed));
+    }
+    // The connection-tracking words (13..21): zero in every key before a `ct` action.
+    if w[13..].iter().fold(0, |d, x| d | x) != 0 {
+        acc = acc
+            .wrapping_add(pair(w[13] ^ K[13], w[14] ^ K[14], seed))
+            .wrapping_add(pair(w[15] ^ K[15], w[16] ^ K[16], seed))
+            .wrapping_add(pair(w[17] ^ K[17], w[18] ^ K[18], seed))
+            .wrapping_add(pair(w[19] ^ K[19], w[20] ^ K[20], seed));
     }
     finish(acc)
 }

@@ -26,7 +26,12 @@ pub(super) fn copy_rules(rules: &[Rule], words: &WordSet) -> (Vec<u64>, Vec<[u16
 impl Forest {
     /// Does rule `i` match the key whose used words are `kw`?
     #[inline(always)]
-    pub(super) fn matches(&self, i: u32, kw: &[u64; 13], ports: [u16; 2]) -> bool {
+    pub(super) fn matches(
+        &self,
+        i: u32,
+        kw: &[u64; flowpath_packet::KEY_WORDS],
+        ports: [u16; 2],
+    ) -> bool {
         let base = i as usize * self.stride;
         let mv = &self.compact[base..base + self.stride];
         let mut diff = 0u64;

@@ -133,7 +133,7 @@ impl TreeIndex {
         let remap = self.remap.as_deref();
         // One walk per tree: its leaf and the cuts on the way there (in a mask of its own,
         // since a tree whose rules all lose to the final winner adds nothing).
-        let mut kw = [0u64; 13];
+        let mut kw = [0u64; flowpath_packet::KEY_WORDS];
         for (j, &w) in f.words.indices().iter().enumerate() {
             kw[j] = key.words[w as usize];
         }

@@ -50,7 +50,7 @@ impl Forest {
         remap: Option<&[u32]>,
         mut bound: u64,
     ) -> Option<(u32, u64)> {
-        let mut kw = [0u64; 13];
+        let mut kw = [0u64; flowpath_packet::KEY_WORDS];
         for (j, &w) in self.words.indices().iter().enumerate() {
             kw[j] = key.words[w as usize];
         }
