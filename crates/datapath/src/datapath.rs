@@ -27,6 +27,7 @@ use crate::smc::SignatureMatchCache;
 use crate::stats::DatapathStats;
 use flowpath_base::clock::rdtsc;
 use flowpath_base::BATCH;
+use flowpath_conntrack::{CtConfig, Tracker};
 use flowpath_packet::{FlowKey, Packet, PacketMeta};
 use flowpath_pipeline::{Pipeline, RuleStore, Translation};
 use l2_sync::L2Flow;
@@ -118,6 +119,9 @@ pub struct Datapath {
     pushed_at: u64,
     /// The last underlay hop an encapsulation used, and packets waiting for a neighbour.
     encap: EncapState,
+    /// The connection tracker `ct` actions use: the switch's, shared by its workers
+    /// ([`Datapath::set_tracker`]), or one of this datapath's own made at the first need.
+    tracker: Option<Arc<Tracker>>,
 }
 
 impl Datapath {
@@ -166,10 +170,23 @@ impl Datapath {
             batches_since_rerank: 0,
             batches_since_push: 0,
             stats: DatapathStats::default(),
+            tracker: None,
             cfg,
             store,
             pipeline,
         }
+    }
+
+    /// Use `t` for `ct` actions (a switch gives every worker the same tracker, so a
+    /// connection's two directions may arrive on different workers).
+    pub fn set_tracker(&mut self, t: Arc<Tracker>) {
+        self.tracker = Some(t);
+    }
+
+    /// The tracker `ct` actions use, made (with the default configuration) if none was set.
+    pub fn tracker(&mut self) -> &Arc<Tracker> {
+        self.tracker
+            .get_or_insert_with(|| Arc::new(Tracker::new(CtConfig::default())))
     }
 
     pub fn config(&self) -> &DatapathConfig {
