@@ -44,20 +44,21 @@ impl Rewrite {
 /// differ between the two, with the IPv4 header checksum and the L4 checksum (TCP, UDP
 /// unless 0, ICMPv6 with its pseudo-header, ICMP for the id) updated. `rw.from.ipv6` says
 /// which IP version the frame holds and `rw.from.proto` its protocol (checked against the
-/// IPv4 header). An IPv4 fragment after the first gets its addresses rewritten only.
+/// IPv4 header); the transport header must lie inside the IP packet. An IPv4 fragment
+/// after the first gets its addresses rewritten only.
 /// Returns false, writing nothing, when the frame is not that or too short.
 pub fn apply(frame: &mut [u8], l3: usize, l4: usize, rw: &Rewrite) -> bool {
     let proto = rw.from.proto;
     let Some(ip) = ip_header(frame, l3, rw.from.ipv6) else {
         return false;
     };
-    if !ip.v6 && frame[l3 + 9] != proto || l4 < ip.src_at + 2 * ip.alen {
+    if !ip.v6 && frame[l3 + 9] != proto || l4 < ip.hdr_end {
         return false;
     }
     let l4f = if ip.later_fragment {
         L4Fields::default()
     } else {
-        match l4_fields(frame, l4, frame.len(), proto, true) {
+        match l4_fields(frame, l4, ip.end.min(frame.len()), proto, true) {
             Some(f) => f,
             None => return false,
         }
@@ -96,7 +97,7 @@ pub fn apply_related(frame: &mut [u8], l3: usize, l4: usize, rw: &Rewrite) -> bo
     let end = outer.end;
     let inner_l3 = l4.saturating_add(8);
     if (!outer.v6 && frame[l3 + 9] != icmp)
-        || l4 < outer.src_at + 2 * outer.alen
+        || l4 < outer.hdr_end
         || outer.later_fragment
         || end > frame.len()
         || inner_l3 >= end

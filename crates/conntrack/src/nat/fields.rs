@@ -15,6 +15,8 @@ pub struct IpHeader {
     pub src_at: usize,
     /// Address length: 4 or 16.
     pub alen: usize,
+    /// Where the header ends (IPv4 with its options; IPv6's fixed header).
+    pub hdr_end: usize,
     /// IPv4's header checksum.
     pub csum_at: Option<usize>,
     /// Where the IP payload ends as the header says (may lie past the frame's end).
@@ -37,6 +39,7 @@ pub fn ip_header(frame: &[u8], l3: usize, v6: bool) -> Option<IpHeader> {
             v6,
             src_at: l3 + 8,
             alen: 16,
+            hdr_end: l3 + 40,
             csum_at: None,
             end: l3 + 40 + plen,
             later_fragment: false,
@@ -52,6 +55,7 @@ pub fn ip_header(frame: &[u8], l3: usize, v6: bool) -> Option<IpHeader> {
             v6,
             src_at: l3 + 12,
             alen: 4,
+            hdr_end: l3 + ihl,
             csum_at: Some(l3 + 10),
             end: l3 + total.max(ihl),
             later_fragment: get16(frame, l3 + 6)? & 0x1fff != 0,
