@@ -13,8 +13,9 @@ use fields::{addr_bytes, fix_csum, ip_header, l4_fields, put, IpHeader, L4Fields
 use flowpath_packet::checksum::{finish, sum16};
 use flowpath_packet::key::ipproto;
 
-/// How one direction of a connection is rewritten: its packets leave with `to`'s addresses
-/// and ports (ICMP echo: identifier in `src_port`) where they have `from`'s.
+/// How one direction of a connection is rewritten: its packets arrive as `from` and leave
+/// as `to`. Each address and port (ICMP echo: the identifier, in `src_port`) in which the
+/// two differ is set to `to`'s; the checksums follow the bytes actually replaced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Rewrite {
     pub from: Tuple,

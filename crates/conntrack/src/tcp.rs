@@ -169,7 +169,8 @@ const SIMULTANEOUS: u8 = 0x20;
 /// No segment remembered yet.
 const LAST_NONE: u8 = 0x07;
 
-/// One TCP connection's tracking state (36 bytes: it lives in every connection entry).
+/// One TCP connection's tracking state (36 bytes, kept at most 40: it lives in every
+/// connection entry).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TcpConn {
     pub state: TcpState,
