@@ -385,3 +385,62 @@ fn snat_reply_error_reaches_the_client() {
     };
     assert!(!apply_related(&mut f, L3, L3 + 20, &udp));
 }
+
+#[test]
+fn headers_with_ipv4_options_or_ipv6_extensions() {
+    let t = tuple(false, TCP, [0x0a00_0001, 0xc000_0209], [1234, 80]);
+    let to = Tuple {
+        src: v4(0xc633_6401),
+        src_port: 5555,
+        ..t
+    };
+    let plain = frame_of(&t, b"data");
+    // IPv4 with 8 bytes of options (NOPs): the transport header starts 28 bytes in.
+    let mut f = plain[..L3 + 20].to_vec();
+    f.extend_from_slice(&[1; 8]);
+    f.extend_from_slice(&plain[L3 + 20..]);
+    f[L3] = 0x47;
+    let total = (f.len() - L3) as u16;
+    f[L3 + 2..L3 + 4].copy_from_slice(&total.to_be_bytes());
+    f[L3 + 10..L3 + 12].fill(0);
+    let c = !ones_sum(&[&f[L3..L3 + 28]]);
+    f[L3 + 10..L3 + 12].copy_from_slice(&c.to_be_bytes());
+    verify(&f, L3, "built with options");
+    let before = f.clone();
+    assert!(
+        !apply(&mut f, L3, L3 + 20, &Rewrite { from: t, to }),
+        "L4 inside the options"
+    );
+    assert_eq!(f, before);
+    assert!(apply(&mut f, L3, L3 + 28, &Rewrite { from: t, to }));
+    verify(&f, L3, "rewritten with options");
+    assert_eq!(&f[L3 + 28..L3 + 30], &5555u16.to_be_bytes());
+
+    // IPv6 with a hop-by-hop header (8 bytes of padding) before TCP.
+    let t6 = tuple(true, TCP, [1, 2], [1234, 80]);
+    let to6 = Tuple {
+        dst: 3,
+        dst_port: 8080,
+        ..t6
+    };
+    let plain = frame_of(&t6, b"data");
+    let mut f = plain[..L3 + 40].to_vec();
+    f.extend_from_slice(&[TCP, 0, 1, 4, 0, 0, 0, 0]);
+    f.extend_from_slice(&plain[L3 + 40..]);
+    f[L3 + 6] = 0;
+    let plen = (f.len() - L3 - 40) as u16;
+    f[L3 + 4..L3 + 6].copy_from_slice(&plen.to_be_bytes());
+    let l4 = L3 + 48;
+    assert!(apply(&mut f, L3, l4, &Rewrite { from: t6, to: to6 }));
+    assert_eq!(addr(&f, L3 + 24, true), 3);
+    let seg = &f[l4..];
+    let mut pseudo = f[L3 + 8..L3 + 40].to_vec();
+    pseudo.extend_from_slice(&(seg.len() as u32).to_be_bytes());
+    pseudo.extend_from_slice(&[0, 0, 0, TCP]);
+    assert_eq!(
+        ones_sum(&[&pseudo, seg]),
+        0xffff,
+        "TCP checksum after the extension"
+    );
+    assert_eq!(&seg[2..4], &8080u16.to_be_bytes());
+}
