@@ -5,7 +5,7 @@
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     (default: 20 s, every target)
 #
 # Targets (fuzz/fuzz_targets/, checks in fuzz/src/): packet_parse, flow_syntax, pcap_read,
-# control_request, openflow_decode. The engine is libFuzzer through cargo-fuzz, which needs a nightly
+# control_request, openflow_decode, ct_tcp, ct_nat. The engine is libFuzzer through cargo-fuzz, which needs a nightly
 # toolchain (`rustup toolchain list`); cargo-fuzz is installed if missing. Without nightly
 # the script falls back to AFL++ through cargo-afl when `cargo afl` is installed (or
 # FLOWPATH_FUZZ_AFL=install lets it install cargo-afl from crates.io), and otherwise says
@@ -24,7 +24,7 @@ root=$PWD
 
 secs=${1:-20}
 [ $# -gt 0 ] && shift
-all=(packet_parse flow_syntax pcap_read control_request openflow_decode)
+all=(packet_parse flow_syntax pcap_read control_request openflow_decode ct_tcp ct_nat)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 for t in "${targets[@]}"; do
@@ -44,6 +44,16 @@ crate_of() {
         pcap_read) echo flowpath-base ;;
         control_request) echo flowpath-switch ;;
         openflow_decode) echo flowpath-openflow ;;
+        ct_tcp | ct_nat) echo flowpath-conntrack ;;
+    esac
+}
+
+# The stable test that replays them.
+test_of() {
+    case $1 in
+        ct_tcp) echo tcp_fuzz_corpus ;;
+        ct_nat) echo nat_fuzz_corpus ;;
+        *) echo fuzz_corpus ;;
     esac
 }
 
@@ -177,7 +187,7 @@ if [ "$engine" = libfuzzer ]; then
             if [ -n "$art" ]; then
                 echo "  reproduce: cargo +nightly fuzz run -s $san $t $art"
                 echo "  minimise:  cargo +nightly fuzz tmin -s $san $t $art"
-                echo "  then keep it: cp <minimised> fuzz/regressions/$t/ && FLOWPATH_FUZZ_BLESS=1 cargo test -p $(crate_of "$t") --test fuzz_corpus"
+                echo "  then keep it: cp <minimised> fuzz/regressions/$t/ && FLOWPATH_FUZZ_BLESS=1 cargo test -p $(crate_of "$t") --test $(test_of "$t")"
             fi
         fi
     done
@@ -222,7 +232,7 @@ else
             status=1
             echo "fuzz: $t FAILED; the input: $crashes"
             echo "  reproduce: fuzz/target/afl/release/$t < '$crashes'"
-            echo "  then keep it: cp '$crashes' fuzz/regressions/$t/crash-x && FLOWPATH_FUZZ_BLESS=1 cargo test -p $(crate_of "$t") --test fuzz_corpus"
+            echo "  then keep it: cp '$crashes' fuzz/regressions/$t/crash-x && FLOWPATH_FUZZ_BLESS=1 cargo test -p $(crate_of "$t") --test $(test_of "$t")"
         fi
     done
 fi

@@ -5,6 +5,8 @@
 //! can include the same file with `#[path]` and replay the checked-in corpus through it.
 
 pub mod control_request;
+pub mod ct_nat;
+pub mod ct_tcp;
 pub mod flow_syntax;
 pub mod openflow_decode;
 pub mod packet_parse;
