@@ -30,9 +30,7 @@ impl Tracker {
                 }
             }
         }
-        self.stats
-            .expired
-            .fetch_add(gone as u64, Ordering::Relaxed);
+        self.stats.expired.fetch_add(gone as u64, Ordering::Relaxed);
         gone
     }
 

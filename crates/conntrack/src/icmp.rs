@@ -53,7 +53,10 @@ pub(crate) fn quoted_tuple(frame: &[u8], l4: usize, ipv6: bool, zone: u16) -> Op
     if ipv6 {
         // Hop-by-hop, routing and destination options: skip (a fragment header: give up).
         for _ in 0..4 {
-            if !matches!(proto, ipproto::HOPOPTS | ipproto::ROUTING | ipproto::DSTOPTS) {
+            if !matches!(
+                proto,
+                ipproto::HOPOPTS | ipproto::ROUTING | ipproto::DSTOPTS
+            ) {
                 break;
             }
             let h = frame.get(inner_l4..inner_l4 + 2)?;

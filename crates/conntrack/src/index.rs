@@ -223,7 +223,10 @@ mod tests {
         for (i, &h) in hs.iter().enumerate().skip(1).step_by(2) {
             assert!(ix.remove(h, i as u32));
         }
-        assert!(ix.buckets.iter().all(|b| b.passing.load(Ordering::Relaxed) == 0));
+        assert!(ix
+            .buckets
+            .iter()
+            .all(|b| b.passing.load(Ordering::Relaxed) == 0));
     }
 
     #[test]

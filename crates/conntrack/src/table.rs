@@ -252,7 +252,8 @@ impl Tracker {
             Some((kind, n)) => self.claim_nat(&t, h, kind, &n, slot),
             None => {
                 let r = c.reply;
-                self.claim(&r, r.hash(self.seed), slot).then_some((r, Nat::None))
+                self.claim(&r, r.hash(self.seed), slot)
+                    .then_some((r, Nat::None))
             }
         };
         let Some((reply, nat_kind)) = claimed else {
