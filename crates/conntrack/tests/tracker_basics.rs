@@ -244,6 +244,7 @@ fn memory_per_connection_at_a_million() {
         ..CtConfig::default()
     });
     let b = t.bytes_per_connection();
+    println!("{b} bytes per connection at 1,000,000");
     assert!(b <= 256, "{b} bytes per connection");
     assert_eq!(t.capacity(), 1_000_000);
 }
