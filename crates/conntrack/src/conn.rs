@@ -41,6 +41,8 @@ pub(crate) struct Conn {
     pub tcp: Option<TcpConn>,
     pub life: Life,
     pub seen_reply: bool,
+    /// Has been assured (see [`Conn::assure`]); stays so.
+    pub assured: bool,
     pub nat: Nat,
 }
 
@@ -54,6 +56,7 @@ impl Conn {
         tcp: None,
         life: Life::Free,
         seen_reply: false,
+        assured: false,
         nat: Nat::None,
     };
 
@@ -61,12 +64,11 @@ impl Conn {
         self.life == Life::Live
     }
 
-    /// Seen in both directions (TCP: established): early drop never evicts it.
-    pub(crate) fn assured(&self) -> bool {
-        match self.tcp {
-            Some(t) => self.seen_reply && t.state == TcpState::Established,
-            None => self.seen_reply,
-        }
+    /// Mark the connection assured once it has been seen in both directions (TCP: and
+    /// reached ESTABLISHED), as Linux's `IPS_ASSURED`: early drop never evicts it.
+    pub(crate) fn assure(&mut self) {
+        self.assured |=
+            self.seen_reply && self.tcp.is_none_or(|t| t.state == TcpState::Established);
     }
 
     /// Whether a packet in this direction is `+est` (Linux: the connection has seen a

@@ -23,7 +23,7 @@ mod zones;
 
 pub use config::{CtConfig, Timeouts};
 pub use info::{ConnInfo, CtStats, CtSummary, ZoneLimits};
-pub use table::Tracker;
+pub use table::{Tracker, MAX_CONNECTIONS};
 pub use tcp::TcpState;
 pub use tuple::Tuple;
 

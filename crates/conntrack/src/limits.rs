@@ -59,7 +59,7 @@ impl Tracker {
     fn early_drop(&self, h: u64, zone: Option<u16>) -> bool {
         let victim = self.index.near(h, EVICTION_BUCKETS, |slot| {
             let c = self.slab.lock(slot);
-            let fits = c.live() && !c.assured() && zone.is_none_or(|z| c.orig.zone == z);
+            let fits = c.live() && !c.assured && zone.is_none_or(|z| c.orig.zone == z);
             fits.then_some(slot)
         });
         match victim {
@@ -75,7 +75,7 @@ impl Tracker {
     /// picked).
     fn kill_unassured(&self, slot: u32) -> bool {
         let c = self.slab.lock(slot);
-        if c.live() && !c.assured() {
+        if c.live() && !c.assured {
             self.kill_locked(slot, c);
             true
         } else {

@@ -44,16 +44,31 @@ pub struct Tracker {
     pub(crate) cursor: Mutex<u32>,
 }
 
+/// The most connections a tracker holds, whatever the configuration asks (its index is
+/// 2 GB of address space, faulted in as used).
+pub const MAX_CONNECTIONS: u32 = 1 << 26;
+
+/// How often a packet retries lookup-then-create when another worker is creating the
+/// same connection (or one that uses its reply tuple) at the same moment.
+const RACE_TRIES: usize = 4;
+
+/// Which of its tuples a creation found taken: the original (another worker is creating
+/// this very connection) or the reply (maybe another connection's NAT'd tuple).
+#[derive(Clone, Copy, Debug)]
+enum Lost {
+    Orig,
+    Reply,
+}
+
 /// What a packet's lookup found: its slot, the locked connection, and whether the packet
 /// is in the reply direction.
 type Found<'a> = (u32, MutexGuard<'a, Conn>, bool);
 
 impl Tracker {
     pub fn new(cfg: CtConfig) -> Tracker {
-        let max = if cfg.max_connections == 0 {
-            1 << 20
-        } else {
-            cfg.max_connections
+        let max = match cfg.max_connections {
+            0 => 1 << 20,
+            m => m.min(MAX_CONNECTIONS),
         };
         let seed = std::collections::hash_map::RandomState::new()
             .build_hasher()
@@ -148,15 +163,33 @@ impl Tracker {
         };
         let h = t.hash(self.seed);
         let mut pkt = Pkt { frame, meta, key };
-        if let Some(found) = self.lookup(&t, h) {
-            if let Some(st) = self.update(found, pkt.reborrow(), seg, spec, now_ms)? {
-                return Ok(st);
+        let mut lost = Lost::Orig;
+        for attempt in 0..RACE_TRIES {
+            if attempt > 0 {
+                self.back_off(attempt);
+            }
+            if let Some(found) = self.lookup(&t, h) {
+                if let Some(st) = self.update(found, pkt.reborrow(), seg, spec, now_ms)? {
+                    return Ok(st);
+                }
+            }
+            if kind == Some(IcmpKind::Reply) {
+                return Err(InvalidReason::IcmpOrphan);
+            }
+            match self.create(pkt.reborrow(), t, h, seg, spec, now_ms)? {
+                Ok(st) => return Ok(st),
+                Err(why) => lost = why,
             }
         }
-        if kind == Some(IcmpKind::Reply) {
-            return Err(InvalidReason::IcmpOrphan);
+        match lost {
+            // Another worker is creating this connection: this packet stays new.
+            Lost::Orig => {
+                write_conn_fields(pkt.key, &t, 0, 0);
+                Ok(state::TRACKED | state::NEW)
+            }
+            // This connection's reply tuple is another (NAT'd) connection's.
+            Lost::Reply => Err(InvalidReason::NatExhausted),
         }
-        self.create(pkt, t, h, seg, spec, now_ms)
     }
 
     /// The live connection with tuple `t` (hash `h`), locked.
@@ -200,6 +233,7 @@ impl Tracker {
             c.seen_reply = true;
             st |= state::REPLY_DIR;
         }
+        c.assure();
         st |= if c.established(reply) {
             state::ESTABLISHED
         } else {
@@ -219,6 +253,8 @@ impl Tracker {
     }
 
     /// A packet no connection has: `+new`, and on `commit` a connection made for it.
+    /// `Ok(Err(_))`: a tuple it needs is taken (a race with another worker, or a NAT'd
+    /// connection's reply tuple).
     fn create(
         &self,
         pkt: Pkt<'_>,
@@ -227,14 +263,14 @@ impl Tracker {
         seg: Option<Segment>,
         spec: &CtSpec,
         now_ms: u64,
-    ) -> Result<u8, InvalidReason> {
+    ) -> Result<Result<u8, Lost>, InvalidReason> {
         let tcp = match seg {
             Some(s) => Some(TcpConn::new(&s).ok_or(InvalidReason::TcpFlags)?),
             None => None,
         };
         if !spec.commit {
             write_conn_fields(pkt.key, &t, 0, 0);
-            return Ok(state::TRACKED | state::NEW);
+            return Ok(Ok(state::TRACKED | state::NEW));
         }
         let mut c = Conn {
             orig: t,
@@ -258,15 +294,14 @@ impl Tracker {
         };
         let Some((reply, nat_kind)) = claimed else {
             self.unreserve(slot, &[], t.zone);
-            // No free NAT'd tuple; or, without NAT, this connection's reply tuple is
-            // already another (NAT'd) connection's.
-            return Err(InvalidReason::NatExhausted);
+            return match nat {
+                Some(_) => Err(InvalidReason::NatExhausted),
+                None => Ok(Err(Lost::Reply)),
+            };
         };
         if t != reply && !self.claim(&t, h, slot) {
-            // Another worker created this connection a moment ago: this packet stays new.
             self.unreserve(slot, &[reply], t.zone);
-            write_conn_fields(pkt.key, &t, 0, 0);
-            return Ok(state::TRACKED | state::NEW);
+            return Ok(Err(Lost::Orig));
         }
         c.reply = reply;
         c.nat = nat_kind;
@@ -278,7 +313,7 @@ impl Tracker {
             st |= self.apply_nat(pkt.frame, pkt.meta, pkt.key, &c, false, false);
         }
         write_conn_fields(pkt.key, &c.orig, c.mark, c.label);
-        Ok(st)
+        Ok(Ok(st))
     }
 
     /// Claim the first free NAT'd reply tuple the plan offers for `t`.
@@ -330,6 +365,19 @@ impl Tracker {
             }
         }
         self.index.insert(&g, h, slot)
+    }
+
+    /// Wait a little after losing a creation race, a random while so that two workers
+    /// creating the two directions of one connection at once do not collide again (rare:
+    /// the only place the per-packet path may yield the CPU).
+    #[cold]
+    fn back_off(&self, attempt: usize) {
+        for _ in 0..(self.random() % 256) << attempt {
+            std::hint::spin_loop();
+        }
+        if attempt > 1 {
+            std::thread::yield_now();
+        }
     }
 
     /// A fresh random word (`nat(random)`).
