@@ -97,3 +97,66 @@ pub(crate) fn quoted_tuple(frame: &[u8], l4: usize, ipv6: bool, zone: u16) -> Op
         zone,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An ICMPv6 error header (at 0) quoting an IPv6 packet with `ext` then UDP 7→9.
+    fn v6_error(ext: &[u8], next: u8) -> Vec<u8> {
+        let mut f = vec![1, 4, 0, 0, 0, 0, 0, 0];
+        let mut ip = vec![0x60, 0, 0, 0, 0, 8, next, 64];
+        ip.extend_from_slice(&[0xfd; 16]);
+        ip.extend_from_slice(&[0xfe; 16]);
+        f.extend_from_slice(&ip);
+        f.extend_from_slice(ext);
+        f.extend_from_slice(&[0, 7, 0, 9, 0, 8, 0, 0]);
+        f
+    }
+
+    #[test]
+    fn ipv6_quotes_skip_option_headers_and_refuse_fragments() {
+        let plain = quoted_tuple(&v6_error(&[], ipproto::UDP), 0, true, 3).unwrap();
+        assert_eq!((plain.src_port, plain.dst_port, plain.zone), (7, 9, 3));
+        assert_eq!(plain.src, u128::from_be_bytes([0xfd; 16]));
+        let hop = [ipproto::UDP, 0, 0, 0, 0, 0, 0, 0];
+        assert_eq!(
+            quoted_tuple(&v6_error(&hop, ipproto::HOPOPTS), 0, true, 3),
+            Some(plain)
+        );
+        let frag = [ipproto::UDP, 0, 0, 0, 0, 0, 0, 0];
+        assert_eq!(
+            quoted_tuple(&v6_error(&frag, ipproto::FRAGMENT), 0, true, 3),
+            None
+        );
+        // Cut short, or the wrong family.
+        let f = v6_error(&[], ipproto::UDP);
+        assert_eq!(quoted_tuple(&f[..50], 0, true, 3), None);
+        assert_eq!(quoted_tuple(&f, 0, false, 3), None);
+    }
+
+    #[test]
+    fn ipv4_quotes_of_later_fragments_and_non_echo_icmp_are_refused() {
+        let mut f = vec![3, 1, 0, 0, 0, 0, 0, 0];
+        f.extend_from_slice(&[0x45, 0, 0, 28, 0, 1, 0, 0, 64, ipproto::ICMP, 0, 0]);
+        f.extend_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2]);
+        f.extend_from_slice(&[8, 0, 0, 0, 0x12, 0x34, 0, 1]);
+        let t = quoted_tuple(&f, 0, false, 0).unwrap();
+        assert_eq!((t.src_port, t.dst_port), (0x1234, 8));
+        assert_eq!(t.reverse().dst_port, 0, "an echo request's reply");
+        f[28] = 13; // timestamp
+        assert_eq!(quoted_tuple(&f, 0, false, 0), None);
+        f[28] = 8;
+        f[14] = 0x01; // fragment offset 8 bytes
+        assert_eq!(quoted_tuple(&f, 0, false, 0), None);
+    }
+
+    #[test]
+    fn kinds() {
+        assert_eq!(kind(ipproto::ICMP, 8), IcmpKind::Request);
+        assert_eq!(kind(ipproto::ICMPV6, 129), IcmpKind::Reply);
+        assert_eq!(kind(ipproto::ICMPV6, 2), IcmpKind::Error);
+        assert_eq!(kind(ipproto::ICMPV6, 135), IcmpKind::Other);
+        assert_eq!(kind(ipproto::ICMP, 5), IcmpKind::Other);
+    }
+}
