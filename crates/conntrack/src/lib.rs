@@ -8,13 +8,22 @@
 //! Operators read it through [`Tracker::dump`], [`Tracker::stats`] and [`Tracker::flush`].
 
 mod config;
+mod conn;
+mod expire;
+mod icmp;
+mod index;
+mod info;
+mod limits;
 pub mod nat;
+pub mod nat_alloc;
 mod table;
 pub mod tcp;
 mod tuple;
+mod zones;
 
 pub use config::{CtConfig, Timeouts};
-pub use table::{ConnInfo, CtStats, Tracker};
+pub use info::{ConnInfo, CtStats, CtSummary, ZoneLimits};
+pub use table::{Tracker, MAX_CONNECTIONS};
 pub use tcp::TcpState;
 pub use tuple::Tuple;
 

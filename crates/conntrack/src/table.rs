@@ -1,79 +1,100 @@
-//! The connection table every worker shares, and the tracker's public face.
+//! The connection table every worker shares, and the tracker's per-packet work.
 //!
-//! This first version keeps the table behind one lock; the interface is the one the
-//! datapath and the switch use.
+//! Connections live in a slab of slots, each behind its own small lock; an index of
+//! hashed tuples (both directions of every connection) names the slots. A packet hashes
+//! its tuple once, finds candidate slots in the index without a lock, and locks the one
+//! slot whose connection has its tuple. Creating a connection claims its tuples under the
+//! index shards' writer locks. See `docs/conntrack.md`.
 
 use crate::config::CtConfig;
-use crate::tcp::{Segment, TcpConn, TcpState, TcpVerdict};
+use crate::conn::{write_conn_fields, Conn, Life, Nat, Slab};
+use crate::icmp::{self, IcmpKind};
+use crate::index::Index;
+use crate::info::Counters;
+use crate::nat::{self, Rewrite};
+use crate::nat_alloc::NatPlan;
+use crate::tcp::{Segment, TcpConn, TcpVerdict};
 use crate::tuple::Tuple;
+use crate::zones::Zones;
 use crate::InvalidReason;
-use flowpath_packet::ct::state;
-use flowpath_packet::key::ipproto;
+use flowpath_packet::ct::{state, NatKind};
+use flowpath_packet::key::{ethertype, ipproto, FRAG_ANY};
 use flowpath_packet::{CtSpec, Field, FlowKey, PacketMeta};
-use std::collections::HashMap;
-use std::fmt;
-use std::sync::Mutex;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
-
-/// One tracked connection.
-#[derive(Clone, Debug)]
-struct Conn {
-    orig: Tuple,
-    reply: Tuple,
-    seen_reply: bool,
-    tcp: Option<TcpConn>,
-    mark: u32,
-    label: u128,
-    expires_ms: u64,
-}
-
-#[derive(Default)]
-struct Inner {
-    conns: Vec<Option<Conn>>,
-    free: Vec<u32>,
-    index: HashMap<Tuple, u32>,
-    stats: CtStats,
-}
 
 /// The connection tracker: one per switch, shared by its workers.
 pub struct Tracker {
-    cfg: CtConfig,
+    pub(crate) cfg: CtConfig,
+    pub(crate) max: u32,
     epoch: Instant,
-    inner: Mutex<Inner>,
+    pub(crate) seed: u64,
+    pub(crate) index: Index,
+    pub(crate) slab: Slab,
+    /// Connections in the table (and creations under way).
+    pub(crate) count: AtomicU32,
+    pub(crate) zones: OnceLock<Zones>,
+    pub(crate) default_zone_limit: AtomicU32,
+    pub(crate) stats: Counters,
+    /// The state of the `random` NAT generator (SplitMix64 stepped atomically).
+    rng: AtomicU64,
+    /// Where the incremental expiry scan resumes.
+    pub(crate) cursor: Mutex<u32>,
 }
 
-/// Counters (since start) and the table's fill.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct CtStats {
-    pub connections: u64,
-    pub created: u64,
-    pub expired: u64,
-    pub early_drops: u64,
-    pub limit_hits: u64,
-    /// `+inv` packets by reason ([`InvalidReason::ALL`] order).
-    pub invalid: [u64; 7],
+/// The most connections a tracker holds, whatever the configuration asks (its index is
+/// 2 GB of address space, faulted in as used).
+pub const MAX_CONNECTIONS: u32 = 1 << 26;
+
+/// How often a packet retries lookup-then-create when another worker is creating the
+/// same connection (or one that uses its reply tuple) at the same moment.
+const RACE_TRIES: usize = 4;
+
+/// Which of its tuples a creation found taken: the original (another worker is creating
+/// this very connection) or the reply (maybe another connection's NAT'd tuple).
+#[derive(Clone, Copy, Debug)]
+enum Lost {
+    Orig,
+    Reply,
 }
 
-/// A connection as `flowpath conntrack dump` shows it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConnInfo {
-    pub orig: Tuple,
-    pub reply: Tuple,
-    pub zone: u16,
-    pub mark: u32,
-    pub label: u128,
-    pub tcp_state: Option<TcpState>,
-    /// Seconds until it expires if idle.
-    pub timeout_s: u32,
-}
+/// What a packet's lookup found: its slot, the locked connection, and whether the packet
+/// is in the reply direction.
+type Found<'a> = (u32, MutexGuard<'a, Conn>, bool);
 
 impl Tracker {
     pub fn new(cfg: CtConfig) -> Tracker {
-        Tracker {
-            cfg,
+        let max = match cfg.max_connections {
+            0 => 1 << 20,
+            m => m.min(MAX_CONNECTIONS),
+        };
+        let seed = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        let t = Tracker {
+            max,
             epoch: Instant::now(),
-            inner: Mutex::new(Inner::default()),
+            seed,
+            index: Index::new(max as usize),
+            slab: Slab::new(max),
+            count: AtomicU32::new(0),
+            zones: OnceLock::new(),
+            default_zone_limit: AtomicU32::new(cfg.default_zone_limit),
+            stats: Counters::default(),
+            rng: AtomicU64::new(seed.rotate_left(17)),
+            cursor: Mutex::new(0),
+            cfg,
+        };
+        for (&z, &l) in &t.cfg.zone_limits {
+            t.zones().set_own(z, Some(l));
         }
+        t
+    }
+
+    pub(crate) fn zones(&self) -> &Zones {
+        self.zones.get_or_init(Zones::new)
     }
 
     /// Milliseconds since the tracker was made: the clock `execute` and `expire` take.
@@ -92,301 +113,432 @@ impl Tracker {
         now_ms: u64,
     ) -> u8 {
         let zone = spec.zone.zone(key);
-        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let st = match Tuple::of_packet(frame, meta, key, zone) {
+        let st = match self.track(frame, meta, key, spec, zone, now_ms) {
+            Ok(st) => st,
             Err(why) => {
-                g.stats.invalid[why as usize] += 1;
+                self.stats.invalid(why);
+                write_conn_fields(key, &Conn::FREE.orig, 0, 0);
                 state::TRACKED | state::INVALID
             }
-            Ok(t) => self.track(&mut g, frame, meta, key, t, spec, now_ms),
         };
         key.set(Field::CtState, st as u128);
         key.set(Field::CtZone, zone as u128);
         st
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn track(
         &self,
-        g: &mut Inner,
-        frame: &[u8],
+        frame: &mut [u8],
         meta: &PacketMeta,
         key: &mut FlowKey,
-        t: Tuple,
+        spec: &CtSpec,
+        zone: u16,
+        now_ms: u64,
+    ) -> Result<u8, InvalidReason> {
+        let ipv6 = match key.get(Field::EthType) as u16 {
+            ethertype::IPV4 => false,
+            ethertype::IPV6 => true,
+            _ => return Err(InvalidReason::Malformed),
+        };
+        if key.get(Field::NwFrag) as u8 & FRAG_ANY != 0 {
+            return Err(InvalidReason::Fragment);
+        }
+        let proto = key.get(Field::NwProto) as u8;
+        let icmp_proto = if ipv6 { ipproto::ICMPV6 } else { ipproto::ICMP };
+        let kind = (proto == icmp_proto).then(|| icmp::kind(proto, key.get(Field::TpSrc) as u8));
+        match kind {
+            Some(IcmpKind::Error) => return self.related(frame, meta, key, spec, zone, ipv6),
+            Some(IcmpKind::Other) => return Err(InvalidReason::Malformed),
+            _ => {}
+        }
+        if matches!(proto, ipproto::ICMP | ipproto::ICMPV6) && proto != icmp_proto {
+            return Err(InvalidReason::Malformed);
+        }
+        let t = Tuple::of_packet(frame, meta, key, zone)?;
+        let seg = if proto == ipproto::TCP {
+            let end = l3_end(frame, meta.l3 as usize, ipv6);
+            Some(Segment::parse(frame, meta.l4 as usize, end).ok_or(InvalidReason::Malformed)?)
+        } else {
+            None
+        };
+        let h = t.hash(self.seed);
+        let mut pkt = Pkt { frame, meta, key };
+        let mut lost = Lost::Orig;
+        for attempt in 0..RACE_TRIES {
+            if attempt > 0 {
+                self.back_off(attempt);
+            }
+            if let Some(found) = self.lookup(&t, h) {
+                if let Some(st) = self.update(found, pkt.reborrow(), seg, spec, now_ms)? {
+                    return Ok(st);
+                }
+            }
+            if kind == Some(IcmpKind::Reply) {
+                return Err(InvalidReason::IcmpOrphan);
+            }
+            match self.create(pkt.reborrow(), t, h, seg, spec, now_ms)? {
+                Ok(st) => return Ok(st),
+                Err(why) => lost = why,
+            }
+        }
+        match lost {
+            // Another worker is creating this connection: this packet stays new.
+            Lost::Orig => {
+                write_conn_fields(pkt.key, &t, 0, 0);
+                Ok(state::TRACKED | state::NEW)
+            }
+            // This connection's reply tuple is another (NAT'd) connection's.
+            Lost::Reply => Err(InvalidReason::NatExhausted),
+        }
+    }
+
+    /// The live connection with tuple `t` (hash `h`), locked.
+    #[inline]
+    pub(crate) fn lookup(&self, t: &Tuple, h: u64) -> Option<Found<'_>> {
+        self.index.find(h, |slot| {
+            let c = self.slab.lock(slot);
+            (c.live() && (c.orig == *t || c.reply == *t)).then(|| {
+                let reply = c.orig != *t;
+                (slot, c, reply)
+            })
+        })
+    }
+
+    /// A packet of an existing connection. `Ok(None)`: the connection ended here (`force`
+    /// in its reply direction, a TCP reopen) and the packet starts a new one.
+    fn update(
+        &self,
+        (slot, mut c, reply): Found<'_>,
+        pkt: Pkt<'_>,
+        seg: Option<Segment>,
         spec: &CtSpec,
         now_ms: u64,
-    ) -> u8 {
-        let seg = (t.proto == ipproto::TCP)
-            .then(|| Segment::parse(frame, meta.l4 as usize, frame.len()))
-            .flatten();
-        if t.proto == ipproto::TCP && seg.is_none() {
-            g.stats.invalid[InvalidReason::Malformed as usize] += 1;
-            return state::TRACKED | state::INVALID;
+    ) -> Result<Option<u8>, InvalidReason> {
+        if spec.force && reply {
+            self.kill_locked(slot, c);
+            return Ok(None);
         }
-        let found = g.index.get(&t).copied();
-        let Some(i) = found else {
-            return self.new_conn(g, key, t, seg, spec, now_ms);
-        };
-        let conn = g.conns[i as usize].as_mut().expect("indexed");
-        let reply = conn.orig != t;
-        let mut st = state::TRACKED;
-        if let (Some(tcp), Some(seg)) = (conn.tcp.as_mut(), seg.as_ref()) {
+        if let (Some(tcp), Some(seg)) = (c.tcp.as_mut(), seg.as_ref()) {
             match tcp.update(reply, seg) {
                 TcpVerdict::Ok(_) => {}
-                TcpVerdict::Invalid(why) => {
-                    g.stats.invalid[why as usize] += 1;
-                    return state::TRACKED | state::INVALID;
-                }
+                TcpVerdict::Invalid(why) => return Err(why),
                 TcpVerdict::Reopen => {
-                    self.remove(g, i);
-                    return self.new_conn(g, key, t, Some(*seg), spec, now_ms);
+                    self.kill_locked(slot, c);
+                    return Ok(None);
                 }
             }
         }
+        let mut st = state::TRACKED;
         if reply {
-            conn.seen_reply = true;
+            c.seen_reply = true;
             st |= state::REPLY_DIR;
         }
-        let est = conn.tcp.map_or(conn.seen_reply, |c| c.established());
-        st |= if est || reply {
+        c.assure();
+        st |= if c.established(reply) {
             state::ESTABLISHED
         } else {
             state::NEW
         };
         if spec.commit {
-            if let Some((v, m)) = spec.set_mark {
-                conn.mark = (conn.mark & !m) | (v & m);
-            }
-            if let Some((v, m)) = spec.set_label {
-                conn.label = (conn.label & !m) | (v & m);
-            }
+            set_mark_label(&mut c, spec);
         }
-        conn.expires_ms = now_ms + 1000 * u64::from(self.timeout(conn));
-        write_conn_fields(key, conn);
-        st
+        c.expires_ms = now_ms + 1000 * u64::from(c.timeout(&self.cfg.timeouts));
+        let snap = *c;
+        drop(c);
+        if spec.nat.is_some() && snap.nat != Nat::None {
+            st |= self.apply_nat(pkt.frame, pkt.meta, pkt.key, &snap, reply, false);
+        }
+        write_conn_fields(pkt.key, &snap.orig, snap.mark, snap.label);
+        Ok(Some(st))
     }
 
-    fn new_conn(
+    /// A packet no connection has: `+new`, and on `commit` a connection made for it.
+    /// `Ok(Err(_))`: a tuple it needs is taken (a race with another worker, or a NAT'd
+    /// connection's reply tuple).
+    fn create(
         &self,
-        g: &mut Inner,
-        key: &mut FlowKey,
+        pkt: Pkt<'_>,
         t: Tuple,
+        h: u64,
         seg: Option<Segment>,
         spec: &CtSpec,
         now_ms: u64,
-    ) -> u8 {
+    ) -> Result<Result<u8, Lost>, InvalidReason> {
         let tcp = match seg {
-            Some(s) => match TcpConn::new(&s) {
-                Some(c) => Some(c),
-                None => {
-                    g.stats.invalid[InvalidReason::TcpFlags as usize] += 1;
-                    return state::TRACKED | state::INVALID;
-                }
-            },
+            Some(s) => Some(TcpConn::new(&s).ok_or(InvalidReason::TcpFlags)?),
             None => None,
         };
         if !spec.commit {
-            return state::TRACKED | state::NEW;
+            write_conn_fields(pkt.key, &t, 0, 0);
+            return Ok(Ok(state::TRACKED | state::NEW));
         }
-        if g.index.len() / 2 >= self.cfg.max_connections as usize {
-            g.stats.limit_hits += 1;
-            g.stats.invalid[InvalidReason::Limit as usize] += 1;
-            return state::TRACKED | state::INVALID;
-        }
-        let mut conn = Conn {
+        let mut c = Conn {
             orig: t,
             reply: t.reverse(),
-            seen_reply: false,
             tcp,
-            mark: 0,
-            label: 0,
-            expires_ms: 0,
+            life: Life::Creating,
+            ..Conn::FREE
         };
-        if let Some((v, m)) = spec.set_mark {
-            conn.mark = v & m;
-        }
-        if let Some((v, m)) = spec.set_label {
-            conn.label = v & m;
-        }
-        conn.expires_ms = now_ms + 1000 * u64::from(self.timeout(&conn));
-        write_conn_fields(key, &conn);
-        let i = match g.free.pop() {
-            Some(i) => i,
+        set_mark_label(&mut c, spec);
+        c.expires_ms = now_ms + 1000 * u64::from(c.timeout(&self.cfg.timeouts));
+        let slot = self.reserve(t.zone, h)?;
+        *self.slab.lock(slot) = c;
+        let nat = spec.nat.and_then(|n| n.kind.map(|k| (k, n)));
+        let claimed = match nat {
+            Some((kind, n)) => self.claim_nat(&t, h, kind, &n, slot),
             None => {
-                g.conns.push(None);
-                (g.conns.len() - 1) as u32
+                let r = c.reply;
+                self.claim(&r, r.hash(self.seed), slot)
+                    .then_some((r, Nat::None))
             }
         };
-        g.index.insert(conn.orig, i);
-        g.index.insert(conn.reply, i);
-        g.conns[i as usize] = Some(conn);
-        g.stats.created += 1;
-        state::TRACKED | state::NEW
+        let Some((reply, nat_kind)) = claimed else {
+            self.unreserve(slot, &[], t.zone);
+            return match nat {
+                Some(_) => Err(InvalidReason::NatExhausted),
+                None => Ok(Err(Lost::Reply)),
+            };
+        };
+        if t != reply && !self.claim(&t, h, slot) {
+            self.unreserve(slot, &[reply], t.zone);
+            return Ok(Err(Lost::Orig));
+        }
+        c.reply = reply;
+        c.nat = nat_kind;
+        c.life = Life::Live;
+        *self.slab.lock(slot) = c;
+        Counters::bump(&self.stats.created);
+        let mut st = state::TRACKED | state::NEW;
+        if nat_kind != Nat::None {
+            st |= self.apply_nat(pkt.frame, pkt.meta, pkt.key, &c, false, false);
+        }
+        write_conn_fields(pkt.key, &c.orig, c.mark, c.label);
+        Ok(Ok(st))
     }
 
-    fn remove(&self, g: &mut Inner, i: u32) {
-        if let Some(c) = g.conns[i as usize].take() {
-            g.index.remove(&c.orig);
-            g.index.remove(&c.reply);
-            g.free.push(i);
+    /// Claim the first free NAT'd reply tuple the plan offers for `t`.
+    fn claim_nat(
+        &self,
+        t: &Tuple,
+        h: u64,
+        kind: NatKind,
+        spec: &flowpath_packet::ct::NatSpec,
+        slot: u32,
+    ) -> Option<(Tuple, Nat)> {
+        let addr_h = Tuple {
+            src_port: 0,
+            dst_port: 0,
+            ..*t
+        }
+        .hash(self.seed);
+        let plan = NatPlan::new(t, kind, spec, h, addr_h, self.random()).ok()?;
+        let nat = match kind {
+            NatKind::Src => Nat::Src,
+            NatKind::Dst => Nat::Dst,
+        };
+        let found = plan
+            .candidates()
+            .map(|x| x.reverse())
+            .find(|r| self.claim(r, r.hash(self.seed), slot));
+        found.map(|r| (r, nat))
+    }
+
+    /// Index `slot` under tuple `r` unless a live or nascent connection already uses `r`
+    /// (as either direction); sets the slot's reply tuple first when `r` is not its orig.
+    pub(crate) fn claim(&self, r: &Tuple, h: u64, slot: u32) -> bool {
+        let g = self.index.lock(h);
+        let used = self.index.find(h, |s| {
+            if s == slot {
+                return None;
+            }
+            let c = self.slab.lock(s);
+            let busy = matches!(c.life, Life::Live | Life::Creating);
+            (busy && (c.orig == *r || c.reply == *r)).then_some(())
+        });
+        if used.is_some() {
+            return false;
+        }
+        {
+            let mut c = self.slab.lock(slot);
+            if c.orig != *r {
+                c.reply = *r;
+            }
+        }
+        self.index.insert(&g, h, slot)
+    }
+
+    /// Wait a little after losing a creation race, a random while so that two workers
+    /// creating the two directions of one connection at once do not collide again (rare:
+    /// the only place the per-packet path may yield the CPU).
+    #[cold]
+    fn back_off(&self, attempt: usize) {
+        for _ in 0..(self.random() % 256) << attempt {
+            std::hint::spin_loop();
+        }
+        if attempt > 1 {
+            std::thread::yield_now();
         }
     }
 
-    fn timeout(&self, c: &Conn) -> u32 {
-        let t = &self.cfg.timeouts;
-        match (c.tcp, c.orig.proto) {
-            (Some(tcp), _) => match tcp.state {
-                TcpState::SynSent => t.tcp_syn_sent,
-                TcpState::SynRecv => t.tcp_syn_recv,
-                TcpState::Established => t.tcp_established,
-                TcpState::FinWait => t.tcp_fin_wait,
-                TcpState::CloseWait => t.tcp_close_wait,
-                TcpState::LastAck => t.tcp_last_ack,
-                TcpState::TimeWait => t.tcp_time_wait,
-                TcpState::Close => t.tcp_close,
-            },
-            (None, ipproto::UDP) if c.seen_reply => t.udp_stream,
-            (None, ipproto::UDP) => t.udp,
-            (None, ipproto::ICMP | ipproto::ICMPV6) => t.icmp,
-            _ => t.generic,
+    /// A fresh random word (`nat(random)`).
+    pub(crate) fn random(&self) -> u64 {
+        let mut s = self.rng.fetch_add(RNG_GAMMA, Ordering::Relaxed);
+        s = s.wrapping_add(RNG_GAMMA);
+        s = (s ^ (s >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        s = (s ^ (s >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        s ^ (s >> 31)
+    }
+
+    /// End the connection in `slot`, whose lock the caller holds.
+    pub(crate) fn kill_locked(&self, slot: u32, mut c: MutexGuard<'_, Conn>) {
+        c.life = Life::Dying;
+        let (orig, reply) = (c.orig, c.reply);
+        drop(c);
+        self.unreserve(slot, &[orig, reply], orig.zone);
+    }
+
+    /// End the connection in `slot` if it is live; false if it was not.
+    pub(crate) fn kill(&self, slot: u32) -> bool {
+        match self.slab.try_get(slot) {
+            Some(c) if c.live() => {
+                self.kill_locked(slot, c);
+                true
+            }
+            _ => false,
         }
     }
 
-    /// Remove up to `budget` expired connections; returns how many went.
-    pub fn expire(&self, now_ms: u64, budget: usize) -> usize {
-        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let dead: Vec<u32> = (0..g.conns.len() as u32)
-            .filter(|&i| matches!(&g.conns[i as usize], Some(c) if c.expires_ms <= now_ms))
-            .take(budget)
-            .collect();
-        for &i in &dead {
-            self.remove(&mut g, i);
+    /// Unlink `slot` from the index under `tuples`, free it, and give back its place in
+    /// the table's and its zone's counts.
+    pub(crate) fn unreserve(&self, slot: u32, tuples: &[Tuple], zone: u16) {
+        for (i, t) in tuples.iter().enumerate() {
+            if !tuples[..i].contains(t) {
+                self.index.remove(t.hash(self.seed), slot);
+            }
         }
-        g.stats.expired += dead.len() as u64;
-        dead.len()
-    }
-
-    /// Every connection (of one zone).
-    pub fn dump(&self, zone: Option<u16>) -> Vec<ConnInfo> {
-        let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let now = self.now_ms();
-        let mut v: Vec<ConnInfo> = g
-            .conns
-            .iter()
-            .flatten()
-            .filter(|c| zone.is_none_or(|z| z == c.orig.zone))
-            .map(|c| ConnInfo {
-                orig: c.orig,
-                reply: c.reply,
-                zone: c.orig.zone,
-                mark: c.mark,
-                label: c.label,
-                tcp_state: c.tcp.map(|t| t.state),
-                timeout_s: (c.expires_ms.saturating_sub(now) / 1000) as u32,
-            })
-            .collect();
-        v.sort_by_key(|c| c.orig);
-        v
-    }
-
-    /// Remove every connection (of one zone); returns how many.
-    pub fn flush(&self, zone: Option<u16>) -> usize {
-        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let all: Vec<u32> = (0..g.conns.len() as u32)
-            .filter(|&i| {
-                matches!(&g.conns[i as usize], Some(c) if zone.is_none_or(|z| z == c.orig.zone))
-            })
-            .collect();
-        for &i in &all {
-            self.remove(&mut g, i);
-        }
-        all.len()
-    }
-
-    pub fn stats(&self) -> CtStats {
-        let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let mut s = g.stats.clone();
-        s.connections = (g.index.len() / 2) as u64;
-        s
-    }
-
-    /// Connections in the table.
-    pub fn len(&self) -> usize {
-        self.inner
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .index
-            .len()
-            / 2
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.slab.release(slot);
+        self.count.fetch_sub(1, Ordering::AcqRel);
+        self.zones().count[zone as usize].fetch_sub(1, Ordering::AcqRel);
     }
 }
 
-/// The connection's fields a tracked packet carries: mark, label, original tuple.
-fn write_conn_fields(key: &mut FlowKey, c: &Conn) {
-    key.set(Field::CtMark, c.mark as u128);
-    key.set(Field::CtLabel, c.label);
-    key.set(Field::CtNwProto, c.orig.proto as u128);
-    key.set(Field::CtIpv6Src, c.orig.src);
-    key.set(Field::CtIpv6Dst, c.orig.dst);
-    if matches!(c.orig.proto, ipproto::TCP | ipproto::UDP) {
-        key.set(Field::CtTpSrc, c.orig.src_port as u128);
-        key.set(Field::CtTpDst, c.orig.dst_port as u128);
+/// SplitMix64's increment (the `random` NAT generator's step; SplitMix64 by hand over an
+/// atomic word, so drawing takes no lock).
+const RNG_GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// The packet `execute` works on.
+pub(crate) struct Pkt<'a> {
+    pub frame: &'a mut [u8],
+    pub meta: &'a PacketMeta,
+    pub key: &'a mut FlowKey,
+}
+
+impl Pkt<'_> {
+    fn reborrow(&mut self) -> Pkt<'_> {
+        Pkt {
+            frame: self.frame,
+            meta: self.meta,
+            key: self.key,
+        }
     }
 }
 
-fn proto_name(p: u8, ipv6: bool) -> String {
-    match (p, ipv6) {
-        (ipproto::TCP, _) => "tcp".into(),
-        (ipproto::UDP, _) => "udp".into(),
-        (ipproto::ICMP, _) => "icmp".into(),
-        (ipproto::ICMPV6, _) => "icmpv6".into(),
-        (p, _) => p.to_string(),
+fn set_mark_label(c: &mut Conn, spec: &CtSpec) {
+    if let Some((v, m)) = spec.set_mark {
+        c.mark = (c.mark & !m) | (v & m);
+    }
+    if let Some((v, m)) = spec.set_label {
+        c.label = (c.label & !m) | (v & m);
     }
 }
 
-fn addr(a: u128, ipv6: bool) -> String {
-    if ipv6 {
-        std::net::Ipv6Addr::from(a).to_string()
-    } else {
-        std::net::Ipv4Addr::from((a >> 96) as u32).to_string()
+/// Where the IP packet starting at `l3` ends (its length field; Ethernet padding is not
+/// payload), at most the frame's end.
+fn l3_end(frame: &[u8], l3: usize, ipv6: bool) -> usize {
+    let (at, extra) = if ipv6 { (l3 + 4, 40) } else { (l3 + 2, 0) };
+    match frame.get(at..at + 2) {
+        Some(b) => (l3 + extra + usize::from(u16::from_be_bytes([b[0], b[1]]))).min(frame.len()),
+        None => frame.len(),
     }
 }
 
-fn write_tuple(f: &mut fmt::Formatter<'_>, t: &Tuple) -> fmt::Result {
-    write!(f, "src={},dst={}", addr(t.src, t.ipv6), addr(t.dst, t.ipv6))?;
-    match t.proto {
-        ipproto::TCP | ipproto::UDP => write!(f, ",sport={},dport={}", t.src_port, t.dst_port),
-        ipproto::ICMP | ipproto::ICMPV6 => {
-            write!(f, ",id={},type={},code=0", t.src_port, t.dst_port)
+impl Tracker {
+    /// An ICMP error: `+rel` to the connection whose packet it quotes, in the direction
+    /// opposite to the quoted packet's.
+    fn related(
+        &self,
+        frame: &mut [u8],
+        meta: &PacketMeta,
+        key: &mut FlowKey,
+        spec: &CtSpec,
+        zone: u16,
+        ipv6: bool,
+    ) -> Result<u8, InvalidReason> {
+        let q = icmp::quoted_tuple(frame, meta.l4 as usize, ipv6, zone)
+            .ok_or(InvalidReason::IcmpOrphan)?;
+        let t = q.reverse();
+        let (_, mut c, reply) = self
+            .lookup(&t, t.hash(self.seed))
+            .ok_or(InvalidReason::IcmpOrphan)?;
+        if spec.commit {
+            set_mark_label(&mut c, spec);
         }
-        _ => Ok(()),
+        let snap = *c;
+        drop(c);
+        let mut st = state::TRACKED | state::RELATED;
+        if reply {
+            st |= state::REPLY_DIR;
+        }
+        if spec.nat.is_some() && snap.nat != Nat::None {
+            st |= self.apply_nat(frame, meta, key, &snap, reply, true);
+        }
+        write_conn_fields(key, &snap.orig, snap.mark, snap.label);
+        Ok(st)
     }
-}
 
-impl fmt::Display for ConnInfo {
-    /// OVS's `dpctl/dump-conntrack` line.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{},orig=(", proto_name(self.orig.proto, self.orig.ipv6))?;
-        write_tuple(f, &self.orig)?;
-        write!(f, "),reply=(")?;
-        write_tuple(f, &self.reply)?;
-        write!(f, ")")?;
-        if self.zone != 0 {
-            write!(f, ",zone={}", self.zone)?;
+    /// Rewrite the packet as its connection's NAT says for its direction, and its key to
+    /// match; returns the `ct_state` NAT flag (OVS: `+snat` when the packet's source was
+    /// rewritten, `+dnat` its destination).
+    fn apply_nat(
+        &self,
+        frame: &mut [u8],
+        meta: &PacketMeta,
+        key: &mut FlowKey,
+        c: &Conn,
+        reply: bool,
+        related: bool,
+    ) -> u8 {
+        let (rw, src) = if reply {
+            let rw = Rewrite {
+                from: c.reply,
+                to: c.orig.reverse(),
+            };
+            (rw, c.nat == Nat::Dst)
+        } else {
+            let rw = Rewrite {
+                from: c.orig,
+                to: c.reply.reverse(),
+            };
+            (rw, c.nat == Nat::Src)
+        };
+        if !nat::apply(frame, meta.l3 as usize, meta.l4 as usize, &rw) {
+            Counters::bump(&self.stats.nat_rewrite_failed);
         }
-        if self.mark != 0 {
-            write!(f, ",mark={}", self.mark)?;
+        let (s, d) = (key.get(Field::Ipv6Src), key.get(Field::Ipv6Dst));
+        if !related || s == rw.from.src {
+            key.set(Field::Ipv6Src, rw.to.src);
         }
-        if self.label != 0 {
-            write!(f, ",labels={:#x}", self.label)?;
+        if !related || d == rw.from.dst {
+            key.set(Field::Ipv6Dst, rw.to.dst);
         }
-        if let Some(s) = self.tcp_state {
-            write!(f, ",protoinfo=(state={})", s.name())?;
+        if !related && matches!(rw.to.proto, ipproto::TCP | ipproto::UDP) {
+            key.set(Field::TpSrc, rw.to.src_port as u128);
+            key.set(Field::TpDst, rw.to.dst_port as u128);
         }
-        Ok(())
+        if src {
+            state::SRC_NAT
+        } else {
+            state::DST_NAT
+        }
     }
 }

@@ -78,6 +78,41 @@ impl Tuple {
     }
 }
 
+impl Tuple {
+    /// The tuple's hash under `seed` (zone included): one per packet, from which the index
+    /// takes the bucket (low bits) and the signature (high bits). Written by hand: a few
+    /// multiply/xor-shift rounds over the tuple's words, seeded per tracker so that a peer
+    /// cannot aim packets at one bucket, and cheaper than a `Hasher` over the derived
+    /// field-by-field `Hash`.
+    #[inline]
+    pub(crate) fn hash(&self, seed: u64) -> u64 {
+        let w = [
+            self.src as u64,
+            (self.src >> 64) as u64,
+            self.dst as u64,
+            (self.dst >> 64) as u64,
+            u64::from(self.src_port)
+                | u64::from(self.dst_port) << 16
+                | u64::from(self.proto) << 32
+                | u64::from(self.ipv6) << 40
+                | u64::from(self.zone) << 48,
+        ];
+        let mut h = seed;
+        for x in w {
+            h = mix(h ^ x);
+        }
+        h
+    }
+}
+
+#[inline(always)]
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 /// ICMP echo request type ↔ reply type (other types map to themselves).
 pub(crate) fn reply_type(proto: u8, ty: u16) -> u16 {
     match (proto, ty) {
