@@ -25,9 +25,11 @@
 //! groups and tables, `error` [`OfError`].
 
 mod actions;
+mod ct;
 mod error;
 mod matches;
 mod messages;
+mod nxm;
 
 pub use actions::{
     actions_to_of_actions, instructions_to_rule, of_actions_to_actions, rule_to_instructions,
@@ -39,3 +41,4 @@ pub use messages::{
     duration, flow_mod_selector, flow_mod_to_spec, flow_removed, flow_stats, group_desc,
     group_mod_to_spec, rule_error, table_features,
 };
+pub use nxm::{NxmField, CT_FIELDS};
