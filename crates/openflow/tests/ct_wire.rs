@@ -101,6 +101,41 @@ fn golden_commit_with_mark() {
     });
 }
 
+/// The same flow as os-ken's `OFPFlowMod` with `OFPMatch(eth_type=0x800, ct_state=(0x21,
+/// 0x21))` and `NXActionCT(..., actions=[OFPActionSetField(ct_mark=1)])` serializes it:
+/// the actions byte for byte as OVS's, the match with ct_state first. It decodes into the
+/// same rule, and encodes back in OVS's order.
+#[test]
+fn os_ken_puts_ct_state_first() {
+    let os_ken = hex(&format!(
+        "{}
+         0001 0016 0001d308 00000021 00000021 80000a02 0800 0000
+         0004 0040 00000000
+         ffff 0028 00002320 0023 0001 00000000 0001 ff 000000 0000
+         0019 0010 0001d604 00000001 00000000
+         0000 0010 00000002 0000 000000000000",
+        flow_mod_head(0x88, 1)
+    ));
+    let (_, Message::FlowMod(fm)) = decode(&os_ken).unwrap() else {
+        panic!()
+    };
+    let spec = flow_mod_to_spec(&fm).unwrap();
+    let want = CtSpec {
+        commit: true,
+        zone: CtZoneSrc::Value(1),
+        set_mark: Some((1, u32::MAX)),
+        ..CtSpec::new()
+    };
+    assert_eq!(ct_of(&spec.actions[0]), want);
+    assert_eq!(
+        match_to_oxm(&spec.matches),
+        vec![
+            Oxm::exact(OxmField::EthType, 0x800),
+            CT_FIELDS[0].oxm(0x21, Some(0x21)),
+        ]
+    );
+}
+
 /// table=0,ip,ct_state=-trk,actions=ct(table=1,zone=1)
 #[test]
 fn golden_recirculate() {
