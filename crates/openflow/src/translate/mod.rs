@@ -22,8 +22,9 @@
 //! and the original-direction tuple, which needs a ct_state that establishes a valid
 //! connection: OFPBMC_BAD_PREREQ without one) and the `ct`/`nat`/`ct_clear` actions (`ct`:
 //! decoded into an interned `CtSpec`, encoded back for flow stats; `crate::nx` has their
-//! wire layout). A `ct` whose zone comes from a key field with no NXM header here is left
-//! out of flow stats (the flow syntax can name no such field today).
+//! wire layout). A zone may come from in_port, eth_src/eth_dst, eth_type, vlan_tci,
+//! tun_id, metadata, ct_zone, ct_mark or ct_label (not from registers: flowpath has none);
+//! a `ct` whose zone comes from another key field is left out of flow stats.
 //!
 //! Key fields with no OF 1.3 OXM (nw_ttl, nw_frag, tcp_flags, the inner VLAN, tunnel flags
 //! and endpoints) and port ranges (flow syntax `tp_dst=LO-HI` that are not one prefix) are
