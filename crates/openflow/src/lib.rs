@@ -1,11 +1,14 @@
 //! OpenFlow 1.3 for flowpath: the wire codec (messages, OXM matches, instructions, actions)
-//! and the translation between OpenFlow flow_mods and flowpath's rules, with OF error codes.
+//! and the translation between OpenFlow flow_mods and flowpath's rules, with OF error codes;
+//! the Nicira extensions for connection tracking (`nx`: `ct`, `nat`, `ct_clear`, and the
+//! NXM ct match fields in `translate`).
 
 pub mod actions;
 pub mod codec;
 mod common;
 pub mod consts;
 pub mod multipart;
+pub mod nx;
 pub mod oxm;
 pub mod translate;
 mod wire;

@@ -34,6 +34,10 @@ pub enum DecodeError {
     BadSetLen,
     /// A set_field action's OXM carries a mask.
     BadSetArgument,
+    /// A Nicira experimenter action of a subtype flowpath does not know.
+    BadExperimenterType,
+    /// An action's arguments are wrong (a Nicira NAT range its length does not hold).
+    BadArgument,
     /// A group_mod bucket's length is wrong.
     BadBucket,
     /// A table features property's length is wrong.
@@ -56,6 +60,8 @@ impl DecodeError {
             DecodeError::BadActionLen => (et::BAD_ACTION, bac::BAD_LEN),
             DecodeError::BadSetLen => (et::BAD_ACTION, bac::BAD_SET_LEN),
             DecodeError::BadSetArgument => (et::BAD_ACTION, bac::BAD_SET_ARGUMENT),
+            DecodeError::BadExperimenterType => (et::BAD_ACTION, bac::BAD_EXP_TYPE),
+            DecodeError::BadArgument => (et::BAD_ACTION, bac::BAD_ARGUMENT),
             DecodeError::BadBucket => (et::GROUP_MOD_FAILED, gmfc::BAD_BUCKET),
             DecodeError::BadTableFeaturesLen => (et::TABLE_FEATURES_FAILED, tffc::BAD_LEN),
         }
@@ -77,6 +83,8 @@ impl fmt::Display for DecodeError {
             DecodeError::BadActionLen => f.write_str("bad action length"),
             DecodeError::BadSetLen => f.write_str("bad set_field length"),
             DecodeError::BadSetArgument => f.write_str("set_field with a mask"),
+            DecodeError::BadExperimenterType => f.write_str("unknown Nicira action subtype"),
+            DecodeError::BadArgument => f.write_str("bad action argument"),
             DecodeError::BadBucket => f.write_str("bad group bucket length"),
             DecodeError::BadTableFeaturesLen => f.write_str("bad table features length"),
         }

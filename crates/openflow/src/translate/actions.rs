@@ -3,10 +3,13 @@
 //! ([`actions_to_of_actions`]), and a flow_mod's instructions as a rule's parts
 //! ([`instructions_to_rule`]) and back ([`rule_to_instructions`]).
 
+use super::ct::{ct_action, ct_clear_of_action, ct_to_of_action};
 use super::error::OfError;
 use super::matches::{Pinned, ETH_IPV4, ETH_IPV6, METADATA_BITS};
+use super::nxm;
 use crate::actions::{Instruction, OfAction};
 use crate::consts::*;
+use crate::nx::{NxAction, NX_VENDOR_ID};
 use crate::oxm::{be, Oxm, OxmField};
 use flowpath_packet::key::ethertype;
 use flowpath_packet::{Action, Field};
@@ -74,7 +77,14 @@ fn of_action(a: &OfAction, pinned: &mut Pinned, ctx: ActionContext) -> Result<Ac
             }
             Action::Group(*g)
         }
+        // ct_mark and ct_label are written inside ct(commit, exec(...)) only.
+        OfAction::SetField(o) if is_ct_write(o) => {
+            return Err(OfError::bad_action(bac::BAD_SET_ARGUMENT))
+        }
         OfAction::SetField(o) => set_field(o, *pinned)?,
+        OfAction::Experimenter { experimenter, .. } if *experimenter == NX_VENDOR_ID => {
+            nx_action(a, *pinned)?
+        }
         OfAction::Experimenter { .. } => return Err(OfError::bad_action(bac::BAD_EXPERIMENTER)),
         // MPLS, PBB, queues and TTL copies/sets: the datapath has none of them.
         OfAction::CopyTtlOut
@@ -88,6 +98,36 @@ fn of_action(a: &OfAction, pinned: &mut Pinned, ctx: ActionContext) -> Result<Ac
         | OfAction::PushPbb(_)
         | OfAction::PopPbb => return Err(OfError::bad_action(bac::BAD_TYPE)),
     })
+}
+
+/// A Nicira action outside `ct`: `ct` and `ct_clear`. A NAT, or a write of ct_mark or
+/// ct_label, outside `ct` is OFPBAC_BAD_SET_ARGUMENT, as OVS answers; other register
+/// loads OFPBAC_BAD_SET_TYPE (flowpath has no registers), an unknown subtype
+/// OFPBAC_BAD_EXPERIMENTER_TYPE.
+fn nx_action(a: &OfAction, pinned: Pinned) -> Result<Action, OfError> {
+    let Some(nx) = NxAction::of(a) else {
+        return Err(OfError::bad_action(bac::BAD_EXPERIMENTER));
+    };
+    let ct_dst = |h: u32| h == nxm::CT_MARK.header() || h == nxm::CT_LABEL.header();
+    Ok(match nx? {
+        NxAction::Ct(c) => ct_action(&c, pinned)?,
+        NxAction::CtClear => Action::CtClear,
+        NxAction::Nat(_) => return Err(OfError::bad_action(bac::BAD_SET_ARGUMENT)),
+        NxAction::RegLoad { dst, .. } if ct_dst(dst) => {
+            return Err(OfError::bad_action(bac::BAD_SET_ARGUMENT))
+        }
+        NxAction::RegLoad2(o) if is_ct_write(&o) => {
+            return Err(OfError::bad_action(bac::BAD_SET_ARGUMENT))
+        }
+        NxAction::RegLoad { .. } | NxAction::RegLoad2(_) => {
+            return Err(OfError::bad_action(bac::BAD_SET_TYPE))
+        }
+    })
+}
+
+/// Is `o` a ct_mark or ct_label entry (which only `ct(commit, exec(...))` may write)?
+fn is_ct_write(o: &Oxm) -> bool {
+    nxm::ct_field(o).is_some_and(|f| f.key == Field::CtMark || f.key == Field::CtLabel)
 }
 
 /// An output to `port`: a reserved port's own action, or a port number in range.
@@ -187,7 +227,8 @@ fn set_field(o: &Oxm, pinned: Pinned) -> Result<Action, OfError> {
 }
 
 /// flowpath actions as OpenFlow actions (flow stats, group desc); `m` decides whether a
-/// port rewrite is TCP's or UDP's.
+/// port rewrite is TCP's or UDP's. `ct` and `ct_clear` are Nicira actions, as OVS sends
+/// them.
 pub fn actions_to_of_actions(acts: &[Action], m: &Match) -> Vec<OfAction> {
     let udp = m.mask.get(Field::NwProto) == 0xff && m.value.get(Field::NwProto) == 17;
     let set = |f: OxmField, v: u128| OfAction::SetField(Oxm::exact(f, v));
@@ -199,48 +240,38 @@ pub fn actions_to_of_actions(acts: &[Action], m: &Match) -> Vec<OfAction> {
     // A tunnel destination has no standard OXM (OVS uses the Nicira NXM_NX_TUN_IPV4_DST
     // extension, which this channel does not speak): it is left out, as metadata writes are.
     acts.iter()
-        .filter(|a| {
-            !matches!(
-                a,
-                Action::WriteMetadata { .. }
-                    | Action::SetTunnelDst(_)
-                    | Action::Ct(_)
-                    | Action::CtClear
-            )
-        })
-        .map(|a| match *a {
-            Action::Output(p) => OfAction::output(p),
-            Action::InPort => OfAction::output(OFPP_IN_PORT),
-            Action::Controller { max_len, .. } => OfAction::Output {
-                port: OFPP_CONTROLLER,
-                max_len,
-            },
-            Action::Normal => OfAction::output(OFPP_NORMAL),
-            Action::Flood => OfAction::output(OFPP_FLOOD),
-            Action::All => OfAction::output(OFPP_ALL),
-            Action::Table => OfAction::output(OFPP_TABLE),
-            Action::SetEthSrc(b) => set(OxmField::EthSrc, be(&b)),
-            Action::SetEthDst(b) => set(OxmField::EthDst, be(&b)),
-            Action::SetIpv4Src(b) => set(OxmField::Ipv4Src, be(&b)),
-            Action::SetIpv4Dst(b) => set(OxmField::Ipv4Dst, be(&b)),
-            Action::SetIpv6Src(b) => set(OxmField::Ipv6Src, u128::from_be_bytes(b)),
-            Action::SetIpv6Dst(b) => set(OxmField::Ipv6Dst, u128::from_be_bytes(b)),
-            Action::SetNwTos(t) => set(OxmField::IpDscp, (t >> 2) as u128),
-            Action::SetTpSrc(p) => set(tp_src, p as u128),
-            Action::SetTpDst(p) => set(tp_dst, p as u128),
-            Action::PushVlan { tpid } => OfAction::PushVlan(tpid),
-            Action::PopVlan => OfAction::PopVlan,
-            Action::SetVlanVid(v) => set(OxmField::VlanVid, (v | OFPVID_PRESENT) as u128),
-            Action::SetVlanPcp(p) => set(OxmField::VlanPcp, p as u128),
-            Action::DecTtl => OfAction::DecNwTtl,
-            Action::SetTunnel(id) => set(OxmField::TunnelId, id as u128),
-            Action::Group(g) => OfAction::Group(g),
-            Action::WriteMetadata { .. }
-            | Action::SetTunnelDst(_)
-            | Action::Ct(_)
-            | Action::CtClear => {
-                unreachable!("filtered out above")
-            }
+        .filter_map(|a| {
+            Some(match *a {
+                Action::Output(p) => OfAction::output(p),
+                Action::InPort => OfAction::output(OFPP_IN_PORT),
+                Action::Controller { max_len, .. } => OfAction::Output {
+                    port: OFPP_CONTROLLER,
+                    max_len,
+                },
+                Action::Normal => OfAction::output(OFPP_NORMAL),
+                Action::Flood => OfAction::output(OFPP_FLOOD),
+                Action::All => OfAction::output(OFPP_ALL),
+                Action::Table => OfAction::output(OFPP_TABLE),
+                Action::SetEthSrc(b) => set(OxmField::EthSrc, be(&b)),
+                Action::SetEthDst(b) => set(OxmField::EthDst, be(&b)),
+                Action::SetIpv4Src(b) => set(OxmField::Ipv4Src, be(&b)),
+                Action::SetIpv4Dst(b) => set(OxmField::Ipv4Dst, be(&b)),
+                Action::SetIpv6Src(b) => set(OxmField::Ipv6Src, u128::from_be_bytes(b)),
+                Action::SetIpv6Dst(b) => set(OxmField::Ipv6Dst, u128::from_be_bytes(b)),
+                Action::SetNwTos(t) => set(OxmField::IpDscp, (t >> 2) as u128),
+                Action::SetTpSrc(p) => set(tp_src, p as u128),
+                Action::SetTpDst(p) => set(tp_dst, p as u128),
+                Action::PushVlan { tpid } => OfAction::PushVlan(tpid),
+                Action::PopVlan => OfAction::PopVlan,
+                Action::SetVlanVid(v) => set(OxmField::VlanVid, (v | OFPVID_PRESENT) as u128),
+                Action::SetVlanPcp(p) => set(OxmField::VlanPcp, p as u128),
+                Action::DecTtl => OfAction::DecNwTtl,
+                Action::SetTunnel(id) => set(OxmField::TunnelId, id as u128),
+                Action::Group(g) => OfAction::Group(g),
+                Action::Ct(id) => return ct_to_of_action(id.spec()),
+                Action::CtClear => ct_clear_of_action(),
+                Action::WriteMetadata { .. } | Action::SetTunnelDst(_) => return None,
+            })
         })
         .collect()
 }

@@ -3,8 +3,10 @@
 //! match pins for the prerequisites of fields and set_field actions ([`Pinned`]).
 
 use super::error::OfError;
+use super::nxm;
 use crate::consts::*;
 use crate::oxm::{Oxm, OxmField};
+use flowpath_packet::ct::state;
 use flowpath_packet::key::{ethertype, VLAN_PRESENT};
 use flowpath_packet::Field;
 use flowpath_pipeline::Match;
@@ -17,13 +19,15 @@ const ETH_ARP: u128 = ethertype::ARP as u128;
 /// write_metadata needing bits above them is refused (their value is always zero).
 pub const METADATA_BITS: u64 = 0x00ff_ffff;
 
-/// The ethertype and IP protocol a match pins to one value, and whether it pins the
-/// packet as VLAN-tagged: what the prerequisites of fields and set_field actions look at.
+/// The ethertype and IP protocol a match pins to one value, whether it pins the packet
+/// as VLAN-tagged, and whether it matches `+inv`: what the prerequisites of fields and the
+/// checks of set_field and ct actions look at.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Pinned {
     pub(super) eth: Option<u128>,
     pub(super) proto: Option<u128>,
     pub(super) tagged: bool,
+    pub(super) ct_inv: bool,
 }
 
 impl Pinned {
@@ -31,10 +35,12 @@ impl Pinned {
     pub(super) fn of_match(m: &Match) -> Pinned {
         let exact = |f: Field| (m.mask.get(f) == f.full_mask()).then(|| m.value.get(f));
         let (tci, tci_m) = (m.value.get(Field::VlanTci), m.mask.get(Field::VlanTci));
+        let inv = state::INVALID as u128;
         Pinned {
             eth: exact(Field::EthType),
             proto: exact(Field::NwProto),
             tagged: tci_m & 0x1000 != 0 && tci & 0x1000 != 0,
+            ct_inv: m.value.get(Field::CtState) & m.mask.get(Field::CtState) & inv != 0,
         }
     }
 
@@ -170,6 +176,7 @@ type Given = [Option<(u128, Option<u128>)>; 40];
 /// (BAD_VALUE) and prerequisites (BAD_PREREQ).
 pub fn oxm_to_match(oxms: &[Oxm]) -> Result<Match, OfError> {
     let got = given_fields(oxms)?;
+    let ct = nxm::ct_given(oxms)?;
     // An exact (unmasked) value of a field, for prerequisites.
     let exact = |f: OxmField| match got[f as usize] {
         Some((v, None)) => Some(v),
@@ -180,6 +187,7 @@ pub fn oxm_to_match(oxms: &[Oxm]) -> Result<Match, OfError> {
         proto: exact(OxmField::IpProto),
         tagged: matches!(got[OxmField::VlanVid as usize], Some((vv, vm))
             if vv & 0x1000 != 0 && vm.unwrap_or(0x1fff) & 0x1000 != 0),
+        ct_inv: false,
     };
     let mut m = Match::any();
     for r in &FIELD_MAP {
@@ -187,7 +195,7 @@ pub fn oxm_to_match(oxms: &[Oxm]) -> Result<Match, OfError> {
             m = r.add(m, v, mask.unwrap_or(r.oxm.width_mask()), pinned)?;
         }
     }
-    Ok(m)
+    ct.add(m)
 }
 
 /// The OXMs by field, each checked on its own: an OPENFLOW_BASIC field the key holds,
@@ -195,6 +203,9 @@ pub fn oxm_to_match(oxms: &[Oxm]) -> Result<Match, OfError> {
 fn given_fields(oxms: &[Oxm]) -> Result<Given, OfError> {
     let mut got: Given = [None; 40];
     for o in oxms {
+        if nxm::ct_field(o).is_some() {
+            continue;
+        }
         let Oxm::Basic { field, value, mask } = o else {
             return Err(OfError::bad_match(bmc::BAD_FIELD));
         };
@@ -258,6 +269,7 @@ pub fn match_to_oxm(m: &Match) -> Vec<Oxm> {
     transport_oxms(m, pinned, &mut out);
     pipeline_oxms(m, &mut out);
     out.sort_by_key(|o| o.field());
+    nxm::ct_oxms(m, pinned.eth == Some(ETH_IPV6), &mut out);
     out
 }
 

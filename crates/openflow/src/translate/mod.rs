@@ -15,19 +15,32 @@
 //! Fields the key lacks are OFPBMC_BAD_FIELD: in_phy_port, sctp_src/sctp_dst
 //! (the parser does not read SCTP, so the key's ports are zero for it), arp_sha/arp_tha,
 //! ipv6_flabel, ipv6_nd_target/sll/tll, mpls_label/tc/bos, pbb_isid, ipv6_exthdr, and every
-//! non-OPENFLOW_BASIC class. Key fields with no OF 1.3 OXM (nw_ttl, nw_frag, tcp_flags,
-//! the inner VLAN, tunnel flags and endpoints) and port ranges (flow syntax `tp_dst=LO-HI`
-//! that are not one prefix) are left out of [`match_to_oxm`]: such a rule dumps with a
-//! wider match than it has.
+//! other class but the Nicira connection-tracking fields.
 //!
-//! `matches` holds the match fields (one table row a field), `actions` the actions and
-//! instructions, `messages` flow_mods, group_mods and the reply bodies made from rules,
-//! groups and tables, `error` [`OfError`].
+//! **Connection tracking** speaks OVS's Nicira extensions as `ovs-ofctl -O OpenFlow13`
+//! sends them: the NXM_1 ct match fields (`nxm`: ct_state, ct_zone, ct_mark, ct_label
+//! and the original-direction tuple, which needs a ct_state that establishes a valid
+//! connection: OFPBMC_BAD_PREREQ without one) and the `ct`/`nat`/`ct_clear` actions (`ct`:
+//! decoded into an interned `CtSpec`, encoded back for flow stats; `crate::nx` has their
+//! wire layout). A zone may come from in_port, eth_src/eth_dst, eth_type, vlan_tci,
+//! tun_id, metadata, ct_zone, ct_mark or ct_label (not from registers: flowpath has none);
+//! a `ct` whose zone comes from another key field is left out of flow stats.
+//!
+//! Key fields with no OF 1.3 OXM (nw_ttl, nw_frag, tcp_flags, the inner VLAN, tunnel flags
+//! and endpoints) and port ranges (flow syntax `tp_dst=LO-HI` that are not one prefix) are
+//! left out of [`match_to_oxm`]: such a rule dumps with a wider match than it has.
+//!
+//! `matches` holds the match fields (one table row a field), `nxm` the ct match fields,
+//! `actions` the actions and instructions, `ct` the Nicira ct actions, `messages`
+//! flow_mods, group_mods and the reply bodies made from rules, groups and tables, `error`
+//! [`OfError`].
 
 mod actions;
+mod ct;
 mod error;
 mod matches;
 mod messages;
+mod nxm;
 
 pub use actions::{
     actions_to_of_actions, instructions_to_rule, of_actions_to_actions, rule_to_instructions,
@@ -39,3 +52,4 @@ pub use messages::{
     duration, flow_mod_selector, flow_mod_to_spec, flow_removed, flow_stats, group_desc,
     group_mod_to_spec, rule_error, table_features,
 };
+pub use nxm::{NxmField, CT_FIELDS};
