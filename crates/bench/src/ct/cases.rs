@@ -4,7 +4,9 @@
 
 use super::conns::{udp_conns, CtPort, TcpConns, TcpPort, UdpPort};
 use super::frames::Udp4;
-use super::rig::{cost_config, generator_cycles, rss_bytes, store_of, tracker_for, Rig, Timed};
+use super::rig::{
+    cost_config, generator_cycles, rss_bytes, small_tracker, store_of, tracker_for, Rig, Timed,
+};
 use super::rules::{ct_rules, CtPipeline, PORT_A, PORT_B, ZONE};
 use super::{cache, result, CtCase, CtFigures, CtSizes};
 use crate::runner::{BenchConfig, CaseResult};
@@ -51,8 +53,7 @@ pub(super) fn ct_new(
     // The traffic alone: a generator of its own, both sides in turn.
     let (mut ga, mut gb, _) =
         TcpPort::pair(TcpConns::new(in_flight, cfg.frame_size, 1 << 40, cfg.seed));
-    let gen_cycles =
-        (generator_cycles(&mut ga, per_run / 2) + generator_cycles(&mut gb, per_run / 2)) / 2.0;
+    let gen_cycles = generator_cycles(&mut [&mut ga, &mut gb], per_run);
     let cyc_conn = median(&per_conn).unwrap_or(f64::NAN);
     let figures = CtFigures {
         tracked: rig.tracker.len() as u64,
@@ -64,31 +65,34 @@ pub(super) fn ct_new(
     result(CtCase::New, cfg, &runs, cache(rig.datapath()), figures)
 }
 
-/// A rig with `n` UDP connections (numbers from `first`) established: A sends each
-/// connection's first datagram, then B each reply (so every connection has been seen
-/// both ways), with `nat` on the commit. With NAT, B's replies go to the tuple the
-/// tracker chose for each connection. Returns the rig and how many replies were so
-/// addressed (None without NAT).
-pub(super) fn udp_established(
+/// A rig for `n` UDP connections (numbers from `first`), port A sending their original
+/// direction, port B (switched off) their replies, `nat` on the commit of new ones.
+pub(super) fn udp_rig(
     cfg: &BenchConfig,
     first: u64,
     n: usize,
     nat: Option<NatSpec>,
-    rig_tracker: Option<Arc<flowpath_conntrack::Tracker>>,
-) -> (Rig, Option<u64>) {
+    tracker: Option<Arc<flowpath_conntrack::Tracker>>,
+) -> Rig {
     let (orig, reply) = udp_conns(first, n);
     let mut p = CtPipeline::new(PORT_A, PORT_B);
     p.nat = nat;
     let store = store_of(ct_rules(&p), cfg);
-    let (orig, reply) = (Arc::new(orig), Arc::new(reply));
-    let a = UdpPort::new(orig, cfg.frame_size);
-    let mut b = UdpPort::new(reply.clone(), cfg.frame_size);
+    let a = UdpPort::new(Arc::new(orig), cfg.frame_size);
+    let mut b = UdpPort::new(Arc::new(reply), cfg.frame_size);
     b.on = false;
     let ports = vec![(PORT_A, CtPort::Udp(a)), (PORT_B, CtPort::Udp(b))];
-    let tracker = rig_tracker.unwrap_or_else(|| tracker_for(n as u64));
-    let mut rig = Rig::new(store, cost_config(cfg), ports, tracker);
+    let tracker = tracker.unwrap_or_else(|| tracker_for(n as u64));
+    Rig::new(store, cost_config(cfg), ports, tracker)
+}
+
+/// Establish the `n` connections of a [`udp_rig`]: A sends each connection's first
+/// datagram, then B each reply (so every connection has been seen both ways); then both
+/// ports send. With `nat`, B's replies go to the tuple the tracker chose for each
+/// connection; returns how many were so addressed (None without NAT).
+pub(super) fn establish(rig: &mut Rig, n: usize, nat: bool) -> Option<u64> {
     rig.pump(n as u64);
-    let nat_replies = nat.map(|_| {
+    let natted = nat.then(|| {
         let natted = natted_replies(&rig.tracker, n);
         let k = natted.len() as u64;
         if k > 0 {
@@ -98,10 +102,23 @@ pub(super) fn udp_established(
     });
     rig.udp(0).on = false;
     rig.udp(1).on = true;
-    let sent = rig.udp(1).dirs().len() as u64;
-    rig.pump(sent);
+    let replies = rig.udp(1).dirs().len() as u64;
+    rig.pump(replies);
     rig.udp(0).on = true;
-    (rig, nat_replies)
+    natted
+}
+
+/// [`udp_rig`] with its connections established ([`establish`]).
+pub(super) fn udp_established(
+    cfg: &BenchConfig,
+    first: u64,
+    n: usize,
+    nat: Option<NatSpec>,
+    tracker: Option<Arc<flowpath_conntrack::Tracker>>,
+) -> (Rig, Option<u64>) {
+    let mut rig = udp_rig(cfg, first, n, nat, tracker);
+    let natted = establish(&mut rig, n, nat.is_some());
+    (rig, natted)
 }
 
 /// The reply direction of every UDP connection in the case's zone as the tracker has it
@@ -143,7 +160,10 @@ pub(super) fn timed_runs(
 /// The UDP traffic's own cycles per packet (`n` connections, original direction).
 pub(super) fn udp_generator_cycles(cfg: &BenchConfig, n: usize, packets: u64) -> f64 {
     let (orig, _) = udp_conns(0, n);
-    generator_cycles(&mut UdpPort::new(Arc::new(orig), cfg.frame_size), packets)
+    generator_cycles(
+        &mut [&mut UdpPort::new(Arc::new(orig), cfg.frame_size)],
+        packets,
+    )
 }
 
 /// `ct_1m`: `sizes.million` UDP connections established, then traffic over all of them
@@ -155,15 +175,18 @@ pub(super) fn ct_1m(
     mut progress: impl FnMut(usize, usize),
 ) -> CaseResult {
     let n = sizes.million.max(1);
-    let tracker = tracker_for(n as u64);
+    let mut rig = udp_rig(cfg, 0, n, None, Some(small_tracker()));
+    // What the tracker and the connections add: the rig, its traffic's lists and the
+    // datapath's tables are made (and faulted in) before.
     let before = rss_bytes();
-    let (mut rig, _) = udp_established(cfg, 0, n, None, Some(tracker));
+    rig.set_tracker(tracker_for(n as u64));
+    establish(&mut rig, n, false);
     let after = rss_bytes();
     let tracked = rig.tracker.len() as u64;
     let (bytes, source) = match (before, after) {
         (Some(b), Some(a)) if tracked > 0 => (
             Some(a.saturating_sub(b) as f64 / tracked as f64),
-            "resident memory growth while the connections were made (their frames' lists and the caches included) ÷ connections tracked",
+            "resident memory growth from making the tracker to the last connection established ÷ connections tracked",
         ),
         (Some(_), Some(_)) => (None, "no connection was tracked"),
         _ => (None, "resident memory unreadable"),

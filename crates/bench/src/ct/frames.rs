@@ -3,7 +3,7 @@
 //! computed in full (a connection's frames differ per packet, so there is no template to
 //! patch incrementally as the generator's new-flow stamps do).
 
-use flowpath_packet::checksum::{finish, sum16};
+use flowpath_packet::checksum::{finish, sum16, sum_words};
 
 /// Ethernet + IPv4 + TCP headers, and Ethernet + IPv4 + UDP.
 const TCP_HDRS: usize = 14 + 20 + 20;
@@ -93,7 +93,7 @@ fn eth_ip4(
     ip[10..12].copy_from_slice(&[0, 0]);
     ip[12..16].copy_from_slice(&src);
     ip[16..20].copy_from_slice(&dst);
-    let c = finish(sum16(ip, 0));
+    let c = !sum_words(ip);
     ip[10..12].copy_from_slice(&c.to_be_bytes());
     let len = 34 + l4_len;
     if len < MIN_FRAME {
@@ -123,7 +123,7 @@ pub fn tcp4(buf: &mut [u8], e: &Endpoints, reply: bool, seg: &Segment) -> usize 
     t[14..16].copy_from_slice(&65535u16.to_be_bytes());
     t[16..20].fill(0);
     t[20..].fill(0);
-    let c = finish(sum16(t, pseudo(src, dst, 6, l4_len)));
+    let c = finish(sum_words(t) as u64 + pseudo(src, dst, 6, l4_len));
     t[16..18].copy_from_slice(&c.to_be_bytes());
     len
 }
@@ -144,7 +144,7 @@ pub fn udp4(
     u[2..4].copy_from_slice(&dp.to_be_bytes());
     u[4..6].copy_from_slice(&(l4_len as u16).to_be_bytes());
     u[6..].fill(0);
-    let mut c = finish(sum16(u, pseudo(src, dst, 17, l4_len)));
+    let mut c = finish(sum_words(u) as u64 + pseudo(src, dst, 17, l4_len));
     if c == 0 {
         c = 0xffff;
     }

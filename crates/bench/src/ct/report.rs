@@ -120,12 +120,18 @@ pub fn text(results: &[CaseResult]) -> String {
         let Some(ct) = &r.ct else { continue };
         let _ = write!(
             s,
-            "{}: {} tracked, {:.0} % sent out, the traffic's own {:.0} cycles/packet",
+            "{}: {} tracked, {:.0} % sent out",
             r.case,
             ct.tracked,
             100.0 * ct.delivered_share,
-            ct.generator_cycles
         );
+        if ct.generator_cycles > 0.0 {
+            let _ = write!(
+                s,
+                ", writing the traffic {:.0} cycles/packet of it",
+                ct.generator_cycles
+            );
+        }
         for part in [peer(r, ct, results), per_connection(ct)] {
             if !part.is_empty() {
                 let _ = write!(s, "; {part}");

@@ -28,16 +28,24 @@ pub(super) fn cost_config(cfg: &BenchConfig) -> DatapathConfig {
     }
 }
 
-/// A tracker that holds at least `conns` connections (the default size if more).
+/// A tracker that holds `conns` connections and an eighth more (the default size if
+/// that is more).
 pub(super) fn tracker_for(conns: u64) -> Arc<Tracker> {
     let def = CtConfig::default();
-    let max = conns
-        .saturating_mul(2)
+    let max = (conns + conns / 8)
         .max(def.max_connections as u64)
         .min(u32::MAX as u64) as u32;
     Arc::new(Tracker::new(CtConfig {
         max_connections: max,
         ..def
+    }))
+}
+
+/// A tracker of 1,024 connections: a placeholder until a case's own is made.
+pub(super) fn small_tracker() -> Arc<Tracker> {
+    Arc::new(Tracker::new(CtConfig {
+        max_connections: 1024,
+        ..CtConfig::default()
     }))
 }
 
@@ -71,6 +79,12 @@ impl Rig {
             w: Worker::new(dp, ports, CountingSink::default(), "ct bench"),
             tracker,
         }
+    }
+
+    /// Track with `t` from now on (before any packet: connections stay where they were).
+    pub fn set_tracker(&mut self, t: Arc<Tracker>) {
+        self.w.datapath_mut().set_tracker(t.clone());
+        self.tracker = t;
     }
 
     pub fn datapath(&self) -> &Datapath {
@@ -138,18 +152,26 @@ impl Timed {
     }
 }
 
-/// TSC cycles per packet `port` takes to write `packets` frames into a batch by itself:
-/// the traffic's own share of a case's cycles.
-pub(super) fn generator_cycles(port: &mut impl Port, packets: u64) -> f64 {
+/// TSC cycles per packet `ports` take to write `packets` frames into a batch by
+/// themselves, a batch from each in turn: the traffic's own share of a case's cycles.
+pub(super) fn generator_cycles(ports: &mut [&mut dyn Port], packets: u64) -> f64 {
     let mut b = PacketBatch::new();
     let mut left = packets;
     let t0 = rdtsc();
     while left > 0 {
-        b.clear();
-        b.limit((left as usize).min(BATCH));
-        match port.recv(&mut b) {
-            Ok(n) if n > 0 => left -= n as u64,
-            _ => break,
+        let mut round = 0;
+        for p in ports.iter_mut() {
+            b.clear();
+            b.limit((left as usize).min(BATCH));
+            let n = p.recv(&mut b).unwrap_or(0) as u64;
+            left -= n;
+            round += n;
+            if left == 0 {
+                break;
+            }
+        }
+        if round == 0 {
+            break;
         }
     }
     (rdtsc() - t0) as f64 / (packets - left).max(1) as f64
