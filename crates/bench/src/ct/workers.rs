@@ -2,7 +2,7 @@
 //! workers that share one tracker (as a switch's workers do), against one worker alone,
 //! in the same process.
 
-use super::cases::{timed_runs, udp_established, udp_generator_cycles};
+use super::cases::{udp_established, udp_generator_cycles};
 use super::rig::{tracker_for, Timed};
 use super::{result, CtCase, CtFigures, CtSizes};
 use crate::runner::{BenchConfig, CaseResult};
@@ -103,8 +103,7 @@ fn one_worker(
 ) -> WorkerRuns {
     let warm = (cfg.packets / 4).max(8 * n as u64);
     let (mut rig, _) = udp_established(cfg, k * n as u64, n, None, Some(tracker));
-    let mut quiet = |_: usize, _: usize| {};
-    timed_runs(&mut rig, cfg, warm, cfg.packets, &mut quiet);
+    rig.pump(warm);
     settled.wait();
     let mut out = WorkerRuns {
         alone: Vec::new(),
