@@ -218,6 +218,17 @@ fn every_ct_case_runs_small_and_reports_its_figures() {
         assert!(r.cycles_min <= r.cycles_per_packet && r.cycles_per_packet <= r.cycles_max);
         let ct = r.ct.as_ref().expect("ct figures");
         assert!((0.0..=1.0).contains(&ct.delivered_share), "{}", r.case);
+        // Where the datapath tracks connections, the pipeline forwards every packet of
+        // this traffic: no packet of a well-formed connection is invalid or refused.
+        let tracking = ct.tracked > 0;
+        if tracking {
+            assert!(
+                ct.delivered_share > 0.999,
+                "{}: {}",
+                r.case,
+                ct.delivered_share
+            );
+        }
         match case {
             CtCase::New => {
                 // Eight packets a connection: cycles per connection are eight packets'.
@@ -229,10 +240,22 @@ fn every_ct_case_runs_small_and_reports_its_figures() {
                 assert!(ct.connections_per_sec.unwrap() > 0.0);
                 assert!(ct.generator_cycles > 0.0);
             }
-            CtCase::Million => assert!(ct.memory_source.is_some()),
+            CtCase::Million => {
+                assert!(ct.memory_source.is_some());
+                if tracking {
+                    assert_eq!(ct.tracked, sizes.million as u64);
+                    assert!(ct.bytes_per_connection.is_some());
+                }
+            }
             CtCase::Nat => {
                 assert!(ct.peer_cycles_per_packet.unwrap() > 0.0);
-                assert!(ct.nat_replies.is_some());
+                if tracking {
+                    assert_eq!(
+                        ct.nat_replies,
+                        Some(sizes.conns as u64),
+                        "every reply NATed"
+                    );
+                }
             }
             CtCase::SynFlood => {
                 let (k, lo, hi) = (
@@ -244,6 +267,13 @@ fn every_ct_case_runs_small_and_reports_its_figures() {
                 assert!(ct.flood_pps.unwrap() > 0.0, "the flood was taken");
             }
             CtCase::Established2w => {
+                if tracking {
+                    assert_eq!(
+                        ct.tracked,
+                        2 * sizes.conns as u64,
+                        "both workers' in one tracker"
+                    );
+                }
                 assert!(ct.mpps_two_workers.unwrap() > 0.0);
                 assert!(ct.mpps_one_worker.unwrap() > 0.0);
             }

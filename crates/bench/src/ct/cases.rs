@@ -140,7 +140,7 @@ fn natted_replies(t: &flowpath_conntrack::Tracker, n: usize) -> Vec<Udp4> {
 }
 
 /// Warm up with `warm` packets, then `cfg.runs` timed runs of `packets`.
-pub(super) fn timed_runs(
+fn timed_runs(
     rig: &mut Rig,
     cfg: &BenchConfig,
     warm: u64,
