@@ -17,14 +17,22 @@ fn cyc(x: f64) -> String {
 
 /// The row's peer: a case measured in the same run, or the case's own peer.
 fn peer(r: &CaseResult, ct: &CtFigures, all: &[CaseResult]) -> String {
-    let other = |name: &str| {
-        all.iter()
-            .find(|o| o.case == name)
-            .map(|o| format!("{:.1}x `{name}`", r.cycles_per_packet / o.cycles_per_packet))
+    // The first of `names` measured in the same run.
+    let other = |names: &[&str]| {
+        names
+            .iter()
+            .find_map(|&name| {
+                let o = all.iter().find(|o| o.case == name)?;
+                Some(format!(
+                    "{:.1}x `{name}`",
+                    r.cycles_per_packet / o.cycles_per_packet
+                ))
+            })
+            .unwrap_or_default()
     };
     match r.case.as_str() {
-        "ct_new" => other("emc_hit").unwrap_or_default(),
-        "ct_1m" => other("many_flows").unwrap_or_default(),
+        "ct_new" => other(&["ct_established", "emc_hit"]),
+        "ct_1m" => other(&["ct_established", "many_flows"]),
         "ct_synflood" => match (ct.retained, ct.retained_min, ct.retained_max) {
             (Some(k), Some(lo), Some(hi)) => format!(
                 "A kept {:.1} % [{:.1}–{:.1}] under the flood",
