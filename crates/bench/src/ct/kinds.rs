@@ -76,3 +76,45 @@ pub struct CtFigures {
     pub mpps_two_workers: Option<f64>,
     pub mpps_one_worker: Option<f64>,
 }
+
+impl CtFigures {
+    /// The figures of one case's results from several processes as one, `mid` being the
+    /// median process's: `ct_synflood`'s kept share as the median over the processes, and
+    /// its range over all their runs; the rest `mid`'s.
+    pub fn pooled<'a>(mid: &CtFigures, parts: impl Iterator<Item = &'a CtFigures>) -> CtFigures {
+        let parts: Vec<&CtFigures> = parts.collect();
+        let kept: Vec<f64> = parts.iter().filter_map(|p| p.retained).collect();
+        let lo = parts.iter().filter_map(|p| p.retained_min).reduce(f64::min);
+        let hi = parts.iter().filter_map(|p| p.retained_max).reduce(f64::max);
+        CtFigures {
+            retained: flowpath_base::median(&kept).or(mid.retained),
+            retained_min: lo.or(mid.retained_min),
+            retained_max: hi.or(mid.retained_max),
+            ..mid.clone()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pooled_figures_keep_the_median_process_and_widen_the_kept_range() {
+        let run = |k: f64, tracked: u64| CtFigures {
+            tracked,
+            retained: Some(k),
+            retained_min: Some(k - 0.01),
+            retained_max: Some(k + 0.01),
+            ..CtFigures::default()
+        };
+        let parts = [run(0.95, 1), run(0.80, 2), run(0.99, 3)];
+        let p = CtFigures::pooled(&parts[1], parts.iter());
+        assert_eq!(p.tracked, 2, "the median process's own");
+        assert_eq!(p.retained, Some(0.95));
+        assert_eq!(p.retained_min, Some(0.80 - 0.01));
+        assert_eq!(p.retained_max, Some(0.99 + 0.01));
+        let none = CtFigures::pooled(&CtFigures::default(), [CtFigures::default()].iter());
+        assert_eq!(none.retained, None);
+    }
+}

@@ -176,6 +176,9 @@ pub fn pool(parts: &[CaseResult]) -> Option<CaseResult> {
         cycles_max: parts.iter().map(|p| p.cycles_max).fold(0.0, f64::max),
         runs: parts.iter().map(|p| p.runs).sum(),
         processes: parts.iter().map(|p| p.processes).sum(),
+        ct: mid.ct.as_ref().map(|m| {
+            crate::ct::kinds::CtFigures::pooled(m, parts.iter().filter_map(|p| p.ct.as_ref()))
+        }),
         ..mid.clone()
     })
 }
