@@ -294,7 +294,13 @@ fn the_ct_cases_parse_by_name_and_render_a_markdown_row() {
         &sizes,
         |_, _| {},
     );
-    let md = flowpath_bench::report::markdown(&[r], &[], &flowpath_bench::Machine::probe());
+    // A child process's JSON row reads back with its ct figures.
+    let machine = flowpath_bench::Machine::probe();
+    let json = flowpath_bench::report::json(std::slice::from_ref(&r), &[], &machine);
+    let rows: Vec<flowpath_bench::CaseResult> = serde_json::from_str(&json).unwrap();
+    let back = rows[0].ct.as_ref().expect("ct figures in the JSON");
+    assert_eq!(back.nat_replies, r.ct.as_ref().unwrap().nat_replies);
+    let md = flowpath_bench::report::markdown(&[r], &[], &machine);
     assert!(md.contains("| `ct_nat` |"), "{md}");
     assert!(md.contains("without NAT"), "{md}");
 }

@@ -1,7 +1,9 @@
 //! The ct cases' frames, written straight into a batch slot as a port receives them:
 //! TCP/IPv4 segments with real sequence numbers and UDP/IPv4 datagrams, checksums
 //! computed in full (a connection's frames differ per packet, so there is no template to
-//! patch incrementally as the generator's new-flow stamps do).
+//! patch incrementally as the generator's new-flow stamps do). Written by hand rather than
+//! with etherparse's builders, which serialise into a new buffer: these run per packet
+//! inside the timed loop and write into the batch's own slot, allocating nothing.
 
 use flowpath_packet::checksum::{finish, sum16, sum_words};
 
