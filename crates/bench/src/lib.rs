@@ -4,6 +4,7 @@
 pub mod attack;
 pub mod classifier;
 pub mod command;
+pub mod ct;
 pub mod harness;
 pub mod machine;
 pub mod report;

@@ -161,8 +161,16 @@ pub fn markdown(
     machine: &Machine,
 ) -> String {
     let mut s = String::new();
-    if !results.is_empty() {
-        s.push_str(&cost_markdown(results, machine));
+    let (ct, cost): (Vec<CaseResult>, Vec<CaseResult>) =
+        results.iter().cloned().partition(|r| r.ct.is_some());
+    if !cost.is_empty() {
+        s.push_str(&cost_markdown(&cost, machine));
+    }
+    if !ct.is_empty() {
+        if !s.is_empty() {
+            s.push('\n');
+        }
+        s.push_str(&crate::ct::markdown(results, machine));
     }
     if !attacks.is_empty() {
         if !s.is_empty() {

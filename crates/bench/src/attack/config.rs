@@ -9,7 +9,7 @@ use serde::Serialize;
 pub const PORT_ESTABLISHED: u32 = 1;
 pub const PORT_ATTACK: u32 = 100;
 /// Receive ring of each paced port (packets).
-pub(super) const RING: usize = 4096;
+pub(crate) const RING: usize = 4096;
 
 /// Which attack.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

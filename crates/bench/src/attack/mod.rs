@@ -12,7 +12,7 @@
 //! delivered packets per second with the attack ÷ without it (median over runs).
 
 mod config;
-mod rig;
+pub(crate) mod rig;
 mod table;
 pub mod traffic;
 mod tse;

@@ -10,10 +10,10 @@ use flowpath_gen::{GeneratedPort, InMemorySource, PacedPort};
 use flowpath_pipeline::{RuleSpec, RuleStore};
 use std::sync::Arc;
 
-pub(super) type AttackWorker = Worker<PacedPort<GeneratedPort>, CountingSink>;
+pub(crate) type AttackWorker = Worker<PacedPort<GeneratedPort>, CountingSink>;
 
 /// The rules and both ports' traffic.
-pub(super) struct Scenario {
+pub(crate) struct Scenario {
     pub rules: Vec<RuleSpec>,
     pub established: Vec<Vec<u8>>,
     pub attack: Vec<Vec<u8>>,
@@ -21,7 +21,7 @@ pub(super) struct Scenario {
     pub attack_new_flows: bool,
 }
 
-pub(super) fn scenario(kind: Attack, cfg: &AttackConfig) -> Scenario {
+pub(crate) fn scenario(kind: Attack, cfg: &AttackConfig) -> Scenario {
     let flows = cfg.established_flows.unwrap_or(match kind {
         Attack::Flood => 1_000,
         Attack::Tse => 10_000,
@@ -61,7 +61,7 @@ pub(super) fn scenario(kind: Attack, cfg: &AttackConfig) -> Scenario {
     }
 }
 
-pub(super) fn worker(sc: &Scenario, cfg: &AttackConfig, dp_cfg: DatapathConfig) -> AttackWorker {
+pub(crate) fn worker(sc: &Scenario, cfg: &AttackConfig, dp_cfg: DatapathConfig) -> AttackWorker {
     let store = Arc::new(RuleStore::new(cfg.backend));
     store
         .add(sc.rules.iter().cloned())
@@ -86,7 +86,7 @@ pub(super) fn worker(sc: &Scenario, cfg: &AttackConfig, dp_cfg: DatapathConfig) 
 
 /// What one window saw.
 #[derive(Clone, Copy, Debug, Default)]
-pub(super) struct Window {
+pub(crate) struct Window {
     pub secs: f64,
     /// A's packets the datapath processed and did not drop for the budget.
     pub a_delivered: u64,
@@ -99,13 +99,13 @@ pub(super) struct Window {
     pub upcall_cycles: u64,
 }
 
-pub(super) fn set_rates(w: &mut AttackWorker, a: f64, b: f64) {
+pub(crate) fn set_rates(w: &mut AttackWorker, a: f64, b: f64) {
     w.ports_mut()[0].port.set_rate(a);
     w.ports_mut()[1].port.set_rate(b);
 }
 
 /// Poll for `ms` milliseconds of TSC time.
-pub(super) fn spin(w: &mut AttackWorker, ms: u64) {
+pub(crate) fn spin(w: &mut AttackWorker, ms: u64) {
     let until = rdtsc() + (ms as f64 * 1e-3 * tsc_hz()) as u64;
     while rdtsc() < until {
         w.poll();
@@ -113,7 +113,7 @@ pub(super) fn spin(w: &mut AttackWorker, ms: u64) {
 }
 
 /// One measured window of `ms` milliseconds: what each port saw.
-pub(super) fn window(w: &mut AttackWorker, ms: u64) -> Window {
+pub(crate) fn window(w: &mut AttackWorker, ms: u64) -> Window {
     w.datapath_mut().reset_stats();
     let ring0 = w.ports()[0].port.overflow;
     let t0 = rdtsc();

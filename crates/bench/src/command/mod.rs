@@ -195,7 +195,7 @@ fn in_process(cases: &[Case], cfg: &BenchConfig) -> Vec<CaseResult> {
         .enumerate()
         .map(|(i, case)| {
             let name = case.name();
-            run_case(*case, cfg, |run, runs| {
+            let progress = |run, runs| {
                 eprint!(
                     "\r[{}/{}] {:<17} run {run}/{runs}   ",
                     i + 1,
@@ -203,7 +203,11 @@ fn in_process(cases: &[Case], cfg: &BenchConfig) -> Vec<CaseResult> {
                     name
                 );
                 let _ = std::io::stderr().flush();
-            })
+            };
+            match case {
+                Case::Ct(c) => crate::ct::run(*c, cfg, progress),
+                _ => run_case(*case, cfg, progress),
+            }
         })
         .collect()
 }
@@ -287,6 +291,11 @@ fn text(
     } else {
         report::table(results, machine)
     };
+    let ct = crate::ct::text(results);
+    if !ct.is_empty() {
+        s.push('\n');
+        s.push_str(&ct);
+    }
     if !attacks.is_empty() {
         s.push('\n');
         s.push_str(&attack::table(attacks));

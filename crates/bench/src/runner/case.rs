@@ -1,6 +1,7 @@
 //! The bench cases and how to run them: each case's rules, traffic and datapath
 //! configuration ([`setup`]), and the settings every case shares ([`BenchConfig`]).
 
+use crate::ct::kinds::CtCase;
 use crate::workload;
 use flowpath_datapath::DatapathConfig;
 use flowpath_gen::InMemorySource;
@@ -32,6 +33,8 @@ pub enum Case {
     /// emc_hit's traffic out to a tunnel port (`output:<tunnel>`), encapsulated with a
     /// static underlay hop (IPv4 or IPv6 underlay).
     VxlanEncap { v6: bool },
+    /// A connection-tracking case (`crate::ct`), not in the default set.
+    Ct(CtCase),
 }
 
 impl Case {
@@ -49,6 +52,7 @@ impl Case {
             Case::VxlanDecap { v6: true } => "vxlan_decap_ipv6".into(),
             Case::VxlanEncap { v6: false } => "vxlan_encap".into(),
             Case::VxlanEncap { v6: true } => "vxlan_encap_ipv6".into(),
+            Case::Ct(c) => c.name().into(),
         }
     }
 
@@ -65,14 +69,17 @@ impl Case {
             "vxlan_decap_ipv6" => Ok(Case::VxlanDecap { v6: true }),
             "vxlan_encap" => Ok(Case::VxlanEncap { v6: false }),
             "vxlan_encap_ipv6" => Ok(Case::VxlanEncap { v6: true }),
-            _ => s
+            _ => match CtCase::parse(s) {
+                Some(c) => Ok(Case::Ct(c)),
+                None => s
                 .strip_prefix("megaflow_hit_")
                 .and_then(|n| n.parse().ok())
                 .filter(|n| (1..=16).contains(n))
                 .map(Case::MegaflowHit)
                 .ok_or_else(|| {
-                    format!("unknown case '{s}' (expected floor, floor_many_flows, emc_hit, megaflow_hit_N with N in 1..=16, miss, mixed, many_flows, vxlan_decap, vxlan_encap, vxlan_decap_ipv6, vxlan_encap_ipv6, many_flows_zipf)")
+                    format!("unknown case '{s}' (expected floor, floor_many_flows, emc_hit, megaflow_hit_N with N in 1..=16, miss, mixed, many_flows, vxlan_decap, vxlan_encap, vxlan_decap_ipv6, vxlan_encap_ipv6, ct_new, ct_1m, ct_nat, ct_synflood, ct_established_2w, many_flows_zipf)")
                 }),
+            },
         }
     }
 
@@ -211,6 +218,7 @@ pub(super) fn setup(case: Case, cfg: &BenchConfig) -> Setup {
             (r, s, dp, 0.0, cfg.packets)
         }
         Case::Floor { .. } => unreachable!("the floor runs without a datapath"),
+        Case::Ct(_) => unreachable!("the ct cases run through crate::ct::run"),
         Case::Mixed => {
             let (r, s) = workload::miss_pipeline(cfg.flows, cfg.frame_size);
             let p = if cfg.miss_rate > 0.0 {

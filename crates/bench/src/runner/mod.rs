@@ -47,6 +47,9 @@ pub struct CaseResult {
     pub megaflows: usize,
     pub rules: usize,
     pub classifier: String,
+    /// The connection-tracking cases' own figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ct: Option<crate::ct::kinds::CtFigures>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
@@ -72,7 +75,8 @@ impl StageShare {
     }
 }
 
-/// Run one case; `progress` is called after each run with (run index, runs).
+/// Run one case; `progress` is called after each run with (run index, runs). The ct cases
+/// (`Case::Ct`) run through `crate::ct::run`, which builds on this module.
 pub fn run_case(
     case: Case,
     cfg: &BenchConfig,
@@ -147,6 +151,7 @@ impl CaseResult {
             megaflows: 0,
             rules: 0,
             classifier: "none".into(),
+            ct: None,
         }
     }
 }
@@ -171,6 +176,9 @@ pub fn pool(parts: &[CaseResult]) -> Option<CaseResult> {
         cycles_max: parts.iter().map(|p| p.cycles_max).fold(0.0, f64::max),
         runs: parts.iter().map(|p| p.runs).sum(),
         processes: parts.iter().map(|p| p.processes).sum(),
+        ct: mid.ct.as_ref().map(|m| {
+            crate::ct::kinds::CtFigures::pooled(m, parts.iter().filter_map(|p| p.ct.as_ref()))
+        }),
         ..mid.clone()
     })
 }
@@ -234,6 +242,7 @@ mod tests {
             megaflows: cycles as usize,
             rules: 1,
             classifier: "TupleSpace".into(),
+            ct: None,
         }
     }
 
