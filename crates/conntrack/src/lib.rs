@@ -7,12 +7,14 @@
 //! (`ct_state`, `ct_zone`, `ct_mark`, `ct_label`, the original-direction tuple) into the key.
 //! Operators read it through [`Tracker::dump`], [`Tracker::stats`] and [`Tracker::flush`].
 
+mod admin;
 mod config;
 pub mod nat;
 mod table;
 pub mod tcp;
 mod tuple;
 
+pub use admin::LimitsFixed;
 pub use config::{CtConfig, Timeouts};
 pub use table::{ConnInfo, CtStats, Tracker};
 pub use tcp::TcpState;
