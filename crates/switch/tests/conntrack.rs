@@ -317,3 +317,30 @@ fn http_get(addr: std::net::SocketAddr) -> String {
     s.read_to_string(&mut out).unwrap();
     out
 }
+
+/// Zone labels stay bounded: with 100 zones in use, the 64 fullest are listed by number
+/// and the other 36 summed as `other`.
+#[test]
+fn census_lists_the_fullest_zones_and_sums_the_rest() {
+    let sw = Switch::open(flowpath_switch::SwitchConfig::default()).unwrap();
+    // Zone z holds z + 1 connections.
+    for z in 0..100u16 {
+        for i in 0..=z {
+            commit_udp(&sw, (i % 250) as u8 + 1, 1000 + i, z);
+        }
+    }
+    let c = Census::take(sw.tracker());
+    assert_eq!(c.zones.len(), 100);
+    assert_eq!(c.states.get("udp"), Some(&5050));
+    let labels = c.zone_labels();
+    assert_eq!(
+        labels.len(),
+        flowpath_switch::conntrack::MAX_ZONE_LABELS + 1
+    );
+    assert_eq!(labels[0], ("99".to_string(), 100));
+    assert_eq!(labels[63], ("36".to_string(), 37));
+    // Zones 0..=35 hold 1 + 2 + ... + 36 connections.
+    assert_eq!(labels[64], ("other".to_string(), 666));
+    let total: u64 = labels.iter().map(|(_, n)| n).sum();
+    assert_eq!(total, 5050);
+}
