@@ -2,7 +2,6 @@
 //! `dpctl/ct-set-limits`).
 
 use crate::Tracker;
-use std::collections::BTreeMap;
 use std::fmt;
 
 /// The tracker cannot change its limits while it runs.
@@ -19,15 +18,15 @@ impl fmt::Display for LimitsFixed {
 }
 
 impl Tracker {
-    /// Replace the per-zone limits and the default zone limit (0 = none) of a running
-    /// tracker. This table holds its limits in the configuration it was made with, so it
-    /// refuses the change ([`LimitsFixed`]).
+    /// Give zones their own limits (`(zone, limit)`, limit 0 = unlimited) and, when given,
+    /// set the default zone limit (0 = none), all or nothing. This table holds its limits
+    /// in the configuration it was made with, so it refuses the change ([`LimitsFixed`]).
     pub fn set_limits(
         &self,
-        zone_limits: &BTreeMap<u16, u32>,
-        default_zone_limit: u32,
+        zones: &[(u16, u32)],
+        default: Option<u32>,
     ) -> Result<(), LimitsFixed> {
-        let _ = (zone_limits, default_zone_limit);
+        let _ = (zones, default);
         Err(LimitsFixed)
     }
 }

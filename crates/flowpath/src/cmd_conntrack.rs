@@ -44,7 +44,7 @@ pub enum ConntrackCmd {
     },
     /// Show the connection limits with each limited zone's connections
     /// (dpctl/ct-get-limits); with --set or --default, change them first
-    /// (dpctl/ct-set-limits; limit=0 removes a zone's own limit).
+    /// (dpctl/ct-set-limits; limit=0: no limit for that zone).
     Limits {
         /// A zone's limit, `zone=N,limit=M` (repeatable, or several after one --set).
         #[arg(long, value_name = "zone=N,limit=M", num_args = 1.., value_parser = parse_zone_limit)]

@@ -15,7 +15,8 @@ pub struct CtSection {
     /// The limit of every zone without its own (0 = no limit), as OVS's
     /// `ct-set-limits default=N`.
     pub default_zone_limit: u32,
-    /// Per-zone limits, `{ 1 = 1000, 7 = 50 }` (0 = no limit for that zone).
+    /// Per-zone limits, `{ 1 = 1000, 7 = 50 }` (0 = no limit for that zone, whatever the
+    /// default).
     pub zone_limits: BTreeMap<String, u32>,
     /// `[conntrack.timeouts]`: idle timeouts per connection state, in seconds.
     pub timeouts: TimeoutSection,

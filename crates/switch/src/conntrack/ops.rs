@@ -20,7 +20,7 @@ pub struct ZoneRequest {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ZoneLimit {
     pub zone: u16,
-    /// 0 = no limit of the zone's own (the default limit applies).
+    /// 0 = no limit for this zone (the default limit does not apply to it either).
     pub limit: u32,
 }
 
@@ -120,15 +120,11 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// `req` applied to these limits (a zone set to 0 loses its own limit).
+    /// `req` applied to these limits (a zone set to 0 is a zone without a limit).
     pub fn with(&self, req: &LimitsRequest) -> Limits {
         let mut l = self.clone();
         for z in &req.set {
-            if z.limit == 0 {
-                l.zone_limits.remove(&z.zone);
-            } else {
-                l.zone_limits.insert(z.zone, z.limit);
-            }
+            l.zone_limits.insert(z.zone, z.limit);
         }
         if let Some(d) = req.default {
             l.default_zone_limit = d;
@@ -281,5 +277,38 @@ fn tuple_json(t: &Tuple) -> TupleJson {
         dport: ports.then_some(t.dst_port),
         icmp_id: icmp.then_some(t.src_port),
         icmp_type: icmp.then_some(t.dst_port),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limit_changes_apply_over_the_running_limits() {
+        let run = Limits {
+            max_connections: 100,
+            zone_limits: [(1, 10), (2, 20)].into_iter().collect(),
+            default_zone_limit: 5,
+        };
+        let req = LimitsRequest {
+            set: vec![
+                "zone=2,limit=0".parse().unwrap(),
+                "limit=30,zone=3".parse().unwrap(),
+            ],
+            default: None,
+        };
+        let l = run.with(&req);
+        // Zone 2 keeps an entry: no limit for it, whatever the default.
+        let zones: Vec<(u16, u32)> = l.zone_limits.into_iter().collect();
+        assert_eq!(zones, [(1, 10), (2, 0), (3, 30)]);
+        assert_eq!((l.max_connections, l.default_zone_limit), (100, 5));
+        let l = run.with(&LimitsRequest {
+            set: Vec::new(),
+            default: Some(0),
+        });
+        assert_eq!(l.default_zone_limit, 0);
+        assert_eq!(l.zone_limits, run.zone_limits);
+        assert!(!LimitsRequest::default().changes());
     }
 }

@@ -84,10 +84,8 @@ impl Switch {
         let mut limits = self.ct_limits.lock().unwrap_or_else(|e| e.into_inner());
         if req.changes() {
             let new = limits.with(&req);
-            if let Err(e) = self
-                .tracker
-                .set_limits(&new.zone_limits, new.default_zone_limit)
-            {
+            let set: Vec<(u16, u32)> = req.set.iter().map(|z| (z.zone, z.limit)).collect();
+            if let Err(e) = self.tracker.set_limits(&set, req.default) {
                 return Response::error(format!(
                     "{}: refused, nothing changed: {e}",
                     Op::CtLimits.name()
