@@ -7,6 +7,7 @@
 //! (`ct_state`, `ct_zone`, `ct_mark`, `ct_label`, the original-direction tuple) into the key.
 //! Operators read it through [`Tracker::dump`], [`Tracker::stats`] and [`Tracker::flush`].
 
+mod admin;
 mod config;
 mod conn;
 mod expire;
@@ -21,6 +22,7 @@ pub mod tcp;
 mod tuple;
 mod zones;
 
+pub use admin::LimitsFixed;
 pub use config::{CtConfig, Timeouts};
 pub use info::{ConnInfo, CtStats, CtSummary, ZoneLimits};
 pub use table::{Tracker, MAX_CONNECTIONS};

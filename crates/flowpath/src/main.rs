@@ -7,6 +7,7 @@ use flowpath_pipeline::Backend;
 use std::process::ExitCode;
 
 mod cmd_classifier;
+mod cmd_conntrack;
 mod cmd_flows;
 mod cmd_gen;
 mod cmd_inspect;
@@ -51,6 +52,8 @@ enum Command {
     Switch(cmd_switch::SwitchArgs),
     /// Per-worker and per-port counters of a running switch (like pmd-perf-show).
     Stats(cmd_switch::StatsArgs),
+    /// A running switch's connection tracker: dump, flush, stats, limits (like dpctl/*-conntrack).
+    Conntrack(cmd_conntrack::ConntrackArgs),
     /// Trace a packet through the flow tables: rules met, actions, the megaflow it installs.
     Trace(cmd_inspect::TraceArgs),
     /// The cached megaflows of a running switch, per worker and tier (like dpctl/dump-flows).
@@ -241,6 +244,7 @@ fn main() -> ExitCode {
         Command::Run(args) => cmd_flows::run_switch(args),
         Command::Switch(args) => cmd_switch::run(args),
         Command::Stats(args) => cmd_switch::stats(args),
+        Command::Conntrack(args) => cmd_conntrack::run(args),
         Command::Trace(args) => cmd_inspect::trace(args),
         Command::DumpMegaflows(args) => cmd_inspect::megaflows(args),
         Command::Explain(args) => cmd_inspect::explain(args),

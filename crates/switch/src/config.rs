@@ -21,6 +21,8 @@ pub struct DaemonConfig {
     pub workers: Vec<WorkerSection>,
     #[serde(default, rename = "port")]
     pub ports: Vec<PortConfig>,
+    #[serde(default)]
+    pub conntrack: crate::conntrack::CtSection,
 }
 
 /// `[switch]`
@@ -186,6 +188,7 @@ impl DaemonConfig {
                 .map_err(|e| format!("switch.metrics: '{m}' is not host:port ({e})"))?;
         }
         self.openflow_config()?;
+        self.conntrack.ct_config()?;
         Ok(())
     }
 

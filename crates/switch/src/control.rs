@@ -28,6 +28,16 @@ pub enum Op {
     /// The workers' cached megaflows (`flowpath dump-megaflows`): the text is a JSON
     /// `MegaflowFilter` (or empty), the answer's data a list of `WorkerMegaflows`.
     Megaflows,
+    /// The tracker's connections (`flowpath conntrack dump`): the text is a JSON
+    /// `ZoneRequest` (or empty), the lines OVS's `dump-conntrack`, the data `ConnJson`s.
+    CtDump,
+    /// Remove connections (`flowpath conntrack flush`): the text is a JSON `ZoneRequest`.
+    CtFlush,
+    /// The tracker's counters (`flowpath conntrack stats`): the data a `StatsAnswer`.
+    CtStats,
+    /// Show (and with a JSON `LimitsRequest`, change) the connection limits (`flowpath
+    /// conntrack limits`): the data a `LimitsAnswer`.
+    CtLimits,
 }
 
 impl Op {
@@ -43,6 +53,10 @@ impl Op {
             Op::Stats => "stats",
             Op::Trace => "trace",
             Op::Megaflows => "megaflows",
+            Op::CtDump => "ct-dump",
+            Op::CtFlush => "ct-flush",
+            Op::CtStats => "ct-stats",
+            Op::CtLimits => "ct-limits",
         }
     }
 }
@@ -67,7 +81,8 @@ pub struct Response {
     pub lines: Vec<String>,
     /// The rule-set version after the request.
     pub version: u64,
-    /// Structured answer where there is one (`stats`).
+    /// Structured answer where there is one (`stats`, `trace`, `megaflows`, the `ct-*`
+    /// operations).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<serde_json::Value>,
 }

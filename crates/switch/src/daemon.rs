@@ -92,7 +92,11 @@ impl Daemon {
         let metrics = match metrics_listener {
             Some(l) => {
                 let addr = l.local_addr().map_err(|e| format!("switch.metrics: {e}"))?;
-                Some((addr, spawn_metrics(l, snapshots.clone(), stop.clone())))
+                let ct = ct_metrics(&sw);
+                Some((
+                    addr,
+                    spawn_metrics(l, snapshots.clone(), Some(ct), stop.clone()),
+                ))
             }
             None => None,
         };
@@ -223,6 +227,7 @@ fn restore_flows(
     let sw = Switch::open(SwitchConfig {
         state: Some(state.clone()),
         backend,
+        conntrack: cfg.conntrack.ct_config()?,
         ..SwitchConfig::default()
     })?;
     if let (true, Some(flows)) = (first_start, &cfg.switch.flows) {
@@ -402,6 +407,15 @@ fn control_handler(
         }
         _ => sw.handle(req),
     }
+}
+
+/// The tracker's families for the metrics endpoint: its counters read at each scrape,
+/// the per-zone and per-state census as the expiry thread last took it.
+fn ct_metrics(sw: &Arc<Switch>) -> crate::metrics::ExtraMetrics {
+    let sw = sw.clone();
+    Arc::new(move |registry| {
+        crate::conntrack::CtMetrics::read(sw.tracker(), sw.ct_census()).register(registry)
+    })
 }
 
 /// Load the XDP tier, attach it to every afxdp port's interface and hook it to rule

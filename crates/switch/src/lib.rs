@@ -2,6 +2,7 @@
 //! program their flows, flow timeouts, metrics, and the state file that keeps the flows.
 
 pub mod config;
+pub mod conntrack;
 pub mod control;
 pub mod daemon;
 pub mod metrics;
@@ -14,7 +15,7 @@ pub mod tier;
 pub use config::DaemonConfig;
 pub use control::{call, ControlSocket, Op, Request, Response};
 pub use daemon::Daemon;
-pub use metrics::{format_stats, prometheus_text};
+pub use metrics::{format_stats, prometheus_text, prometheus_text_with, ExtraMetrics};
 pub use pmd::{spawn_worker, spawn_worker_with_tier, WorkerConfig, WorkerPort, WorkerSnapshot};
 pub use state::{StateError, StateFile};
 pub use switch::{

@@ -349,13 +349,24 @@ static PORT_COUNTERS: [(&str, &str, PortGet); 7] = [
     ("errors", "Failed system calls.", |s| s.errors),
 ];
 
+/// More collectors for the exposition, registered at each scrape (the tracker's).
+pub type ExtraMetrics = Arc<dyn Fn(&mut Registry) + Send + Sync>;
+
 /// The Prometheus text exposition (format 0.0.4) of the workers' counters.
 pub fn prometheus_text(snaps: &[WorkerSnapshot]) -> String {
-    exposition(snaps.into())
+    exposition(snaps.into(), None)
 }
 
-fn exposition(snaps: Arc<[WorkerSnapshot]>) -> String {
+/// [`prometheus_text`] with `extra`'s collectors too.
+pub fn prometheus_text_with(snaps: &[WorkerSnapshot], extra: &ExtraMetrics) -> String {
+    exposition(snaps.into(), Some(extra))
+}
+
+fn exposition(snaps: Arc<[WorkerSnapshot]>, extra: Option<&ExtraMetrics>) -> String {
     let mut registry = Registry::with_prefix("flowpath");
+    if let Some(f) = extra {
+        f(&mut registry);
+    }
     registry
         .sub_registry_with_prefix("worker")
         .register_collector(Box::new(Workers(snaps.clone())));
@@ -418,7 +429,7 @@ impl Collector for Ports {
 }
 
 /// One metric family: its HELP and TYPE lines, then a sample per label set.
-fn family<L: EncodeLabelSet>(
+pub(crate) fn family<L: EncodeLabelSet>(
     enc: &mut DescriptorEncoder,
     name: &str,
     help: &str,
@@ -442,6 +453,7 @@ fn family<L: EncodeLabelSet>(
 pub(crate) fn spawn_metrics(
     l: TcpListener,
     snaps: Vec<Arc<Mutex<WorkerSnapshot>>>,
+    extra: Option<ExtraMetrics>,
     stop: Arc<AtomicBool>,
 ) -> JoinHandle<()> {
     std::thread::Builder::new()
@@ -455,7 +467,7 @@ pub(crate) fn spawn_metrics(
                 let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
                 let mut buf = [0u8; 1024];
                 let _ = s.read(&mut buf);
-                let body = exposition(collect(&snaps).into());
+                let body = exposition(collect(&snaps).into(), extra.as_ref());
                 let _ = write!(
                     s,
                     "HTTP/1.0 200 OK\r\nContent-Type: {CONTENT_TYPE}\r\nContent-Length: {}\r\n\r\n{body}",

@@ -247,6 +247,7 @@ pub fn spawn_worker_with_tier(
 ) -> std::io::Result<WorkerHandle> {
     let ticket = sw.stats_sync().register();
     let store = sw.store().clone();
+    let tracker = sw.tracker().clone();
     let snapshot = Arc::new(Mutex::new(WorkerSnapshot {
         id: cfg.id,
         core: cfg.core,
@@ -265,6 +266,7 @@ pub fn spawn_worker_with_tier(
                 }
             }
             let mut dp = Datapath::new(store, cfg.datapath.clone());
+            dp.set_tracker(tracker);
             dp.set_controller_queue(ctl);
             if let Some(t) = &cfg.mac_table {
                 dp.set_mac_table(t.clone());

@@ -3,13 +3,16 @@
 //! state file before it is acknowledged, and rules expired by their idle and hard
 //! timeouts.
 
+mod ct_requests;
 mod requests;
 mod stats_sync;
 
 pub use requests::{dump_lines, selector, spawn_control_with};
 pub use stats_sync::{MegaflowDump, StatsSync, StatsTicket};
 
+use crate::conntrack::{Census, CensusCell, Limits, CENSUS_EVERY};
 use crate::state::StateFile;
+use flowpath_conntrack::{CtConfig, Tracker};
 use flowpath_pipeline::{
     now_ns, Applied, Backend, Change, GroupSpec, Removed, RuleError, RuleSpec, RuleStore,
 };
@@ -25,8 +28,10 @@ pub struct SwitchConfig {
     /// Where the configured flows are kept; `None` keeps them in memory only.
     pub state: Option<PathBuf>,
     pub backend: Backend,
-    /// How often rules are checked for expiry.
+    /// How often rules are checked for expiry (and idle connections swept).
     pub expire_every: Duration,
+    /// The connection tracker's limits and timeouts (`[conntrack]`).
+    pub conntrack: CtConfig,
 }
 
 impl Default for SwitchConfig {
@@ -35,6 +40,7 @@ impl Default for SwitchConfig {
             state: None,
             backend: Backend::TupleSpace,
             expire_every: Duration::from_millis(250),
+            conntrack: CtConfig::default(),
         }
     }
 }
@@ -80,6 +86,12 @@ pub struct Switch {
     /// Told about every rule removed by expiry or by [`Switch::apply_batch`] (the
     /// OpenFlow channel's FLOW_REMOVED).
     removal_listeners: Mutex<Vec<Arc<RemovalListener>>>,
+    /// The connection tracker every worker's datapath shares.
+    tracker: Arc<Tracker>,
+    /// The limits the tracker runs with (the config's, as `ct-limits` shows them).
+    ct_limits: Mutex<Limits>,
+    /// Connections per zone and state, counted every [`CENSUS_EVERY`] by the expiry thread.
+    census: Arc<CensusCell>,
 }
 
 /// Called with the rules one change removed (their counters final), and why.
@@ -101,7 +113,15 @@ impl Switch {
                     .map_err(|e| format!("state file {}: {e}", st.path().display()))?;
             }
         }
+        let ct_limits = Limits {
+            max_connections: cfg.conntrack.max_connections,
+            zone_limits: cfg.conntrack.zone_limits.clone(),
+            default_zone_limit: cfg.conntrack.default_zone_limit,
+        };
         Ok(Arc::new(Switch {
+            tracker: Arc::new(Tracker::new(cfg.conntrack.clone())),
+            ct_limits: Mutex::new(ct_limits),
+            census: Arc::new(CensusCell::default()),
             store,
             state,
             config: Mutex::new(()),
@@ -120,6 +140,37 @@ impl Switch {
 
     pub fn stats_sync(&self) -> &Arc<StatsSync> {
         &self.stats
+    }
+
+    /// The connection tracker; every worker's datapath is given it before it runs.
+    pub fn tracker(&self) -> &Arc<Tracker> {
+        &self.tracker
+    }
+
+    /// The latest per-zone and per-state count of the tracker's connections.
+    pub fn ct_census(&self) -> &Arc<CensusCell> {
+        &self.census
+    }
+
+    /// Remove idle connections (a bounded number per call, so a sweep never holds the
+    /// table long), and count the connections per zone and state when `census` says.
+    pub fn sweep_connections(&self, census: bool) -> usize {
+        /// Connections one call of the tracker's expiry removes at most; a sweep calls it
+        /// again while it removes that many, up to `ROUNDS` times.
+        const BUDGET: usize = 4096;
+        const ROUNDS: usize = 16;
+        let mut gone = 0;
+        for _ in 0..ROUNDS {
+            let n = self.tracker.expire(self.tracker.now_ms(), BUDGET);
+            gone += n;
+            if n < BUDGET {
+                break;
+            }
+        }
+        if census {
+            self.census.set(Census::take(&self.tracker));
+        }
+        gone
     }
 
     /// Have `hook` called around every rule change from now on (once; false if a hook was
@@ -263,15 +314,22 @@ impl Switch {
         }
     }
 
-    /// Run expiry every `expire_every` until `stop`.
+    /// Run expiry of rules and idle connections every `expire_every` until `stop`, and
+    /// count the connections per zone and state every [`CENSUS_EVERY`].
     pub fn spawn_expiry(self: &Arc<Self>, stop: Arc<AtomicBool>) -> JoinHandle<()> {
         let sw = self.clone();
         std::thread::Builder::new()
             .name("flowpath-expiry".into())
             .spawn(move || {
+                let mut counted: Option<Instant> = None;
                 while !stop.load(Ordering::Relaxed) {
                     std::thread::sleep(sw.cfg.expire_every);
                     sw.expire();
+                    let census = counted.is_none_or(|t| t.elapsed() >= CENSUS_EVERY);
+                    if census {
+                        counted = Some(Instant::now());
+                    }
+                    sw.sweep_connections(census);
                 }
             })
             .expect("spawn the expiry thread")

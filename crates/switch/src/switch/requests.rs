@@ -24,6 +24,9 @@ impl Switch {
             ),
             Op::Trace => self.trace(&req.text),
             Op::Megaflows => self.megaflows(&req.text),
+            Op::CtDump | Op::CtFlush | Op::CtStats | Op::CtLimits => {
+                self.conntrack(req.op, &req.text)
+            }
             op => self.configure(op, &req.text),
         }
     }
@@ -187,7 +190,7 @@ fn changes(op: Op, text: &str) -> Result<Vec<Change>, String> {
         Op::ModStrict => FlowCommand::ModifyStrict,
         Op::Del => FlowCommand::Delete,
         Op::DelStrict => FlowCommand::DeleteStrict,
-        Op::Dump | Op::Stats | Op::Trace | Op::Megaflows => unreachable!(),
+        _ => unreachable!("not a flow change"),
     };
     let flows = parse_flows_file(text, cmd).map_err(|e| e.to_string())?;
     Ok(match op {
@@ -222,7 +225,7 @@ fn changes(op: Op, text: &str) -> Result<Vec<Change>, String> {
                     .collect()
             }
         }
-        Op::Dump | Op::Stats | Op::Trace | Op::Megaflows => unreachable!(),
+        _ => unreachable!("not a flow change"),
     })
 }
 
