@@ -22,7 +22,6 @@ pub mod tcp;
 mod tuple;
 mod zones;
 
-pub use admin::LimitsFixed;
 pub use config::{CtConfig, Timeouts};
 pub use info::{ConnInfo, CtStats, CtSummary, ZoneLimits};
 pub use table::{Tracker, MAX_CONNECTIONS};

@@ -253,10 +253,11 @@ impl DaemonConfig {
             let mb = |b: u64| b.div_ceil(1 << 20);
             return Err(format!(
                 "datapath.megaflow_max: {workers} worker(s) × {} MB of tables made at start \
-                 (megaflow_max {} × 256 B, smc_entries {}, the EMC) = {} MB, more than the {} MB \
+                 (megaflow_max {} × {} B, smc_entries {}, the EMC) = {} MB, more than the {} MB \
                  this host has available; lower datapath.megaflow_max or datapath.smc_entries",
                 mb(per_worker),
                 self.datapath.megaflow_max,
+                flowpath_datapath::MegaflowCache::bytes_for(1),
                 self.datapath.smc_entries,
                 mb(need),
                 mb(available)
@@ -466,13 +467,17 @@ mod tests {
         let text = "[datapath]\nmegaflow_max = 1048576\nsmc_entries = 0\n\
                     [[port]]\nname = \"a\"\nnumber = 1\ntype = \"generator\"\n";
         let cfg = DaemonConfig::parse(text).expect("fits this host");
-        // 1,048,576 megaflows × 256 B = 256 MB, and 1.5 MB of EMC.
+        // 1,048,576 megaflows × their entry's bytes, and the EMC.
+        let entry = flowpath_datapath::MegaflowCache::bytes_for(1);
         let e = cfg.check_memory(200 << 20).unwrap_err();
+        let want = cfg.datapath_config().memory_at_start().div_ceil(1 << 20);
+        assert!(want > entry, "{want} MB for 1,048,576 entries of {entry} B");
         assert!(
-            e.starts_with("datapath.megaflow_max: 1 worker(s) × 258 MB"),
+            e.starts_with(&format!("datapath.megaflow_max: 1 worker(s) × {want} MB")),
             "{e}"
         );
+        assert!(e.contains(&format!("× {entry} B")), "{e}");
         assert!(e.contains("more than the 200 MB"), "{e}");
-        assert!(cfg.check_memory(300 << 20).is_ok());
+        assert!(cfg.check_memory(want << 21).is_ok());
     }
 }

@@ -85,12 +85,7 @@ impl Switch {
         if req.changes() {
             let new = limits.with(&req);
             let set: Vec<(u16, u32)> = req.set.iter().map(|z| (z.zone, z.limit)).collect();
-            if let Err(e) = self.tracker.set_limits(&set, req.default) {
-                return Response::error(format!(
-                    "{}: refused, nothing changed: {e}",
-                    Op::CtLimits.name()
-                ));
-            }
+            self.tracker.set_limits(&set, req.default);
             *limits = new;
         }
         let census = Census::take(&self.tracker);
