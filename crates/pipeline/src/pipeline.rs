@@ -129,7 +129,16 @@ impl Pipeline {
         wc.set_all(Field::InPort);
         let mut actions = SmallVec::new();
         let mut path = SmallVec::new();
-        let mut t = 0u8;
+        // A recirculated key (after `ct(table=T)`) resumes in table T, and its megaflow
+        // is for that pass only; a first pass leaves the recirculation id out of the mask,
+        // which keeps stateless megaflows as wide as without connection tracking.
+        let mut t = match flowpath_packet::ct::recirc_table(&k) {
+            Some(table) => {
+                wc.set_all(Field::RecircId);
+                table
+            }
+            None => 0,
+        };
         // The OpenFlow action set (write_actions), and the last group compensation.
         let mut set = ActionSet::default();
         let mut tail = None;
