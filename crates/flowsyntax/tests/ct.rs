@@ -361,3 +361,23 @@ proptest! {
         prop_assert_eq!(format_actions(&back.spec), format_actions(&spec));
     }
 }
+
+/// The examples in docs/flows.md's connection-tracking section are valid flows files.
+#[test]
+fn the_documented_ct_examples_parse() {
+    let doc = include_str!("../../../docs/flows.md");
+    let section = &doc[doc.find("## Connection tracking").expect("the ct section")..];
+    let blocks: Vec<&str> = section.split("```").skip(1).step_by(2).collect();
+    assert_eq!(blocks.len(), 2, "the security group and the NAT example");
+    for b in blocks {
+        let flows = flowpath_flowsyntax::parse_flows_file(b, FlowCommand::Add)
+            .unwrap_or_else(|e| panic!("{e}\n{b}"));
+        assert!(flows.len() >= 6);
+        for f in flows {
+            assert_eq!(add(&format_flow(&f.spec)), f.spec);
+        }
+    }
+    assert!(section.contains(
+        "priority=100,ct_state=+new+trk,ip,in_port=1 actions=ct(commit,zone=1),output:2"
+    ));
+}
