@@ -179,3 +179,43 @@ fn a_rule_matching_the_recirculation_id_is_refused() {
         .unwrap_err();
     assert_eq!(e, RuleError::InternalField(Field::RecircId));
 }
+
+#[test]
+fn a_zone_from_metadata_is_read_during_the_walk() {
+    use flowpath_packet::ct::{CtId, CtSpec, CtZoneSrc};
+    let by_field = CtSpec {
+        zone: CtZoneSrc::Field {
+            field: Field::Metadata,
+            ofs: 4,
+            bits: 16,
+        },
+        table: Some(2),
+        ..CtSpec::new()
+    };
+    let store = RuleStore::new(Backend::TupleSpace);
+    store
+        .add([
+            RuleSpec::new(0, 1, Match::any())
+                .actions([Action::WriteMetadata {
+                    value: 0x5_0000 | 0x70,
+                    mask: 0xff_ffff,
+                }])
+                .goto(1),
+            RuleSpec::new(1, 1, Match::any()).actions([
+                Action::Ct(CtId::intern(by_field).unwrap()),
+                Action::Output(2),
+            ]),
+        ])
+        .unwrap();
+    let mut k = FlowKey::ZERO;
+    k.set(Field::InPort, 1);
+    k.set(Field::EthType, 0x0800);
+    let tr = store.snapshot().translate(&k);
+    let Action::Ct(id) = tr.actions[0] else {
+        panic!("{:?}", tr.actions)
+    };
+    assert_eq!(id.spec().zone, CtZoneSrc::Value(0x5007));
+    assert_eq!(id.spec().table, Some(2));
+    assert_eq!(tr.actions[1], Action::Output(2));
+    assert_eq!(tr.mask.get(Field::Metadata), 0xf_fff0);
+}
