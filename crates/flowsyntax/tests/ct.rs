@@ -57,6 +57,11 @@ fn nat_exec_and_zone_fields_print_as_format_ct_does() {
         "ip actions=ct(commit,zone=1,exec(set_field:0x1->ct_mark),nat(src=10.0.0.1-10.0.0.2:1000-2000,random))",
         "priority=32768,ip actions=ct(commit,zone=1,nat(src=10.0.0.1-10.0.0.2:1000-2000,random),exec(set_field:0x1->ct_mark))",
     );
+    // OVS prints a NAT given after exec's writes inside exec: read back the same.
+    prints(
+        "ip actions=ct(commit,zone=1,exec(set_field:0x1->ct_mark,nat(src=10.0.0.1-10.0.0.2:1000-2000,random)))",
+        "priority=32768,ip actions=ct(commit,zone=1,nat(src=10.0.0.1-10.0.0.2:1000-2000,random),exec(set_field:0x1->ct_mark))",
+    );
     prints(
         "ipv6 actions=ct(commit,force,table=3,nat(dst=[fe80::1]-[fe80::2]:80-90,persistent,hash))",
         "priority=32768,ipv6 actions=ct(commit,force,table=3,nat(dst=[fe80::1]-[fe80::2]:80-90,persistent,hash))",

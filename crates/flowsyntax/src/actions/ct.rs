@@ -279,11 +279,17 @@ impl<'a> Ctx<'a> {
         Ok((addrs, ports))
     }
 
-    /// `exec(...)`: the writes to the connection's mark and label.
+    /// `exec(...)`: the writes to the connection's mark and label (and a `nat(...)`, where
+    /// OVS prints one that came after them).
     fn exec(&self, k: &Key, inner: &str, spec: &mut CtSpec) -> Result<(), SyntaxError> {
         let at = k.at + k.name.len() + 1;
         for it in self.items(inner, at)? {
             let ik = &it.key;
+            if ik.name == "nat" {
+                // How OVS prints a ct whose nested actions have the NAT after a write.
+                spec.nat = Some(self.nat(&it)?);
+                continue;
+            }
             let v = match ik.name.to_ascii_lowercase().as_str() {
                 "set_field" | "load" if it.key.delim == Delim::Value => it.value,
                 _ => {
