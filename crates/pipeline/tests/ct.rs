@@ -219,3 +219,15 @@ fn a_zone_from_metadata_is_read_during_the_walk() {
     assert_eq!(tr.actions[1], Action::Output(2));
     assert_eq!(tr.mask.get(Field::Metadata), 0xf_fff0);
 }
+
+#[test]
+fn ct_in_a_group_bucket_is_refused() {
+    use flowpath_pipeline::{Bucket, Change, GroupSpec, GroupType};
+    let ct = Action::Ct(flowpath_packet::CtId::intern(flowpath_packet::CtSpec::new()).unwrap());
+    for a in [ct, Action::CtClear] {
+        let store = RuleStore::new(Backend::TupleSpace);
+        let g = GroupSpec::new(1, GroupType::All, vec![Bucket::new([a, Action::Output(2)])]);
+        let e = store.apply(vec![Change::AddGroup(g)]).unwrap_err();
+        assert!(e.to_string().contains("ct and ct_clear in a bucket"), "{e}");
+    }
+}
