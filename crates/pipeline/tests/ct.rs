@@ -211,13 +211,15 @@ fn a_zone_from_metadata_is_read_during_the_walk() {
     k.set(Field::InPort, 1);
     k.set(Field::EthType, 0x0800);
     let tr = store.snapshot().translate(&k);
-    let Action::Ct(id) = tr.actions[0] else {
+    // The recirculated pass gets the metadata written before the ct.
+    assert!(matches!(tr.actions[0], Action::WriteMetadata { value: 0x5_0070, .. }));
+    let Action::Ct(id) = tr.actions[1] else {
         panic!("{:?}", tr.actions)
     };
     assert_eq!(id.spec().zone, CtZoneSrc::Value(0x5007));
     assert_eq!(id.spec().table, Some(2));
-    assert_eq!(tr.actions[1], Action::Output(2));
-    assert_eq!(tr.mask.get(Field::Metadata), 0xf_fff0);
+    assert_eq!(tr.actions[2], Action::Output(2));
+    assert_eq!(tr.mask.get(Field::Metadata), 0xff_ffff);
 }
 
 #[test]
@@ -230,4 +232,44 @@ fn ct_in_a_group_bucket_is_refused() {
         let e = store.apply(vec![Change::AddGroup(g)]).unwrap_err();
         assert!(e.to_string().contains("ct and ct_clear in a bucket"), "{e}");
     }
+}
+
+#[test]
+fn a_recirculation_carries_the_walks_metadata() {
+    use flowpath_packet::ct::{CtId, CtSpec};
+    let ct = Action::Ct(
+        CtId::intern(CtSpec {
+            table: Some(2),
+            ..CtSpec::new()
+        })
+        .unwrap(),
+    );
+    let store = RuleStore::new(Backend::TupleSpace);
+    store
+        .add([
+            RuleSpec::new(0, 2, Match::any().exact(Field::InPort, 1))
+                .actions([Action::WriteMetadata {
+                    value: 0x5,
+                    mask: 0xff_ffff,
+                }])
+                .goto(1),
+            RuleSpec::new(0, 1, Match::any()).goto(1),
+            RuleSpec::new(1, 1, Match::any()).actions([ct, Action::Output(3)]),
+        ])
+        .unwrap();
+    let p = store.snapshot();
+    let mut k = FlowKey::ZERO;
+    k.set(Field::InPort, 1);
+    let tr = p.translate(&k);
+    let write = Action::WriteMetadata {
+        value: 0x5,
+        mask: 0xff_ffff,
+    };
+    assert_eq!(&tr.actions[..], &[write, ct, Action::Output(3)]);
+    assert_eq!(tr.mask.get(Field::Metadata), 0xff_ffff);
+    // Metadata as the packet has it: nothing to write.
+    k.set(Field::InPort, 2);
+    let tr = p.translate(&k);
+    assert_eq!(&tr.actions[..], &[ct, Action::Output(3)]);
+    assert_eq!(tr.mask.get(Field::Metadata), 0xff_ffff);
 }
