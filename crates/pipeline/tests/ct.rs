@@ -212,7 +212,13 @@ fn a_zone_from_metadata_is_read_during_the_walk() {
     k.set(Field::EthType, 0x0800);
     let tr = store.snapshot().translate(&k);
     // The recirculated pass gets the metadata written before the ct.
-    assert!(matches!(tr.actions[0], Action::WriteMetadata { value: 0x5_0070, .. }));
+    assert!(matches!(
+        tr.actions[0],
+        Action::WriteMetadata {
+            value: 0x5_0070,
+            ..
+        }
+    ));
     let Action::Ct(id) = tr.actions[1] else {
         panic!("{:?}", tr.actions)
     };
