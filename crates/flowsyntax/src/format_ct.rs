@@ -143,20 +143,14 @@ pub(crate) fn write_ct(s: &mut String, spec: &CtSpec) {
         s.push_str("exec(");
         let fields = [
             spec.set_mark
-                .map(|(v, m)| (v as u128, m as u128, u32::MAX as u128, "ct_mark")),
-            spec.set_label.map(|(v, m)| (v, m, u128::MAX, "ct_label")),
+                .map(|(v, m)| (v as u128, m as u128, Field::CtMark)),
+            spec.set_label.map(|(v, m)| (v, m, Field::CtLabel)),
         ];
-        for (i, (v, m, full, name)) in fields.into_iter().flatten().enumerate() {
+        for (i, (v, m, f)) in fields.into_iter().flatten().enumerate() {
             if i > 0 {
                 s.push(',');
             }
-            s.push_str("set_field:");
-            write_c_hex(s, v);
-            if m != full {
-                s.push('/');
-                write_c_hex(s, m);
-            }
-            let _ = write!(s, "->{name}");
+            write_ct_write(s, f, v, m);
         }
         s.push_str("),");
     }
@@ -164,6 +158,34 @@ pub(crate) fn write_ct(s: &mut String, spec: &CtSpec) {
         s.pop();
     }
     s.push(')');
+}
+
+/// A write of `f` (`ct_mark` or `ct_label`) in `exec`, as OVS prints what it sends: a
+/// `set_field` for the whole field, else a `load` per run of mask bits (at most 64 bits
+/// each, lowest first: OVS's `next_load_segment`), `load:0x5->NXM_NX_CT_MARK[0..3]`.
+fn write_ct_write(s: &mut String, f: Field, value: u128, mask: u128) {
+    let width = f.bits();
+    if mask == f.full_mask() {
+        s.push_str("set_field:");
+        write_c_hex(s, value);
+        let _ = write!(s, "->{}", f.name());
+        return;
+    }
+    let mut pos = 0u32;
+    let mut first = true;
+    while pos < width && mask >> pos != 0 {
+        let ofs = pos + (mask >> pos).trailing_zeros();
+        let n = (!(mask >> ofs)).trailing_zeros().min(64).min(width - ofs);
+        let v = (value >> ofs) & (u64::MAX >> (64 - n)) as u128;
+        if !std::mem::take(&mut first) {
+            s.push(',');
+        }
+        s.push_str("load:");
+        write_c_hex(s, v);
+        s.push_str("->");
+        write_subfield(s, f, ofs as u8, n as u8);
+        pos = ofs + n;
+    }
 }
 
 /// OVS's `mf_format_subfield`: `OXM_OF_METADATA[0..15]`, `NXM_NX_CT_ZONE[]`, `NAME[bit]`.
