@@ -190,12 +190,12 @@ fn write_ct_write(s: &mut String, f: Field, value: u128, mask: u128) {
 
 /// OVS's `mf_format_subfield`: `OXM_OF_METADATA[0..15]`, `NXM_NX_CT_ZONE[]`, `NAME[bit]`.
 fn write_subfield(s: &mut String, field: Field, ofs: u8, bits: u8) {
-    let name = SUBFIELDS
+    let (name, width) = SUBFIELDS
         .iter()
-        .find(|(_, _, f)| *f == field)
-        .map_or(field.name(), |(n, _, _)| n);
+        .find(|(_, _, f, _)| *f == field)
+        .map_or((field.name(), field.bits()), |&(n, _, _, w)| (n, w));
     s.push_str(name);
-    if ofs == 0 && bits as u32 == field.bits() {
+    if ofs == 0 && bits as u32 == width {
         s.push_str("[]");
     } else if bits == 1 {
         let _ = write!(s, "[{ofs}]");

@@ -333,14 +333,20 @@ pub(crate) fn is_register(name: &str) -> bool {
 
 /// Fields a `ct` action's zone may come from, and fields `load:` writes in its `exec`:
 /// the name OVS prints (`mf_format_subfield`'s NXM or OXM name), the flow-syntax name
-/// (also accepted), and the key field (whose width flowpath's key gives it).
-pub(crate) const SUBFIELDS: &[(&str, &str, Field)] = &[
-    ("OXM_OF_METADATA", "metadata", Field::Metadata),
-    ("NXM_NX_TUN_ID", "tun_id", Field::TunId),
-    ("NXM_OF_VLAN_TCI", "vlan_tci", Field::VlanTci),
-    ("NXM_NX_CT_ZONE", "ct_zone", Field::CtZone),
-    ("NXM_NX_CT_MARK", "ct_mark", Field::CtMark),
-    ("NXM_NX_CT_LABEL", "ct_label", Field::CtLabel),
+/// (also accepted), the key field, and the field's width in OVS, which slices are checked
+/// against (as the OpenFlow channel checks them; bits past flowpath's narrower `metadata`,
+/// `tun_id` read as 0).
+pub(crate) const SUBFIELDS: &[(&str, &str, Field, u32)] = &[
+    ("NXM_OF_IN_PORT", "in_port", Field::InPort, 16),
+    ("NXM_OF_ETH_DST", "eth_dst", Field::EthDst, 48),
+    ("NXM_OF_ETH_SRC", "eth_src", Field::EthSrc, 48),
+    ("NXM_OF_ETH_TYPE", "eth_type", Field::EthType, 16),
+    ("NXM_OF_VLAN_TCI", "vlan_tci", Field::VlanTci, 16),
+    ("NXM_NX_TUN_ID", "tun_id", Field::TunId, 64),
+    ("OXM_OF_METADATA", "metadata", Field::Metadata, 64),
+    ("NXM_NX_CT_ZONE", "ct_zone", Field::CtZone, 16),
+    ("NXM_NX_CT_MARK", "ct_mark", Field::CtMark, 32),
+    ("NXM_NX_CT_LABEL", "ct_label", Field::CtLabel, 128),
 ];
 
 /// OVS's registers by their NXM/OXM names (`NXM_NX_REG0`, `NXM_NX_XXREG1`,

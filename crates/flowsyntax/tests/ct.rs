@@ -136,7 +136,7 @@ fn ct_errors_name_column_and_reason() {
         ("ip actions=ct(zone=reg0[0..15])", "reg0 is an OVS register, which flowpath does not have"),
         ("ip actions=ct(zone=NXM_NX_REG3[0..15])", "NXM_NX_REG3 is an OVS register"),
         ("ip actions=ct(zone=metadata[0..7])", "must be 16 bits wide"),
-        ("ip actions=ct(zone=metadata[10..25])", "do not fit metadata, which is 24 bits wide"),
+        ("ip actions=ct(zone=metadata[50..65])", "do not fit metadata, which is 64 bits wide"),
         ("ip actions=ct(commit,alg=ftp)", "alg (a connection-tracking helper) at column 22 is not supported"),
         ("ip actions=ct(force)", "\"force\" requires \"commit\""),
         ("ip actions=ct(nat(src=10.0.0.1))", "requires \"commit\""),
@@ -227,9 +227,19 @@ fn arb_nat(v6: bool, commit: bool) -> impl Strategy<Value = Option<NatSpec>> {
 fn arb_spec(v6: bool) -> impl Strategy<Value = CtSpec> {
     let zone = prop_oneof![
         any::<u16>().prop_map(CtZoneSrc::Value),
-        (0u8..=8).prop_map(|ofs| CtZoneSrc::Field {
+        (0u8..=48).prop_map(|ofs| CtZoneSrc::Field {
             field: Field::Metadata,
             ofs,
+            bits: 16
+        }),
+        (0u8..=32).prop_map(|ofs| CtZoneSrc::Field {
+            field: Field::EthSrc,
+            ofs,
+            bits: 16
+        }),
+        Just(CtZoneSrc::Field {
+            field: Field::InPort,
+            ofs: 0,
             bits: 16
         }),
         (0u8..=16).prop_map(|ofs| CtZoneSrc::Field {

@@ -157,9 +157,11 @@ impl<'a> Ctx<'a> {
             Some((n, r)) if r.ends_with(']') => (n, &r[..r.len() - 1]),
             _ => return Err(self.bad(k, v, "FIELD[], FIELD[start..end] or FIELD[bit]")),
         };
-        let Some(&(_, _, field)) = SUBFIELDS.iter().find(|(a, b, _)| *a == name || *b == name)
+        let Some(&(_, _, field, width)) = SUBFIELDS
+            .iter()
+            .find(|(a, b, _, _)| *a == name || *b == name)
         else {
-            let known: Vec<&str> = SUBFIELDS.iter().map(|(_, n, _)| *n).collect();
+            let known: Vec<&str> = SUBFIELDS.iter().map(|(_, n, _, _)| *n).collect();
             let why = if is_any_register(name) {
                 format!("{name} is an OVS register, which flowpath does not have")
             } else {
@@ -173,7 +175,6 @@ impl<'a> Ctx<'a> {
                 )
             }));
         };
-        let width = field.bits();
         let pair = if range.is_empty() {
             Some((0, width - 1))
         } else {
@@ -182,7 +183,7 @@ impl<'a> Ctx<'a> {
         };
         let Some((ofs, end)) = pair.filter(|&(o, e)| o <= e && e < width) else {
             return Err(self.err(k.at, |c| {
-                format!("{v} in {} at column {c}: bits [{range}] do not fit {name}, which is {width} bits wide in flowpath", k.name)
+                format!("{v} in {} at column {c}: bits [{range}] do not fit {name}, which is {width} bits wide", k.name)
             }));
         };
         Ok((field, ofs as u8, (end - ofs + 1) as u8))
