@@ -1,6 +1,7 @@
 //! Printing rules the way `ovs-ofctl` prints flows.
 //!
-//! Field order and names follow OVS's `match_format`: `priority`, the protocol shorthand
+//! Field order and names follow OVS's `match_format`: `priority`, the connection-tracking
+//! fields (`format_ct.rs`), the protocol shorthand
 //! (`ip`, `tcp6`, `arp`, ...), tunnel fields, `in_port`, VLAN, `dl_src`, `dl_dst`,
 //! `dl_type` (when no shorthand fits), addresses (`nw_src`/`nw_dst`, `arp_spa`/`arp_tpa`
 //! or `ipv6_src`/`ipv6_dst`), `nw_proto`/`arp_op`, `nw_tos`, `nw_ecn`, `nw_ttl`,
@@ -234,6 +235,7 @@ fn write_tcp_flags(s: &mut String, v: u128, m: u128) {
 fn write_match(s: &mut String, spec: &RuleSpec) {
     let m = &spec.matches;
     let _ = write!(s, "priority={}", spec.priority);
+    crate::format_ct::write_ct_match(s, m);
 
     let (ev, em) = get(m, Field::EthType);
     let (pv, pm) = get(m, Field::NwProto);
@@ -429,7 +431,10 @@ fn write_action(s: &mut String, a: &Action) {
         Action::SetVlanPcp(p) => write!(s, "mod_vlan_pcp:{p}"),
         Action::DecTtl => write!(s, "dec_ttl"),
         Action::CtClear => write!(s, "ct_clear"),
-        Action::Ct(id) => write!(s, "ct({:?})", id.spec()),
+        Action::Ct(id) => {
+            crate::format_ct::write_ct(s, id.spec());
+            Ok(())
+        }
         Action::SetTunnelDst(b) => match Action::tunnel_dst(*b) {
             std::net::IpAddr::V4(a) => write!(s, "set_field:{a}->tun_dst"),
             std::net::IpAddr::V6(a) => write!(s, "set_field:{a}->tun_ipv6_dst"),

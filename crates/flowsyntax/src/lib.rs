@@ -5,6 +5,7 @@ mod actions;
 mod classbench;
 mod error;
 mod format;
+mod format_ct;
 mod lex;
 mod names;
 mod parse;

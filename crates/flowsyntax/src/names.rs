@@ -1,6 +1,8 @@
 //! The names the syntax knows: match fields (with their aliases), protocol shorthands,
 //! keywords, and the OVS names flowpath recognises but does not support.
 
+use flowpath_packet::Field;
+
 /// A match field as the syntax names it (several names may map to one key field).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -50,10 +52,21 @@ pub(crate) enum F {
     TunIpv6Dst,
     TunFlags,
     Metadata,
+    CtState,
+    CtZone,
+    CtMark,
+    CtLabel,
+    CtNwSrc,
+    CtNwDst,
+    CtIpv6Src,
+    CtIpv6Dst,
+    CtNwProto,
+    CtTpSrc,
+    CtTpDst,
 }
 
 /// Every `F`, in declaration order (so `ALL_FIELDS[f as usize] == f`).
-pub(crate) const ALL_FIELDS: [F; 45] = [
+pub(crate) const ALL_FIELDS: [F; 56] = [
     F::InPort,
     F::EthSrc,
     F::EthDst,
@@ -99,6 +112,17 @@ pub(crate) const ALL_FIELDS: [F; 45] = [
     F::TunIpv6Dst,
     F::TunFlags,
     F::Metadata,
+    F::CtState,
+    F::CtZone,
+    F::CtMark,
+    F::CtLabel,
+    F::CtNwSrc,
+    F::CtNwDst,
+    F::CtIpv6Src,
+    F::CtIpv6Dst,
+    F::CtNwProto,
+    F::CtTpSrc,
+    F::CtTpDst,
 ];
 
 /// Every accepted field name. The first name of each field in this list is not
@@ -158,6 +182,17 @@ pub(crate) const FIELDS: &[(&str, F)] = &[
     ("tun_ipv6_dst", F::TunIpv6Dst),
     ("tun_flags", F::TunFlags),
     ("metadata", F::Metadata),
+    ("ct_state", F::CtState),
+    ("ct_zone", F::CtZone),
+    ("ct_mark", F::CtMark),
+    ("ct_label", F::CtLabel),
+    ("ct_nw_src", F::CtNwSrc),
+    ("ct_nw_dst", F::CtNwDst),
+    ("ct_ipv6_src", F::CtIpv6Src),
+    ("ct_ipv6_dst", F::CtIpv6Dst),
+    ("ct_nw_proto", F::CtNwProto),
+    ("ct_tp_src", F::CtTpSrc),
+    ("ct_tp_dst", F::CtTpDst),
 ];
 
 /// String equality that rejects on length, first and last byte before comparing the
@@ -259,17 +294,6 @@ pub(crate) const UNSUPPORTED_FIELDS: &[&str] = &[
     "packet_type",
     "eth",
     "in_port_oxm",
-    "ct_state",
-    "ct_zone",
-    "ct_mark",
-    "ct_label",
-    "ct_nw_src",
-    "ct_nw_dst",
-    "ct_ipv6_src",
-    "ct_ipv6_dst",
-    "ct_nw_proto",
-    "ct_tp_src",
-    "ct_tp_dst",
     "arp_sha",
     "arp_tha",
     "nd_target",
@@ -305,6 +329,41 @@ pub(crate) fn is_register(name: &str) -> bool {
         .or_else(|| name.strip_prefix("xreg"))
         .or_else(|| name.strip_prefix("reg"));
     matches!(digits, Some(d) if !d.is_empty() && d.len() <= 2 && d.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Fields a `ct` action's zone may come from, and fields `load:` writes in its `exec`:
+/// the name OVS prints (`mf_format_subfield`'s NXM or OXM name), the flow-syntax name
+/// (also accepted), the key field, and the field's width in OVS, which slices are checked
+/// against (as the OpenFlow channel checks them; bits past flowpath's narrower `metadata`,
+/// `tun_id` read as 0).
+pub(crate) const SUBFIELDS: &[(&str, &str, Field, u32)] = &[
+    ("NXM_OF_IN_PORT", "in_port", Field::InPort, 16),
+    ("NXM_OF_ETH_DST", "eth_dst", Field::EthDst, 48),
+    ("NXM_OF_ETH_SRC", "eth_src", Field::EthSrc, 48),
+    ("NXM_OF_ETH_TYPE", "eth_type", Field::EthType, 16),
+    ("NXM_OF_VLAN_TCI", "vlan_tci", Field::VlanTci, 16),
+    ("NXM_NX_TUN_ID", "tun_id", Field::TunId, 64),
+    ("OXM_OF_METADATA", "metadata", Field::Metadata, 64),
+    ("NXM_NX_CT_ZONE", "ct_zone", Field::CtZone, 16),
+    ("NXM_NX_CT_MARK", "ct_mark", Field::CtMark, 32),
+    ("NXM_NX_CT_LABEL", "ct_label", Field::CtLabel, 128),
+];
+
+/// OVS's registers by their NXM/OXM names (`NXM_NX_REG0`, `NXM_NX_XXREG1`,
+/// `OXM_OF_PKT_REG2`) or flow-syntax names (`reg0`, ...): flowpath has none.
+pub(crate) fn is_any_register(name: &str) -> bool {
+    is_register(name)
+        || [
+            "NXM_NX_REG",
+            "NXM_NX_XREG",
+            "NXM_NX_XXREG",
+            "OXM_OF_PKT_REG",
+        ]
+        .iter()
+        .any(|p| {
+            name.strip_prefix(p)
+                .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+        })
 }
 
 /// Every name a match-part word may be, for suggestions.

@@ -33,6 +33,26 @@ pub(crate) fn parse_u64(s: &str) -> Option<u64> {
     }
 }
 
+/// A 128-bit number in decimal or `0x`/`0X` hexadecimal (`ct_label`).
+pub(crate) fn parse_u128(s: &str) -> Option<u128> {
+    let b = s.as_bytes();
+    if b.len() > 2 && b[0] == b'0' && (b[1] == b'x' || b[1] == b'X') {
+        let h = s[2..].trim_start_matches('0');
+        if h.len() > 32 || !s[2..].bytes().all(|c| c.is_ascii_hexdigit()) {
+            return None;
+        }
+        Some(if h.is_empty() {
+            0
+        } else {
+            u128::from_str_radix(h, 16).ok()?
+        })
+    } else if !b.is_empty() && b.iter().all(u8::is_ascii_digit) {
+        s.parse().ok()
+    } else {
+        None
+    }
+}
+
 /// A number no larger than `max`.
 pub(crate) fn parse_max(s: &str, max: u64) -> Option<u64> {
     parse_u64(s).filter(|&v| v <= max)
@@ -165,7 +185,14 @@ mod tests {
         assert_eq!(parse_u64("18446744073709551616"), None);
         for bad in ["", "0x", "+5", "-1", "1a", "0x+5", "5 ", "٣"] {
             assert_eq!(parse_u64(bad), None, "{bad:?}");
+            assert_eq!(parse_u128(bad), None, "{bad:?}");
         }
+        assert_eq!(
+            parse_u128("0x0001000000000000000000000000000000"),
+            Some(1 << 120)
+        );
+        assert_eq!(parse_u128(&u128::MAX.to_string()), Some(u128::MAX));
+        assert_eq!(parse_u128("0x100000000000000000000000000000000"), None);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! A flow key as named fields: what the parser found in a frame, in the flow syntax's names
 //! (`dl_src`, `dl_type`, `nw_src`, `tp_dst`, ...), only the fields the frame has.
 
+use flowpath_packet::ct::state;
 use flowpath_packet::key::{
     ethertype, ipproto, FRAG_ANY, FRAG_LATER, TUN_IPV6, TUN_PRESENT, VLAN_PRESENT, VLAN_VID_MASK,
 };
@@ -59,6 +60,7 @@ fn num(k: &FlowKey, f: Field) -> FieldValue {
 /// later fragments (they have none), as the parser leaves them zero.
 pub fn key_fields(key: &FlowKey) -> Vec<(&'static str, FieldValue)> {
     let mut v = Vec::with_capacity(16);
+    push_ct(key, &mut v);
     push_tunnel(key, &mut v);
     if key.get(Field::InPort) != 0 {
         v.push(("in_port", num(key, Field::InPort)));
@@ -115,6 +117,64 @@ pub fn key_fields(key: &FlowKey) -> Vec<(&'static str, FieldValue)> {
     }
     push_l4(key, eth, proto, &mut v);
     v
+}
+
+/// `ct_state` of a tracked key as its set flags, OVS's names in OVS's order: `+new+trk`.
+pub fn ct_state_flags(st: u8) -> String {
+    let mut s = String::new();
+    for (bit, name) in state::NAMES {
+        if st & bit != 0 {
+            s.push('+');
+            s.push_str(name);
+        }
+    }
+    s
+}
+
+/// The connection-tracking fields of a tracked key (after a `ct` action): the state, the
+/// zone, mark and label when not 0, and the connection's original-direction tuple when
+/// the tracker gave one.
+fn push_ct(key: &FlowKey, v: &mut Vec<(&'static str, FieldValue)>) {
+    let st = key.get(Field::CtState) as u8;
+    if st == 0 {
+        return;
+    }
+    v.push(("ct_state", text(ct_state_flags(st))));
+    if key.get(Field::CtZone) != 0 {
+        v.push(("ct_zone", num(key, Field::CtZone)));
+    }
+    if key.get(Field::CtMark) != 0 {
+        v.push(("ct_mark", FieldValue::Hex(key.get(Field::CtMark) as u64, 1)));
+    }
+    let label = key.get(Field::CtLabel);
+    if label != 0 {
+        v.push(("ct_label", text(format!("{label:#x}"))));
+    }
+    if key.get(Field::CtNwProto) == 0 {
+        return;
+    }
+    if key.get(Field::EthType) as u16 == ethertype::IPV6 {
+        v.push((
+            "ct_ipv6_src",
+            text(Ipv6Addr::from(key.get(Field::CtIpv6Src))),
+        ));
+        v.push((
+            "ct_ipv6_dst",
+            text(Ipv6Addr::from(key.get(Field::CtIpv6Dst))),
+        ));
+    } else {
+        v.push((
+            "ct_nw_src",
+            text(Ipv4Addr::from(key.get(Field::CtNwSrc) as u32)),
+        ));
+        v.push((
+            "ct_nw_dst",
+            text(Ipv4Addr::from(key.get(Field::CtNwDst) as u32)),
+        ));
+    }
+    v.push(("ct_nw_proto", num(key, Field::CtNwProto)));
+    v.push(("ct_tp_src", num(key, Field::CtTpSrc)));
+    v.push(("ct_tp_dst", num(key, Field::CtTpDst)));
 }
 
 /// The tunnel fields, for a packet that came through a tunnel.
@@ -214,6 +274,32 @@ mod tests {
         .unwrap();
         assert_eq!(json["dl_type"], 2048);
         assert_eq!(json["nw_src"], "10.0.0.1");
+    }
+
+    #[test]
+    fn a_tracked_key_prints_its_ct_fields_and_parses_back() {
+        let mut k = FlowKey::ZERO;
+        parse(&udp_frame(), 3, &ParseOptions::default(), &mut k).unwrap();
+        k.set(Field::CtState, 0x22);
+        k.set(Field::CtZone, 5);
+        k.set(Field::CtMark, 0x10);
+        k.set(Field::CtNwSrc, 0x0a00_0001);
+        k.set(Field::CtNwDst, 0x0a00_0002);
+        k.set(Field::CtNwProto, 17);
+        k.set(Field::CtTpSrc, 1234);
+        k.set(Field::CtTpDst, 80);
+        let s = format_key(&k);
+        assert!(
+            s.starts_with(
+                "ct_state=+est+trk,ct_zone=5,ct_mark=0x10,ct_nw_src=10.0.0.1,ct_nw_dst=10.0.0.2,\
+                 ct_nw_proto=17,ct_tp_src=1234,ct_tp_dst=80,in_port=3,"
+            ),
+            "{s}"
+        );
+        let f =
+            flowpath_flowsyntax::parse_flow(&s, flowpath_flowsyntax::FlowCommand::Delete).unwrap();
+        assert!(f.spec.matches.matches(&k));
+        assert_eq!(f.spec.matches.value.get(Field::CtState), 0x22);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! actions in flow syntax, a megaflow's match, and what happens to a packet.
 
 use flowpath_flowsyntax::{format_actions, format_match};
-use flowpath_packet::{Action, FlowKey};
+use flowpath_packet::{Action, Field, FlowKey};
 use flowpath_pipeline::{Ending, Match, Pipeline, RuleRef, RuleSpec};
 
 /// A rule in one line: `table=1, priority=100,ip,nw_dst=10.0.0.0/8 actions=output:2`.
@@ -47,6 +47,13 @@ pub(crate) fn sent_to(actions: &[Action], in_port: u32) -> Vec<String> {
             Action::Flood => out.push("every port but in_port (flood)".to_string()),
             Action::All => out.push("every port but in_port (all)".to_string()),
             Action::Table => out.push("the pipeline (table)".to_string()),
+            Action::Ct(id) => {
+                if let Some(t) = id.spec().table {
+                    out.push(format!(
+                        "table {t} after the connection tracker (recirculated)"
+                    ));
+                }
+            }
             _ => {}
         }
     }
@@ -97,8 +104,15 @@ pub fn format_megaflow_match(key: &FlowKey, mask: &FlowKey) -> String {
     );
     let s = format_match(&spec);
     let rest = s.strip_prefix("priority=0").unwrap_or(&s);
+    // The pass a recirculated packet's megaflow is for (no rule matches it, so the flow
+    // syntax has no name for it: OVS's match_format prints it first, like this).
+    let recirc = match mask.get(Field::RecircId) {
+        0 => String::new(),
+        _ => format!("recirc_id={:#x},", key.get(Field::RecircId)),
+    };
     match rest.strip_prefix(',') {
-        Some(r) => r.to_string(),
-        None => "(any)".to_string(),
+        Some(r) => format!("{recirc}{r}"),
+        None if recirc.is_empty() => "(any)".to_string(),
+        None => recirc.trim_end_matches(',').to_string(),
     }
 }

@@ -10,7 +10,7 @@ use crate::hex::parse_hex;
 use crate::render::{describe_ending, format_action_list, format_megaflow_match, sent_to};
 use flowpath_flowsyntax::{format_actions, format_match, parse_flow, FlowCommand};
 use flowpath_packet::parse::{parse, ParseOptions};
-use flowpath_packet::{Field, FlowKey};
+use flowpath_packet::{Action, Field, FlowKey};
 use flowpath_pipeline::{Pipeline, TableVisit};
 use serde::{Deserialize, Serialize};
 
@@ -59,6 +59,11 @@ pub struct TraceStep {
     pub actions_so_far: String,
     /// The table the rule sends the packet to next.
     pub goto: Option<u8>,
+    /// The tables the rule's `ct(table=T)` actions recirculate the packet to, after the
+    /// connection tracker (each a pass of its own; the actions after a `ct` run on the
+    /// packet as it was before tracking).
+    #[serde(default)]
+    pub recirculate: Vec<u8>,
 }
 
 /// A whole trace.
@@ -151,6 +156,7 @@ pub fn trace(pipeline: &Pipeline, key: &FlowKey) -> Trace {
                 set: changed(&v.key_before, &v.key_after),
                 actions_so_far: format_action_list(&tr.actions[..v.actions_after]),
                 goto: rule.and_then(|r| r.spec.goto),
+                recirculate: rule.map_or_else(Vec::new, |r| recirculations(&r.spec.actions)),
             }
         })
         .collect();
@@ -166,6 +172,17 @@ pub fn trace(pipeline: &Pipeline, key: &FlowKey) -> Trace {
         dropped: sent_to(&tr.actions, in_port).is_empty(),
         verdict,
     }
+}
+
+/// The tables the `ct(table=T)` actions among `actions` send the packet to.
+fn recirculations(actions: &[Action]) -> Vec<u8> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Ct(id) => id.spec().table,
+            _ => None,
+        })
+        .collect()
 }
 
 /// Fields whose value differs after the actions (or that appeared, e.g. a pushed VLAN).
@@ -200,6 +217,11 @@ impl Trace {
                         s.push_str(&format!("    key now: {}\n", st.set.join(",")));
                     }
                     s.push_str(&format!("    actions so far: {}\n", st.actions_so_far));
+                    for t in &st.recirculate {
+                        s.push_str(&format!(
+                            "    ct(table={t}): the packet goes through the connection tracker and is recirculated to table {t} (a new pass, with its ct_state)\n"
+                        ));
+                    }
                     if let Some(g) = st.goto {
                         s.push_str(&format!("    goto_table:{g}\n"));
                     }
@@ -288,6 +310,37 @@ mod tests {
         assert!(drop.verdict.contains("actions (drop)"), "{}", drop.verdict);
         let ttl = trace_request(&p, &flow("tcp,nw_dst=10.1.2.3,nw_ttl=1")).unwrap();
         assert!(ttl.verdict.contains("dec_ttl"), "{}", ttl.verdict);
+    }
+
+    #[test]
+    fn a_trace_of_ct_table_says_the_packet_is_recirculated() {
+        let p = pipeline(
+            "ip,ct_state=-trk actions=ct(table=1,zone=1)\n\
+             table=1,ct_state=+trk+est,ip actions=output:2\n\
+             table=1,priority=1 actions=drop\n",
+        );
+        let t = trace_request(&p, &flow("udp,nw_dst=10.0.0.2")).unwrap();
+        assert_eq!(t.steps[0].recirculate, vec![1]);
+        assert_eq!(t.actions, "ct(table=1,zone=1)");
+        assert!(!t.dropped);
+        assert!(
+            t.verdict.contains("table 1 after the connection tracker"),
+            "{}",
+            t.verdict
+        );
+        let text = t.text();
+        assert!(text.contains("is recirculated to table 1"), "{text}");
+        // The second pass: a tracked, recirculated key starts in table 1.
+        let mut k = resolve(&flow("ct_state=+est+trk,udp,nw_dst=10.0.0.2"))
+            .unwrap()
+            .unwrap();
+        k.set(Field::RecircId, flowpath_packet::ct::recirc_id(1) as u128);
+        let t2 = trace(&p, &k);
+        assert_eq!(t2.steps[0].table, 1);
+        assert_eq!(t2.actions, "output:2");
+        assert!(t2.flow.starts_with("ct_state=+est+trk,"), "{}", t2.flow);
+        let mf = t2.megaflow.unwrap();
+        assert!(mf.starts_with("recirc_id=0x2,ct_state=+est+trk"), "{mf}");
     }
 
     #[test]

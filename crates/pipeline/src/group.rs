@@ -100,7 +100,8 @@ impl GroupSpec {
     }
 
     /// What flowpath runs of a group: the id in range, ALL/SELECT/INDIRECT, one bucket for
-    /// INDIRECT, bucket actions in range, no group and no `dec_ttl` in a bucket.
+    /// INDIRECT, bucket actions in range, no group, `dec_ttl`, `ct` or `ct_clear` in a
+    /// bucket.
     pub fn validate(&self) -> Result<(), RuleError> {
         let bad = |what| {
             Err(RuleError::BadGroup {
@@ -125,6 +126,10 @@ impl GroupSpec {
                         return bad("a group in a bucket (chaining) is not supported")
                     }
                     Action::DecTtl => return bad("dec_ttl in a bucket is not supported"),
+                    // Nothing after a bucket could set the packet's ct state back.
+                    Action::Ct(_) | Action::CtClear => {
+                        return bad("ct and ct_clear in a bucket are not supported")
+                    }
                     _ => {}
                 }
             }

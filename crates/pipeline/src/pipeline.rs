@@ -129,7 +129,16 @@ impl Pipeline {
         wc.set_all(Field::InPort);
         let mut actions = SmallVec::new();
         let mut path = SmallVec::new();
-        let mut t = 0u8;
+        // A recirculated key (after `ct(table=T)`) resumes in table T, and its megaflow
+        // is for that pass only; a first pass leaves the recirculation id out of the mask,
+        // which keeps stateless megaflows as wide as without connection tracking.
+        let mut t = match flowpath_packet::ct::recirc_table(&k) {
+            Some(table) => {
+                wc.set_all(Field::RecircId);
+                table
+            }
+            None => 0,
+        };
         // The OpenFlow action set (write_actions), and the last group compensation.
         let mut set = ActionSet::default();
         let mut tail = None;
@@ -143,6 +152,7 @@ impl Pipeline {
                 break Ending::TableMiss(t);
             };
             let before = k;
+            let added = actions.len();
             let rule = RuleRef { table: t, index: i };
             path.push(rule);
             let spec = &table.rules()[i as usize].spec;
@@ -154,6 +164,7 @@ impl Pipeline {
                 tail: &mut tail,
             };
             let end = run_instructions(&mut ex, &self.groups, &mut set, t, spec);
+            carry_metadata(&mut ex, added, key, before.get(Field::Metadata));
             visit(&TableVisit {
                 table: t,
                 rule: Some(rule),
@@ -176,6 +187,27 @@ impl Pipeline {
             path,
             ending,
         }
+    }
+}
+
+/// A recirculated pass keeps the packet's metadata register: where this rule's actions
+/// (from `added` on) recirculate (`ct(table=T)`) while the walk's metadata (`md`, as the
+/// rule found it: `write_metadata` is the rule's last instruction) differs from the
+/// packet's own (`start`'s), a full `write_metadata` of it goes right before the first
+/// such `ct`, for the datapath to put in the key it recirculates. Either way the
+/// metadata is un-wildcarded: whether it is written depends on it.
+fn carry_metadata(ex: &mut Expand<'_>, added: usize, start: &FlowKey, md: u128) {
+    let recirculates = |a: &Action| matches!(a, Action::Ct(id) if id.spec().table.is_some());
+    let Some(at) = ex.out[added..].iter().position(recirculates) else {
+        return;
+    };
+    ex.wc.set_all(Field::Metadata);
+    if md != start.get(Field::Metadata) {
+        let write = Action::WriteMetadata {
+            value: md as u32,
+            mask: Field::Metadata.full_mask() as u32,
+        };
+        ex.out.insert(added + at, write);
     }
 }
 

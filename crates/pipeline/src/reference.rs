@@ -53,6 +53,23 @@ pub fn evaluate_with_groups(
     in_port: u32,
     opts: &ParseOptions,
 ) -> RefOutcome {
+    evaluate_pass(rules, groups, frame, in_port, opts, &FlowKey::ZERO)
+}
+
+/// [`evaluate_with_groups`] for one pass of a packet whose recirculation id and
+/// connection-tracking fields are `state`'s ([`Field::RecircId`] and [`Field::CT`]; the
+/// rest of `state` is ignored): what a parsed frame cannot say. A recirculated pass
+/// starts in the table its id names; the fields stay with the packet from table to table
+/// until a `ct_clear` zeroes the ct ones. `ct` itself changes nothing here: the tracker's
+/// answer is what `state` already holds.
+pub fn evaluate_pass(
+    rules: &[(RuleId, RuleSpec)],
+    groups: &[GroupSpec],
+    frame: &[u8],
+    in_port: u32,
+    opts: &ParseOptions,
+    state: &FlowKey,
+) -> RefOutcome {
     let mut out = RefOutcome {
         outputs: Vec::new(),
         controller: Vec::new(),
@@ -71,15 +88,18 @@ pub fn evaluate_with_groups(
         }
     };
     // A VXLAN packet is its inner frame from here on; the tunnel fields stay in the key.
-    let mut tunnel =
-        [Field::TunId, Field::TunFlags, Field::TunSrc, Field::TunDst].map(|f| (f, key.get(f)));
+    let mut tunnel = CARRIED.map(|f| (f, key.get(f)));
+    for (f, v) in tunnel.iter_mut().skip(TUNNEL_FIELDS) {
+        *v = state.get(*f);
+        key.set(*f, *v);
+    }
     meta.strip_outer(&mut pkt);
     let mut cx = Cx {
         in_port,
         groups,
         tunnel: &mut tunnel,
     };
-    let mut table = 0u8;
+    let mut table = flowpath_packet::ct::recirc_table(&key).unwrap_or(0);
     let mut set: Vec<Action> = Vec::new();
     loop {
         let Some(rule) = best_rule(rules, table, &key) else {
@@ -183,11 +203,32 @@ fn kind(a: &Action) -> (u8, u8) {
     }
 }
 
+/// The fields a packet keeps across the re-parse before each table: its tunnel's (the
+/// first [`TUNNEL_FIELDS`]), its recirculation id and its connection-tracking fields.
+const CARRIED: [Field; 14] = [
+    Field::TunId,
+    Field::TunFlags,
+    Field::TunSrc,
+    Field::TunDst,
+    Field::RecircId,
+    Field::CT[0],
+    Field::CT[1],
+    Field::CT[2],
+    Field::CT[3],
+    Field::CT[4],
+    Field::CT[5],
+    Field::CT[6],
+    Field::CT[7],
+    Field::CT[8],
+];
+const TUNNEL_FIELDS: usize = 4;
+
 /// What running actions needs besides the packet.
 struct Cx<'a> {
     in_port: u32,
     groups: &'a [GroupSpec],
-    tunnel: &'a mut [(Field, u128); 4],
+    /// The [`CARRIED`] fields' values.
+    tunnel: &'a mut [(Field, u128); CARRIED.len()],
 }
 
 /// Run `actions` on the packet; `Err` is how the packet was dropped.
@@ -209,6 +250,11 @@ fn run(
             Action::InPort => out.outputs.push((in_port, pkt.data().to_vec())),
             Action::SetTunnel(id) => cx.tunnel[0].1 = *id as u128,
             Action::SetTunnelDst(b) => cx.tunnel[3].1 = crate::translate::tun_addr(*b),
+            Action::CtClear => {
+                for (_, v) in cx.tunnel.iter_mut().skip(TUNNEL_FIELDS + 1) {
+                    *v = 0;
+                }
+            }
             Action::Controller { max_len, .. } => {
                 let n = pkt.len().min(*max_len as usize);
                 out.controller.push(pkt.data()[..n].to_vec());

@@ -338,3 +338,147 @@ pub fn frame_of(h: &Headers) -> Vec<u8> {
     }
     build(&spec)
 }
+
+/// What the tracker and recirculation leave in a key: the pass (`recirc`: the table a
+/// `ct(table=T)` sent the packet to; `None` for a first pass) and the ct fields, from
+/// small domains that overlap the conditions of [`arb_ct_condition`].
+#[derive(Clone, Debug)]
+pub struct CtHeaders {
+    pub recirc: Option<u8>,
+    pub state: u8,
+    pub zone: u16,
+    pub mark: u32,
+    pub label: u128,
+    pub src: u32,
+    pub dst: u32,
+    pub proto: u8,
+    pub sport: u16,
+    pub dport: u16,
+}
+
+/// ct_state values a tracker gives: untracked, new, established (both directions),
+/// related, invalid, new with source NAT.
+pub const CT_STATES: [u8; 7] = [0, 0x21, 0x22, 0x2a, 0x24, 0x30, 0x61];
+
+pub fn arb_ct_headers(tables: u8) -> impl Strategy<Value = CtHeaders> {
+    (
+        prop::option::weighted(0.5, 0..tables),
+        prop::sample::select(CT_STATES.to_vec()),
+        0u16..3,
+        prop::sample::select(vec![0u32, 1, 0x10, 0xff]),
+        prop::sample::select(vec![0u128, 1, 1 << 100]),
+        prop::sample::select(V4.to_vec()),
+        prop::sample::select(V4.to_vec()),
+        prop::sample::select(vec![ipproto::TCP, ipproto::UDP]),
+        prop::sample::select(PORTS.to_vec()),
+        prop::sample::select(PORTS.to_vec()),
+    )
+        .prop_map(
+            |(recirc, state, zone, mark, label, src, dst, proto, sport, dport)| CtHeaders {
+                recirc,
+                state,
+                zone,
+                mark,
+                label,
+                src,
+                dst,
+                proto,
+                sport,
+                dport,
+            },
+        )
+}
+
+/// Write `c` into `k`: the recirculation id and, for a tracked packet, the ct fields.
+pub fn with_ct(mut k: FlowKey, c: &CtHeaders) -> FlowKey {
+    if let Some(t) = c.recirc {
+        k.set(Field::RecircId, flowpath_packet::ct::recirc_id(t) as u128);
+    }
+    if c.state != 0 {
+        k.set(Field::CtState, c.state as u128);
+        k.set(Field::CtZone, c.zone as u128);
+        k.set(Field::CtMark, c.mark as u128);
+        k.set(Field::CtLabel, c.label);
+        k.set(Field::CtNwSrc, c.src as u128);
+        k.set(Field::CtNwDst, c.dst as u128);
+        k.set(Field::CtNwProto, c.proto as u128);
+        k.set(Field::CtTpSrc, c.sport as u128);
+        k.set(Field::CtTpDst, c.dport as u128);
+    }
+    k
+}
+
+/// A condition on a ct field, as a rule after `ct(table=T)` has them.
+pub fn arb_ct_condition() -> impl Strategy<Value = (Field, u128, u128)> {
+    let v4 = prop::sample::select(V4.to_vec()).prop_map(|v| v as u128);
+    prop_oneof![
+        3 => prop::sample::select(vec![
+            (0x20u128, 0x20u128),
+            (0, 0x20),
+            (0x22, 0x22),
+            (0x21, 0x21),
+            (0x20, 0x30),
+            (0x2a, 0xff),
+            (0x40, 0x40),
+        ])
+        .prop_map(|(v, m)| (Field::CtState, v, m)),
+        1 => (0u128..3).prop_map(|z| (Field::CtZone, z, 0xffff)),
+        1 => (
+            prop::sample::select(vec![1u128, 0x10, 0xff]),
+            prop::sample::select(vec![u32::MAX as u128, 0xf0, 0x1])
+        )
+            .prop_map(|(v, m)| (Field::CtMark, v, m)),
+        1 => prop::sample::select(vec![(1u128, u128::MAX), (1 << 100, 1 << 100)])
+            .prop_map(|(v, m)| (Field::CtLabel, v, m)),
+        1 => (v4.clone(), prop::sample::select(vec![8u32, 24, 32])).prop_map(|(v, l)| (
+            Field::CtNwSrc,
+            v,
+            (u32::MAX << (32 - l)) as u128
+        )),
+        1 => v4.prop_map(|v| (Field::CtNwDst, v, u32::MAX as u128)),
+        1 => prop::sample::select(vec![ipproto::TCP, ipproto::UDP])
+            .prop_map(|p| (Field::CtNwProto, p as u128, 0xff)),
+        1 => prop::sample::select(PORTS.to_vec())
+            .prop_map(|p| (Field::CtTpDst, p as u128, 0xffff)),
+    ]
+}
+
+/// A `ct` action: sometimes committing, in zone 0..2, sometimes recirculating into one
+/// of `tables` tables (any: recirculation may go back); or a `ct_clear`.
+pub fn arb_ct_action(tables: u8) -> impl Strategy<Value = Action> {
+    use flowpath_packet::ct::{CtId, CtSpec, CtZoneSrc};
+    prop_oneof![
+        4 => (any::<bool>(), 0u16..3, prop::option::weighted(0.6, 0..tables)).prop_map(
+            |(commit, zone, table)| {
+                let spec = CtSpec {
+                    commit,
+                    zone: CtZoneSrc::Value(zone),
+                    table,
+                    ..CtSpec::new()
+                };
+                Action::Ct(CtId::intern(spec).expect("few distinct specs"))
+            }
+        ),
+        1 => Just(Action::CtClear),
+    ]
+}
+
+/// [`arb_rule`] with 0–2 conditions on ct fields and sometimes a ct action among its
+/// actions.
+pub fn arb_ct_rule(tables: u8, max_port: u32) -> impl Strategy<Value = RuleSpec> {
+    (
+        arb_rule(tables, max_port),
+        prop::collection::vec(arb_ct_condition(), 0..=2),
+        prop::option::weighted(0.4, (0usize..4, arb_ct_action(tables))),
+    )
+        .prop_map(|(mut r, conds, ct)| {
+            for (f, v, m) in conds {
+                r.matches = r.matches.with(f, v, m);
+            }
+            if let Some((at, a)) = ct {
+                let at = at.min(r.actions.len());
+                r.actions.insert(at, a);
+            }
+            r
+        })
+}

@@ -3,6 +3,7 @@
 //! action may also end the walk ([`Ending`]).
 
 use crate::rule::{Match, RuleSpec};
+use flowpath_packet::ct::{CtId, CtSpec, CtZoneSrc};
 use flowpath_packet::key::{ethertype, ipproto, FRAG_LATER, VLAN_PRESENT, VLAN_VID_MASK};
 use flowpath_packet::{packet_in_reason, Action, Field, FlowKey};
 use smallvec::SmallVec;
@@ -84,10 +85,11 @@ pub(crate) fn translate_action(
         Action::PopVlan => pop_vlan(k, wc, out, a),
         Action::SetVlanVid(_) | Action::SetVlanPcp(_) => set_vlan(k, wc, out, a),
         Action::DecTtl => return dec_ttl(k, wc, out, a),
-        // Tracking reads the packet at run time, not the key: only the type it needs.
-        Action::Ct(_) => {
+        // Tracking reads the packet at run time, not the key: only the type it needs
+        // (and a zone taken from a key field, read here).
+        Action::Ct(id) => {
             wc.set_all(Field::EthType);
-            out.push(*a);
+            out.push(ct_with_zone(id, k, wc));
         }
         Action::CtClear => {
             flowpath_packet::ct::clear(k);
@@ -266,6 +268,25 @@ fn dec_ttl(k: &mut FlowKey, wc: &mut FlowKey, out: &mut ActionList, a: &Action) 
         k.set(Field::NwTtl, (ttl - 1) as u128);
     }
     None
+}
+
+/// A `ct` whose zone comes from a key field (`zone=metadata[0..15]`) takes it from the key
+/// as the walk has it now (after an earlier `write_metadata`, say), so the datapath gets
+/// the zone as a number; the bits read are un-wildcarded. (Interning takes a lock: this
+/// is the slow path's translation, once per megaflow.)
+fn ct_with_zone(id: CtId, k: &FlowKey, wc: &mut FlowKey) -> Action {
+    let spec = id.spec();
+    let CtZoneSrc::Field { field, ofs, bits } = spec.zone else {
+        return Action::Ct(id);
+    };
+    let n = bits.min(16) as u32;
+    wc.or_field(field, ((1u128 << n) - 1) << ofs);
+    let fixed = CtSpec {
+        zone: CtZoneSrc::Value(spec.zone.zone(k)),
+        ..*spec
+    };
+    // Past the interner's bound the zone is left to be read at run time.
+    Action::Ct(CtId::intern(fixed).unwrap_or(id))
 }
 
 fn is_ip(eth_type: u16) -> bool {

@@ -16,8 +16,9 @@ use flowpath_packet::{Field, FlowKey, KEY_BYTES};
 
 /// The fields a region is built from: non-overlapping, covering the whole key (the IPv4
 /// address fields are the top 32 bits of the 16-byte address fields, so prefix lengths
-/// on those are the same numbers).
-pub(crate) const FIELDS: [Field; 19] = [
+/// on those are the same numbers; likewise the connection's addresses). A field missing
+/// here could not keep a region apart from a rule that differs from the key only there.
+pub(crate) const FIELDS: [Field; 30] = [
     Field::InPort,
     Field::EthType,
     Field::VlanTci,
@@ -37,6 +38,17 @@ pub(crate) const FIELDS: [Field; 19] = [
     Field::TunFlags,
     Field::TunSrc,
     Field::TunDst,
+    Field::Metadata,
+    Field::RecircId,
+    Field::CtState,
+    Field::CtNwProto,
+    Field::CtZone,
+    Field::CtMark,
+    Field::CtTpSrc,
+    Field::CtTpDst,
+    Field::CtLabel,
+    Field::CtIpv6Src,
+    Field::CtIpv6Dst,
 ];
 
 /// Field `f` of `k` as a number: big-endian loads of the field's bytes (the key's own

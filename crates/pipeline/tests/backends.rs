@@ -1,14 +1,44 @@
 //! Every classifier backend against a linear scan on ACL-shaped rule sets (prefixes of
 //! every length, port ranges, wildcards), big enough that the tree cuts many levels deep:
-//! the same winner for every key, sound megaflows, and the same after rule churn.
+//! the same winner for every key, sound megaflows, and the same after rule churn. Some
+//! rules also match connection-tracking fields (`ct_state`, `ct_zone`, as a security
+//! group's second pass does) and keys carry them.
 
 use flowpath_packet::key::ethertype;
 use flowpath_packet::{Field, FlowKey, KEY_WORDS};
 use flowpath_pipeline::{Backend, Change, Match, PortRange, RuleId, RuleSpec, RuleStore};
 use proptest::prelude::*;
 
-/// One ACL rule: (src, src len, dst, dst len, sport range, dport range, proto or any).
-type Acl = (u32, u32, u32, u32, (u16, u16), (u16, u16), Option<u8>);
+/// One ACL rule: (src, src len, dst, dst len, sport range, dport range, proto or any),
+/// and ct conditions: (ct_state value, mask) or any, ct_zone or any.
+type Acl = (
+    u32,
+    u32,
+    u32,
+    u32,
+    (u16, u16),
+    (u16, u16),
+    Option<u8>,
+    (Option<(u8, u8)>, Option<u16>),
+);
+
+/// ct_state conditions (+trk, -trk, +trk+est, +trk+new, +trk-inv) and values (untracked,
+/// new, established, reply, invalid).
+const CT_CONDS: [(u8, u8); 5] = [
+    (0x20, 0x20),
+    (0, 0x20),
+    (0x22, 0x22),
+    (0x21, 0x21),
+    (0x20, 0x30),
+];
+const CT_STATES: [u8; 5] = [0, 0x21, 0x22, 0x2a, 0x30];
+
+fn arb_ct_cond() -> impl Strategy<Value = (Option<(u8, u8)>, Option<u16>)> {
+    (
+        prop::option::weighted(0.3, prop::sample::select(CT_CONDS.to_vec())),
+        prop::option::weighted(0.15, 0u16..3),
+    )
+}
 
 /// Addresses from a small pool so prefixes nest and overlap.
 fn arb_addr() -> impl Strategy<Value = u32> {
@@ -38,11 +68,12 @@ fn arb_acl() -> impl Strategy<Value = Acl> {
         arb_range(),
         arb_range(),
         prop::option::of(prop::sample::select(vec![6u8, 17, 1])),
+        arb_ct_cond(),
     )
 }
 
 fn spec(i: usize, a: &Acl) -> RuleSpec {
-    let &(s, sl, d, dl, sp, dp, proto) = a;
+    let &(s, sl, d, dl, sp, dp, proto, (ct_state, ct_zone)) = a;
     let mut m = Match::any()
         .exact(Field::EthType, ethertype::IPV4 as u128)
         .prefix(Field::Ipv4Src, s as u128, sl)
@@ -52,12 +83,25 @@ fn spec(i: usize, a: &Acl) -> RuleSpec {
     if let Some(p) = proto {
         m = m.exact(Field::NwProto, p as u128);
     }
+    if let Some((v, mask)) = ct_state {
+        m = m.with(Field::CtState, v as u128, mask as u128);
+    }
+    if let Some(z) = ct_zone {
+        m = m.exact(Field::CtZone, z as u128);
+    }
     // A few priorities shared by many rules: ties go to the older rule.
     RuleSpec::new(0, (i % 7) as u16, m)
 }
 
 fn key(s: u32, d: u32, sp: u16, dp: u16, proto: u8) -> FlowKey {
+    ct_key(s, d, sp, dp, proto, (0, 0))
+}
+
+/// A key after `ct` in zone `zone` gave it `state` (0: untracked).
+fn ct_key(s: u32, d: u32, sp: u16, dp: u16, proto: u8, (state, zone): (u8, u16)) -> FlowKey {
     let mut k = FlowKey::ZERO;
+    k.set(Field::CtState, state as u128);
+    k.set(Field::CtZone, zone as u128);
     k.set(Field::InPort, 1);
     k.set(Field::EthType, ethertype::IPV4 as u128);
     k.set(Field::Ipv4Src, s as u128);
@@ -75,8 +119,9 @@ fn arb_key() -> impl Strategy<Value = FlowKey> {
         0u16..3100,
         prop_oneof![0u16..3100, any::<u16>()],
         prop::sample::select(vec![6u8, 17, 1, 50]),
+        (prop::sample::select(CT_STATES.to_vec()), 0u16..3),
     )
-        .prop_map(|(s, d, sp, dp, p)| key(s, d, sp, dp, p))
+        .prop_map(|(s, d, sp, dp, p, ct)| ct_key(s, d, sp, dp, p, ct))
 }
 
 fn naive(store: &RuleStore, key: &FlowKey) -> Option<RuleId> {

@@ -24,12 +24,15 @@ fn naive_best(rules: &[(RuleId, RuleSpec)], table: u8, key: &FlowKey) -> Option<
         .map(|(id, _)| *id)
 }
 
-/// Randomise every key bit outside `mask`.
+/// Randomise every key bit outside `mask`, except the recirculation id: a first pass's
+/// megaflow holds first-pass keys only (the datapath keeps the passes apart, so the id is
+/// not in its mask).
 fn perturb(key: &FlowKey, mask: &FlowKey, noise: &[u64; KEY_WORDS]) -> FlowKey {
     let mut k = *key;
     for ((w, m), n) in k.words.iter_mut().zip(&mask.words).zip(noise) {
         *w = (*w & m) | (n & !m);
     }
+    k.set(Field::RecircId, key.get(Field::RecircId));
     k
 }
 

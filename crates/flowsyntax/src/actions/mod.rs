@@ -3,9 +3,11 @@
 //!
 //! Here: the walk over the actions and the instructions (`drop`, `clear_actions`,
 //! `write_actions`, the jump), and the dispatch of each action word to its family's parser:
-//! `forward` (where the packet goes), `rewrite` and `set_field` (header rewrites). `words`
+//! `forward` (where the packet goes), `rewrite` and `set_field` (header rewrites), `ct`
+//! (connection tracking). `words`
 //! names the action words, `ctx` holds what every parser uses.
 
+mod ct;
 mod ctx;
 mod forward;
 mod rewrite;
@@ -126,7 +128,7 @@ impl Ctx<'_> {
                 self.port(&k, k.name)?
             } else {
                 match self.lookup(&k)? {
-                    A::Drop | A::GotoTable | A::Resubmit => {
+                    A::Drop | A::GotoTable | A::Resubmit | A::Ct | A::CtClear => {
                         return Err(self.err(k.at, |c| {
                             format!("{} at column {c} cannot be inside write_actions", k.name)
                         }))
@@ -182,6 +184,11 @@ impl Ctx<'_> {
             A::DecTtl => self.dec_ttl(k, arg)?,
             A::SetTunnel => self.set_tunnel(k, arg)?,
             A::WriteMetadata => self.write_metadata(k, arg)?,
+            A::Ct => self.ct(k, arg)?,
+            A::CtClear => {
+                self.no_arg(k, arg)?;
+                Action::CtClear
+            }
             A::Drop | A::GotoTable | A::Resubmit => {
                 unreachable!("drop, goto_table and resubmit are not actions of their own")
             }

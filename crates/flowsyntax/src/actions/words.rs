@@ -33,6 +33,8 @@ pub(super) enum A {
     Flood,
     All,
     WriteMetadata,
+    Ct,
+    CtClear,
 }
 
 /// Action names flowpath supports (matched case-insensitively, as OVS does).
@@ -64,12 +66,14 @@ const ACTIONS: &[(&str, A)] = &[
     ("normal", A::Normal),
     ("flood", A::Flood),
     ("all", A::All),
+    ("ct", A::Ct),
+    ("ct_clear", A::CtClear),
 ];
 
 const SUPPORTED: &str = "output, in_port, controller, drop, goto_table, resubmit(,TABLE), \
 mod_dl_src, mod_dl_dst, mod_nw_src, mod_nw_dst, mod_nw_tos, mod_tp_src, mod_tp_dst, set_field, \
 push_vlan, strip_vlan, pop_vlan, mod_vlan_vid, mod_vlan_pcp, dec_ttl, set_tunnel, set_tunnel64, \
-group, normal, flood, all";
+group, normal, flood, all, ct, ct_clear";
 
 /// OVS actions (and reserved ports usable as actions) that flowpath does not have.
 const UNSUPPORTED: &[&str] = &[
@@ -110,8 +114,6 @@ const UNSUPPORTED: &[&str] = &[
     "note",
     "exit",
     "sample",
-    "ct",
-    "ct_clear",
     "nat",
     "clone",
     "check_pkt_larger",

@@ -42,6 +42,17 @@ impl<'a> Parser<'a> {
             | F::TunIpv6Dst
             | F::TunFlags
             | F::Metadata => self.field_tunnel(f, k, v),
+            F::CtState
+            | F::CtZone
+            | F::CtMark
+            | F::CtLabel
+            | F::CtNwSrc
+            | F::CtNwDst
+            | F::CtIpv6Src
+            | F::CtIpv6Dst
+            | F::CtNwProto
+            | F::CtTpSrc
+            | F::CtTpDst => self.field_ct(f, k, v),
             _ => self.field_l3(f, k, v),
         }
     }

@@ -5,6 +5,7 @@
 //! field by family, `values.rs` reads numbers, addresses and masks with errors that name
 //! the column, `prereq.rs` checks OVS's prerequisites.
 
+mod ct;
 mod fields;
 mod prereq;
 mod run;
@@ -98,7 +99,11 @@ pub struct ParsedFlow {
 ///   `udp_src`/`udp_dst` (value[/mask]); `tcp_flags` (`+syn-ack`, `syn|ack`, value/mask);
 ///   `icmp_type`/`icmp_code` (icmp or icmp6), `icmpv6_type`/`icmpv6_code` (icmp6);
 ///   `tun_id`/`tunnel_id` (24 bits), `tun_src`/`tun_dst` (IPv4), `tun_ipv6_src`/
-///   `tun_ipv6_dst`, `tun_flags`.
+///   `tun_ipv6_dst`, `tun_flags`; connection tracking: `ct_state` (`+trk+est-new`,
+///   `est|trk`, `0x22/0x22`), `ct_zone`, `ct_mark[/mask]`, `ct_label[/mask]` (128 bits),
+///   `ct_nw_src`/`ct_nw_dst`, `ct_ipv6_src`/`ct_ipv6_dst`, `ct_nw_proto`,
+///   `ct_tp_src`/`ct_tp_dst` (these seven need a `ct_state` that says the connection is
+///   valid, as in OVS).
 /// - Actions: `output:N` (also a bare `N`, `output(port=N)`), `in_port`, `controller`,
 ///   `controller:MAX_LEN`, `controller(max_len=N)`, `drop` (alone), `goto_table:N` (last,
 ///   to a later table), `resubmit(,N)` (only as the last action: it becomes
@@ -106,8 +111,10 @@ pub struct ParsedFlow {
 ///   `mod_nw_tos`, `mod_tp_src`, `mod_tp_dst`, `set_field:V->F` (F: eth/ipv4/ipv6
 ///   src/dst, `nw_tos`, `ip_dscp`, tp/tcp/udp src/dst, `vlan_vid`, `vlan_pcp`, `tun_id`),
 ///   `push_vlan:0x8100|0x88a8`, `strip_vlan`/`pop_vlan`, `mod_vlan_vid`, `mod_vlan_pcp`,
-///   `dec_ttl`, `set_tunnel`/`set_tunnel64` (at most 0xffffff). Action names are
-///   case-insensitive, field names are not (as in OVS).
+///   `dec_ttl`, `set_tunnel`/`set_tunnel64` (at most 0xffffff), `ct(commit, force,
+///   table=T, zone=N|FIELD[a..b], nat[(src|dst=RANGE,...)], exec(set_field:V[/M]->ct_mark
+///   |ct_label))`, `ct_clear`. Action names are case-insensitive, field names are not (as
+///   in OVS).
 ///
 /// Where this differs from OVS: prerequisites (`nw_src` needs `ip` or `arp`, `tp_dst`
 /// needs `tcp` or `udp`, ...) are checked here, in any order, rather than by the switch;
@@ -116,8 +123,10 @@ pub struct ParsedFlow {
 /// `icmp_type`/`icmp_code` also take a mask and `ip_frag` a numeric value/mask, so that
 /// every key mask prints back; `tun_flags` holds flowpath's bits (1 = arrived tunnelled,
 /// 2 = outer header IPv6), not OVS's named flags; `tun_src`/`tun_dst` match the first 4
-/// bytes of the 16-byte outer address; actions are not checked against the match (a
-/// rewrite of a header the packet lacks is a no-op in flowpath); a non-strict delete
+/// bytes of the 16-byte outer address; actions other than `ct` are not checked against
+/// the match (a rewrite of a header the packet lacks is a no-op in flowpath; `ct` is
+/// checked as OVS's `check_CT` does: ip or ipv6, the NAT range's family, no commit of
+/// `+inv`); a non-strict delete
 /// accepts `priority` and records it in [`ParsedFlow::priority_given`] (OVS refuses it).
 ///
 /// ```
@@ -188,7 +197,16 @@ mod slot {
     pub const TUN_DST: usize = 27;
     pub const TUN_FLAGS: usize = 28;
     pub const METADATA: usize = 29;
-    pub const N: usize = 30;
+    pub const CT_STATE: usize = 30;
+    pub const CT_ZONE: usize = 31;
+    pub const CT_MARK: usize = 32;
+    pub const CT_LABEL: usize = 33;
+    pub const CT_SRC: usize = 34;
+    pub const CT_DST: usize = 35;
+    pub const CT_PROTO: usize = 36;
+    pub const CT_TP_SRC: usize = 37;
+    pub const CT_TP_DST: usize = 38;
+    pub const N: usize = 39;
 }
 
 /// The slots a field claims (the second is `usize::MAX` when there is one).
@@ -223,6 +241,15 @@ fn slots_of(f: F) -> (usize, usize) {
         F::TunDst | F::TunIpv6Dst => one(TUN_DST),
         F::TunFlags => one(TUN_FLAGS),
         F::Metadata => one(METADATA),
+        F::CtState => one(CT_STATE),
+        F::CtZone => one(CT_ZONE),
+        F::CtMark => one(CT_MARK),
+        F::CtLabel => one(CT_LABEL),
+        F::CtNwSrc | F::CtIpv6Src => one(CT_SRC),
+        F::CtNwDst | F::CtIpv6Dst => one(CT_DST),
+        F::CtNwProto => one(CT_PROTO),
+        F::CtTpSrc => one(CT_TP_SRC),
+        F::CtTpDst => one(CT_TP_DST),
     }
 }
 
@@ -244,7 +271,7 @@ fn f_from_u8(v: u8) -> Option<F> {
 struct Parser<'a> {
     text: &'a str,
     m: Match,
-    used: u32,
+    used: u64,
     recs: [Rec; slot::N],
 }
 
@@ -263,7 +290,7 @@ impl<'a> Parser<'a> {
     }
 
     fn claim(&mut self, s: usize, at: usize, end: usize, f: u8) -> Result<(), SyntaxError> {
-        let bit = 1u32 << s;
+        let bit = 1u64 << s;
         if self.used & bit != 0 {
             let prev = self.recs[s];
             let prev_name = &self.text[prev.at..prev.end];

@@ -18,6 +18,8 @@ pub(super) enum Pre {
     Udp,
     IcmpAny,
     Icmp6,
+    /// The connection's tuple: a `ct_state` that says the tracker knows the connection.
+    CtValid,
 }
 
 pub(super) fn prereq(f: F) -> Pre {
@@ -33,12 +35,21 @@ pub(super) fn prereq(f: F) -> Pre {
         F::UdpSrc | F::UdpDst => Pre::Udp,
         F::IcmpType | F::IcmpCode => Pre::IcmpAny,
         F::Icmpv6Type | F::Icmpv6Code => Pre::Icmp6,
+        F::CtNwSrc
+        | F::CtNwDst
+        | F::CtIpv6Src
+        | F::CtIpv6Dst
+        | F::CtNwProto
+        | F::CtTpSrc
+        | F::CtTpDst => Pre::CtValid,
         _ => Pre::None,
     }
 }
 
 impl Pre {
-    pub(super) fn ok(self, eth: Option<u16>, proto: Option<u8>) -> bool {
+    /// Is the prerequisite met by a match on this type, protocol and `ct_state` (value,
+    /// mask)?
+    pub(super) fn ok(self, eth: Option<u16>, proto: Option<u8>, ct: (u8, u8)) -> bool {
         let ip4 = eth == Some(ethertype::IPV4);
         let ip6 = eth == Some(ethertype::IPV6);
         let arp = eth == Some(ethertype::ARP);
@@ -58,6 +69,7 @@ impl Pre {
                 (ip4 && proto == Some(ipproto::ICMP)) || (ip6 && proto == Some(ipproto::ICMPV6))
             }
             Pre::Icmp6 => ip6 && proto == Some(ipproto::ICMPV6),
+            Pre::CtValid => super::ct::ct_valid(ct.0, ct.1),
         }
     }
 
@@ -76,6 +88,10 @@ impl Pre {
             Pre::Udp => ("udp or udp6", "udp"),
             Pre::IcmpAny => ("icmp or icmp6", "icmp"),
             Pre::Icmp6 => ("icmp6", "icmp6"),
+            Pre::CtValid => (
+                "a ct_state that says the connection is tracked and valid (+new, +est, +rel, +rpl, +snat or +dnat, or +trk-inv)",
+                "ct_state=+trk+est",
+            ),
         }
     }
 }
@@ -116,7 +132,7 @@ impl<'a> Parser<'a> {
             let r = self.recs[s];
             let Some(f) = f_from_u8(r.f) else { continue };
             let pre = prereq(f);
-            if !pre.ok(eth, proto) && worst.is_none_or(|(at, _, _)| r.at < at) {
+            if !pre.ok(eth, proto, self.ct_state()) && worst.is_none_or(|(at, _, _)| r.at < at) {
                 worst = Some((r.at, pre, r));
             }
         }
@@ -126,6 +142,9 @@ impl<'a> Parser<'a> {
         let name = &self.text[r.at..r.end];
         let (need, add) = pre.describe();
         Err(match eth {
+            _ if pre == Pre::CtValid => self.err(at, |c| {
+                format!("{name} at column {c} requires {need} (add '{add},' before it)")
+            }),
             None => self.err(at, |c| {
                 format!("{name} at column {c} requires {need} (add '{add},' before it)")
             }),

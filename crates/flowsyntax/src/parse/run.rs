@@ -233,6 +233,7 @@ impl<'a> Parser<'a> {
                 };
                 parse_actions(text, vat, spec.table, &mut out)?;
                 let n_apply = out.actions.len();
+                self.check_ct_actions(&out.actions, &out.cols[..n_apply.min(MAX_COLS)], vat)?;
                 spec.actions = out.actions;
                 spec.write_actions = out.write_actions;
                 spec.clear_actions = out.clear_actions;

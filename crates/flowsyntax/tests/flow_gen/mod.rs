@@ -158,9 +158,61 @@ pub fn vlan(r: &mut Rng, out: &mut Vec<String>, suffix: &str) {
     }
 }
 
+/// The ct match fields without prerequisites, in their spellings: `ct_state` as
+/// `+flag-flag`, `flag|flag` or numbers, `ct_zone`, `ct_mark`, `ct_label`.
+pub fn ct_fields(r: &mut Rng, c: &mut Vec<String>) {
+    const FLAGS: [&str; 8] = ["new", "est", "rel", "rpl", "inv", "trk", "snat", "dnat"];
+    if r.chance(12) {
+        let v = match r.below(3) {
+            0 => {
+                let mut s = String::new();
+                for f in FLAGS {
+                    if r.chance(30) {
+                        s.push(if r.chance(50) { '+' } else { '-' });
+                        s.push_str(f);
+                    }
+                }
+                if s.is_empty() {
+                    "+trk".to_string()
+                } else {
+                    s
+                }
+            }
+            1 => {
+                let set: Vec<&str> = FLAGS.iter().copied().filter(|_| r.chance(30)).collect();
+                if set.is_empty() {
+                    r.num_in(0, 0xff)
+                } else {
+                    set.join("|")
+                }
+            }
+            _ => format!("{}/{}", r.num_in(0, 0xff), r.num_in(0, 0xff)),
+        };
+        c.push(format!("ct_state={v}"));
+    }
+    if r.chance(5) {
+        c.push(format!("ct_zone={}", r.num_in(0, 0xffff)));
+    }
+    if r.chance(5) {
+        c.push(format!("ct_mark={}", r.masked(u32::MAX as u64)));
+    }
+    if r.chance(5) {
+        let (v, m) = (
+            r.next() as u128 | (r.next() as u128) << 64,
+            r.next() as u128,
+        );
+        c.push(match r.below(3) {
+            0 => format!("ct_label={v:#x}"),
+            1 => format!("ct_label={v:#x}/{m:#x}"),
+            _ => format!("ct_label={}", r.next()),
+        });
+    }
+}
+
 /// One action in one of its spellings.
 pub fn action(r: &mut Rng) -> String {
-    match r.below(19) {
+    match r.below(20) {
+        18 => r.pick(&["ct_clear", "CT_CLEAR"]).to_string(),
         0 => {
             let p = r.range(1, u32::MAX as u64);
             match r.below(4) {
@@ -316,6 +368,7 @@ pub fn gen_flow(seed: u64) -> Gen {
     if r.chance(10) {
         c.push(format!("tun_flags={}", r.masked(0xff)));
     }
+    ct_fields(r, &mut c);
     if ip4 || arp {
         let (s, d): (&[&str], &[&str]) = if ip4 {
             (

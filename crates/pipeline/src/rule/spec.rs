@@ -5,7 +5,7 @@
 
 use super::ids::{RuleId, GROUP_MAX, MAX_TABLES};
 use super::matching::Match;
-use flowpath_packet::Action;
+use flowpath_packet::{Action, Field};
 use std::fmt;
 
 /// What a rule is, before it is installed: everything except its identity and counters.
@@ -162,6 +162,9 @@ impl RuleSpec {
         if self.table as usize >= MAX_TABLES {
             return Err(RuleError::BadTable(self.table));
         }
+        if self.matches.mask.get(Field::RecircId) != 0 {
+            return Err(RuleError::InternalField(Field::RecircId));
+        }
         if let Some(g) = self.goto {
             if g <= self.table || g as usize >= MAX_TABLES {
                 return Err(RuleError::BadGoto {
@@ -209,6 +212,9 @@ pub enum RuleError {
         action: Action,
     },
     NoSuchRule(RuleId),
+    /// The match names a field only the switch sets ([`Field::RecircId`]: which pass of
+    /// the pipeline a packet is on; a recirculated packet starts in its table instead).
+    InternalField(Field),
     /// `check_overlap`: an installed rule in the same table with the same priority could
     /// match a packet the new one matches (OpenFlow `OFPFMFC_OVERLAP`).
     Overlap {
@@ -304,6 +310,10 @@ impl fmt::Display for RuleError {
                 write!(f, "action #{} ({action:?}) has an out-of-range argument", index + 1)
             }
             RuleError::NoSuchRule(id) => write!(f, "no rule with id {}", id.0),
+            RuleError::InternalField(field) => write!(
+                f,
+                "{field} is internal to the switch and cannot be matched (ct(table=T) resumes a packet in table T: match there instead)"
+            ),
             RuleError::Overlap { table, priority, with } => write!(
                 f,
                 "the flow overlaps rule {} in table {table} at priority {priority} (check_overlap)",
@@ -327,6 +337,16 @@ impl std::error::Error for RuleError {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn validate_refuses_a_match_on_the_recirculation_id() {
+        let r = RuleSpec::new(1, 1, Match::any().exact(Field::RecircId, 2));
+        let e = r.validate().unwrap_err();
+        assert_eq!(e, RuleError::InternalField(Field::RecircId));
+        assert!(e.to_string().contains("recirc_id is internal"), "{e}");
+        let ct = Match::any().exact(Field::CtState, 0x22);
+        assert!(RuleSpec::new(1, 1, ct).validate().is_ok());
+    }
 
     #[test]
     fn validate_rejects_backward_goto_and_bad_vid() {
