@@ -84,6 +84,8 @@ pub fn rule_error(e: &RuleError) -> OfError {
             _ => OfError::bad_action(bac::BAD_ARGUMENT),
         },
         RuleError::NoSuchRule(_) => OfError::new(et::FLOW_MOD_FAILED, fmfc::UNKNOWN),
+        // A field the pipeline sets for itself (recirc_id): no controller may match it.
+        RuleError::InternalField(_) => OfError::bad_match(crate::consts::bmc::BAD_FIELD),
         RuleError::Overlap { .. } => OfError::new(et::FLOW_MOD_FAILED, fmfc::OVERLAP),
         RuleError::UnknownGroupRef { .. } => OfError::bad_action(bac::BAD_OUT_GROUP),
         RuleError::GroupExists(_) => OfError::new(et::GROUP_MOD_FAILED, gmfc::GROUP_EXISTS),
