@@ -44,6 +44,11 @@ pub enum Class {
     /// UDP/IPv4 in on swin, output to a VXLAN tunnel port whose underlay is swout: every
     /// frame leaves encapsulated (50 bytes more).
     VxlanEncap,
+    /// The IPv4 class's frames through a stateful firewall: connection tracking in zone 1,
+    /// new connections from swin committed, established ones let through (the security-group
+    /// flows of [`crate::systems::FLOWS_CT`]; Linux: nftables `ct state`). In `hit` every
+    /// packet belongs to a tracked connection; in `miss` every packet starts a new one.
+    Ipv4Ct,
 }
 
 /// The VNI of the VXLAN classes' tunnel.
@@ -52,11 +57,12 @@ pub const VXLAN_VNI: u32 = 42;
 pub const VXLAN4_OVERHEAD: u64 = 14 + 20 + 8 + 8;
 
 impl Class {
-    pub const ALL: [Class; 4] = [
+    pub const ALL: [Class; 5] = [
         Class::Ipv4,
         Class::Ipv6,
         Class::VxlanDecap,
         Class::VxlanEncap,
+        Class::Ipv4Ct,
     ];
 
     pub fn name(self) -> &'static str {
@@ -65,6 +71,7 @@ impl Class {
             Class::Ipv6 => "ipv6",
             Class::VxlanDecap => "vxlan_decap",
             Class::VxlanEncap => "vxlan_encap",
+            Class::Ipv4Ct => "ipv4_ct",
         }
     }
 
@@ -73,7 +80,23 @@ impl Class {
         Class::ALL
             .into_iter()
             .find(|c| c.name() == s)
-            .ok_or_else(|| format!("unknown class '{s}' (ipv4, ipv6, vxlan_decap, vxlan_encap)"))
+            .ok_or_else(|| {
+                format!("unknown class '{s}' (ipv4, ipv6, vxlan_decap, vxlan_encap, ipv4_ct)")
+            })
+    }
+
+    /// Does the switch track connections for it (so only a stateful switch can do it)?
+    pub fn is_stateful(self) -> bool {
+        self == Class::Ipv4Ct
+    }
+
+    /// The class whose frames the generator sends for this one (the stateful class sends
+    /// the IPv4 class's).
+    pub fn frames(self) -> Class {
+        match self {
+            Class::Ipv4Ct => Class::Ipv4,
+            c => c,
+        }
     }
 
     /// Does the switch handle a tunnel (so only a switch with VXLAN ports can do it)?

@@ -120,7 +120,7 @@ impl Generator {
     /// Why this generator cannot send `class`, or None.
     pub fn cannot(&self, class: Class) -> Option<String> {
         match (&self.kind, class) {
-            (GenKind::Trafgen { .. }, Class::Ipv4 | Class::VxlanEncap) => None,
+            (GenKind::Trafgen { .. }, Class::Ipv4 | Class::VxlanEncap | Class::Ipv4Ct) => None,
             (GenKind::Trafgen { .. }, _) => Some(format!(
                 "the lab's trafgen config sends IPv4 only; {} needs `flowpath gen --tx`",
                 class.name()
@@ -248,7 +248,7 @@ fn trafgen_args(exe: &Path, job: &GenJob) -> Result<Vec<String>, String> {
 /// where a flag is optional.
 fn flowpath_args(exe: &Path, flags: &[String], job: &GenJob) -> Result<Vec<String>, String> {
     let has = |f: &str| flags.iter().any(|x| x == f);
-    if job.part.1 > 1 && job.class != Class::Ipv4 {
+    if job.part.1 > 1 && job.class.frames() != Class::Ipv4 {
         return Err(format!(
             "generators sharing the flows: ipv4 only, not {}",
             job.class.name()
@@ -262,7 +262,7 @@ fn flowpath_args(exe: &Path, flags: &[String], job: &GenJob) -> Result<Vec<Strin
         "--duration".into(),
         job.secs.to_string(),
         "--dst".into(),
-        if job.class == Class::Ipv6 {
+        if job.class.frames() == Class::Ipv6 {
             IPV6_DST.into()
         } else {
             job.dst_ip.into()
@@ -298,7 +298,7 @@ fn flowpath_args(exe: &Path, flags: &[String], job: &GenJob) -> Result<Vec<Strin
 /// The flows and sources of `job`'s case and class (`--flows`, `--src`, `--miss-rate`),
 /// IPv4 sources shared among the generators running side by side.
 fn flowpath_sources(job: &GenJob) -> [String; 6] {
-    let (flows, src, miss) = match (job.case, job.class == Class::Ipv6) {
+    let (flows, src, miss) = match (job.case, job.class.frames() == Class::Ipv6) {
         (Case::Hit, false) => {
             let (first, n) = share(HIT_SRC_FIRST, job.flows.max(1), job.part);
             (n, format!("{}+{n}", dotted(first)), "0%")
@@ -343,7 +343,7 @@ fn flowpath_encap(class: Class) -> Vec<String> {
             "--outer-sport",
             "65535",
         ],
-        Class::Ipv4 | Class::VxlanEncap => vec![],
+        Class::Ipv4 | Class::VxlanEncap | Class::Ipv4Ct => vec![],
     };
     args.into_iter().map(String::from).collect()
 }

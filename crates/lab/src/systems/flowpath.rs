@@ -203,7 +203,7 @@ pub fn flowpath_config(
         ""
     };
     let tunnel = match class {
-        Class::Ipv4 | Class::Ipv6 => String::new(),
+        Class::Ipv4 | Class::Ipv6 | Class::Ipv4Ct => String::new(),
         Class::VxlanDecap => format!(
             "\n[[port]]\nname = \"vx0\"\nnumber = {TUNNEL_PORT}\ntype = \"vxlan\"\n\
              remote_ip = \"flow\"\nlocal_ip = \"{VXLAN_DECAP_LOCAL}\"\nkey = {VXLAN_VNI}\n\
@@ -366,6 +366,11 @@ impl Switch for Flowpath {
                 "output to tunnel port {TUNNEL_PORT}: VXLAN over IPv4 to {SINK_IP} on swout \
                  (static next hop)"
             )),
+            Class::Ipv4Ct => v.push(
+                "security-group flows: ct(table=1,zone=1), new connections committed \
+                 (never offered to the XDP tier)"
+                    .into(),
+            ),
             _ => {}
         }
         v
@@ -418,6 +423,9 @@ impl XdpForward {
 
 impl Switch for XdpForward {
     fn cannot(&self, class: Class) -> Option<String> {
+        if class.is_stateful() {
+            return Some("redirects every frame unchanged: it tracks no connections".into());
+        }
         class
             .is_vxlan()
             .then(|| "redirects every frame unchanged: it cannot decapsulate or encapsulate".into())

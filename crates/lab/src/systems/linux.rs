@@ -8,6 +8,20 @@ use super::*;
 pub struct Linux;
 
 pub(super) const NETDEV_MAX_BACKLOG: &str = "/proc/sys/net/core/netdev_max_backlog";
+/// The stateful class's firewall in the switch namespace (nf_conntrack through nftables):
+/// the security group of [`super::FLOWS_CT`] — new connections from swin and established
+/// or related packets either way pass, anything else is dropped.
+const NFT_TABLE: &str = "fplab_ct";
+const NFT_CT: &str = "\
+table inet fplab_ct {
+    chain forward {
+        type filter hook forward priority 0; policy drop;
+        ct state established,related accept
+        iifname \"swin\" ct state new accept
+    }
+}
+";
+
 /// Per-CPU backlog for the Linux row (the default is 1,000).
 pub const LINUX_BACKLOG: u32 = 30_000;
 
@@ -15,6 +29,9 @@ impl Switch for Linux {
     fn cannot(&self, class: Class) -> Option<String> {
         match class {
             Class::Ipv4 => None,
+            Class::Ipv4Ct => sh::which("nft")
+                .is_none()
+                .then(|| "nft not found (apt-get install nftables)".into()),
             Class::Ipv6 => Some(
                 "the lab's namespaces run without IPv6 (no neighbour discovery frames at the \
                  sink); Linux IPv6 forwarding is not set up"
@@ -76,12 +93,20 @@ impl Switch for Linux {
         // The switch CPU's backlog queue: at the default 1,000 packets, bursts handed over
         // by RPS overflow it while the CPU is not yet busy (set back when stopping).
         topo::set_file(Path::new(NETDEV_MAX_BACKLOG), &LINUX_BACKLOG.to_string())?;
+        if ctx.class.is_stateful() {
+            let file = ctx.topo.dir.join("linux-ct.nft");
+            std::fs::write(&file, NFT_CT).map_err(|e| e.to_string())?;
+            in_sw(ctx, "nft", &["-f", &file.to_string_lossy()])?;
+        }
         Ok(())
     }
 
     fn stop(&mut self, ctx: &Ctx) {
         let sw = &ctx.topo.sw;
         let _ = in_sw(ctx, "sysctl", &["-qw", "net.ipv4.ip_forward=0"]);
+        if ctx.class.is_stateful() {
+            let _ = in_sw(ctx, "nft", &["delete", "table", "inet", NFT_TABLE]);
+        }
         let _ = sh::ip(&["-n", sw, "neigh", "del", SINK_IP, "dev", SWOUT_IF]);
         let _ = sh::ip(&["-n", sw, "addr", "flush", "dev", SWIN_IF]);
         let _ = sh::ip(&["-n", sw, "addr", "flush", "dev", SWOUT_IF]);

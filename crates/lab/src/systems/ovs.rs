@@ -108,6 +108,7 @@ impl Ovs {
             "Bridge",
             "br0",
             "flow_tables:0=@ft",
+            "flow_tables:1=@ft",
         ])?;
         let mode = format!("options:xdp-mode={}", ctx.ovs_xdp_mode);
         for (ifname, ofport) in [(SWIN_IF, "1"), (SWOUT_IF, "2")] {

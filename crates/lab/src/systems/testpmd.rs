@@ -81,6 +81,9 @@ pub struct Testpmd {
 
 impl Switch for Testpmd {
     fn cannot(&self, class: Class) -> Option<String> {
+        if class.is_stateful() {
+            return Some("io-fwd forwards frames unchanged: it tracks no connections".into());
+        }
         class.is_vxlan().then(|| {
             "io-fwd forwards frames unchanged: it cannot decapsulate or encapsulate".into()
         })
