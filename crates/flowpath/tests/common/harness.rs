@@ -244,7 +244,12 @@ impl Proc {
 
     /// Spawn `c` with standard error into `log` and wait for the first line of its
     /// standard output: `ready` (what `flowpath switch` prints), else stop it and `None`.
-    pub fn spawn_ready(mut c: Command, what: &str, log: &Path) -> Option<Proc> {
+    pub fn spawn_ready(c: Command, what: &str, log: &Path) -> Option<Proc> {
+        Proc::spawn_ready_line(c, what, log, "ready")
+    }
+
+    /// [`Proc::spawn_ready`] waiting for the line `ready`.
+    pub fn spawn_ready_line(mut c: Command, what: &str, log: &Path, ready: &str) -> Option<Proc> {
         use std::io::BufRead;
         let f = std::fs::File::create(log).unwrap();
         c.stdout(Stdio::piped()).stderr(f).process_group(0);
@@ -255,7 +260,7 @@ impl Proc {
             child,
             what: what.into(),
         };
-        if line.trim() == "ready" {
+        if line.trim() == ready {
             Some(p)
         } else {
             p.stop();
