@@ -288,7 +288,7 @@ pub fn calibrate(a: CalibrateArgs) -> ExitCode {
     let results = suite::run(&cfg, |p| progress.update(p));
     progress.finish();
     // The curves' points, and with --check the check workloads, in one interleaved pass.
-    let pass = cal::calibration_pass(suite::available_cores());
+    let pass = cal::calibration_pass();
     let workloads = if a.check {
         check::default_workloads(suite::available_cores())
     } else {

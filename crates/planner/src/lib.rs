@@ -4,6 +4,7 @@
 pub mod calibrate;
 pub mod check;
 pub mod input;
+pub mod interval;
 pub mod plan;
 pub mod profile;
 pub mod report;

@@ -29,6 +29,9 @@ pub mod model;
 pub mod report;
 mod run;
 
+/// The CPUs this process may use, in order (the scaling workers are pinned to them).
+pub use measure::affinity::allowed_cpus;
+
 use crate::machine::Machine;
 use crate::runner::StageShare;
 use flowpath_base::Summary;
