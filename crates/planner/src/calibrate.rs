@@ -252,6 +252,7 @@ pub fn profile_from(r: &SuiteResults, pass: &[Measured], name: &str) -> Profile 
     notes.push("hit and miss: the median cycles per packet (whole loop: rx from memory, parse, caches, slow path, actions, tx) with 0 % and 100 % new flows at each class's smallest frame (IPv4 64 B, IPv6 66 B, VXLAN 96 B on the wire: the least their headers allow), minus per_byte_cycles times that size. vxlan is decapsulation (VXLAN over IPv4 in on the underlay port, through a tunnel port, in_port=<tunnel> rules); vxlan_encap is encapsulation (plain IPv4 in, output to a tunnel port with a static underlay hop): its frame size is the VXLAN frame it sends, 50 B more than the frame it receives.".into());
     let (effs, scaling_note) = scaling::scaling(r);
     notes.push(scaling_note);
+    let conntrack = scaling::conntrack(r, &mut notes);
     let m = &r.meta;
     notes.push(format!(
         "{} runs per point (median), {} packets per run (fewer above 10 % new flows), seed {}; load average {:.2} before the suite, {:.2} after{}.",
@@ -287,7 +288,7 @@ pub fn profile_from(r: &SuiteResults, pass: &[Measured], name: &str) -> Profile 
         }),
         classes,
         bands: Some(scaling::bands(r, pass)),
-        conntrack: None,
+        conntrack,
     }
 }
 

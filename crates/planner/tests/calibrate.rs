@@ -96,6 +96,7 @@ fn suite_results(
         sizes,
         classes: Vec::new(),
         attacks: Vec::new(),
+        conntrack: None,
         findings: Vec::new(),
     }
 }
@@ -299,4 +300,28 @@ fn tiny_real_calibration_and_check() {
     assert!((enc.frame_bytes - (7.0 * 96.0 + 4.0 * 570.0 + 1518.0) / 12.0).abs() < 1e-9);
     assert!(enc.predicted_mpps_per_core > 0.0);
     assert!(check::table(&rows).lines().count() == rows.len() + 2);
+}
+
+#[test]
+fn conntrack_costs_come_from_the_suite_and_their_absence_is_a_note() {
+    let mut r = suite_results(|_| 100.0, |_| 1500.0, &[(1, 20.0), (2, 38.0)]);
+    let prof = profile_from(&r, &pass(bent, |_| 0.0, 1.0), "t");
+    assert!(prof.conntrack.is_none());
+    assert!(prof
+        .notes
+        .iter()
+        .any(|n| n.starts_with("conntrack: not calibrated")));
+    r.conntrack = Some(flowpath_bench::suite::ct_model::CtModel {
+        tsc_hz: HZ,
+        new_connection_cycles: 4321.04,
+        established_packet_cycles: 210.0,
+        syn_cycles: Some(950.0),
+        notes: vec!["ct_new: cycles per whole connection".into()],
+    });
+    let prof = profile_from(&r, &pass(bent, |_| 0.0, 1.0), "t");
+    let ct = prof.conntrack.unwrap();
+    assert_eq!(ct.new_connection_cycles, 4321.0);
+    assert_eq!(ct.established_packet_cycles, 210.0);
+    assert_eq!(ct.syn_cycles, Some(950.0));
+    assert_eq!(parse_toml(&to_toml(&prof), "t").unwrap(), prof);
 }

@@ -23,6 +23,7 @@
 //! efficiency); [`report`] turns them into terminal tables, an HTML page and SVG charts.
 
 pub mod charts;
+pub mod ct_model;
 mod findings;
 mod measure;
 pub mod model;
@@ -408,6 +409,10 @@ pub struct SuiteResults {
     /// Established-flow throughput under attack, per attack (absent in older results).
     #[serde(default)]
     pub attacks: Vec<AttackSeries>,
+    /// Connection tracking's costs and their model curve (absent in older results and
+    /// where the bench has no connection-tracking cases).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conntrack: Option<ct_model::CtModel>,
     /// What the run found, in sentences (also at the top of the report).
     pub findings: Vec<String>,
 }

@@ -1,5 +1,6 @@
 //! Multi-core scaling for a profile: the efficiencies from the suite's scaling
-//! experiment, and the run-to-run bands of the calibration's points.
+//! experiment, the run-to-run bands of the calibration's points, and connection
+//! tracking's costs from the suite's run of the bench's ct cases.
 //!
 //! One method measures scaling, in the suite and here: N workers, each on a thread pinned
 //! to its own CPU with its own datapath, run together; the aggregate of a run is all
@@ -12,7 +13,7 @@
 
 use crate::interval::band_of;
 use crate::plan::interpolate;
-use crate::profile::Band;
+use crate::profile::{Band, CtCosts};
 use crate::units::pct;
 use flowpath_bench::suite::SuiteResults;
 use flowpath_gen::TrafficClass;
@@ -141,4 +142,30 @@ pub(super) fn bands(r: &SuiteResults, pass: &[Measured]) -> Vec<Band> {
         }
     }
     out
+}
+
+/// Connection tracking's costs from the suite's run of the ct cases, and a note on where
+/// they come from or why there are none.
+pub(super) fn conntrack(r: &SuiteResults, notes: &mut Vec<String>) -> Option<CtCosts> {
+    match &r.conntrack {
+        Some(m) => {
+            notes.push(format!(
+                "conntrack: {:.0} cycles per new connection, {:.0} per established packet{}, on one core ({}).",
+                m.new_connection_cycles,
+                m.established_packet_cycles,
+                m.syn_cycles
+                    .map_or(String::new(), |c| format!(", {c:.0} per SYN of a flood")),
+                m.notes.join("; ")
+            ));
+            Some(CtCosts {
+                new_connection_cycles: round(m.new_connection_cycles, 0.1),
+                established_packet_cycles: round(m.established_packet_cycles, 0.1),
+                syn_cycles: m.syn_cycles.map(|c| round(c, 0.1)),
+            })
+        }
+        None => {
+            notes.push("conntrack: not calibrated (this build's bench has no ct_new and ct_established cases to run): `flowpath plan --new-conns-per-sec/--established-pps` refuses with this profile.".into());
+            None
+        }
+    }
 }
