@@ -8,6 +8,7 @@ pub mod interval;
 pub mod plan;
 pub mod profile;
 pub mod report;
+pub mod stateful;
 pub mod units;
 
 pub use plan::{amdahl, plan, solve, Options, Outcome, Plan, Workload};
