@@ -431,6 +431,16 @@ fn summary(p: &Profile) -> String {
             c.miss.per_byte_cycles
         ));
     }
+    match &p.conntrack {
+        Some(c) => s.push_str(&format!(
+            "  conntrack    new connection {} cycles, established packet {}{}\n",
+            report::thousands(c.new_connection_cycles),
+            report::thousands(c.established_packet_cycles),
+            c.syn_cycles
+                .map_or(String::new(), |x| format!(", SYN {}", report::thousands(x)))
+        )),
+        None => s.push_str("  conntrack    not calibrated (see the notes)\n"),
+    }
     for n in &p.notes {
         s.push_str(&format!("  - {n}\n"));
     }
