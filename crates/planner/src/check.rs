@@ -304,7 +304,7 @@ pub fn compare(profile: &Profile, measured: &[Measured]) -> Result<Vec<CheckRow>
         .collect()
 }
 
-/// The interval column: `low–high (±width)` and the verdict.
+/// The interval column, `low–high (width W %)`, and the verdict.
 fn interval_cells(r: &CheckRow) -> (String, String) {
     match r.interval {
         Some(j) => (
