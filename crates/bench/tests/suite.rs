@@ -76,6 +76,7 @@ fn synthetic(slow: f64) -> SuiteResults {
         hit_line_gbps: 20.0,
     };
     let mut r = SuiteResults {
+        conntrack: None,
         schema: SuiteResults::SCHEMA,
         meta: Meta {
             machine: Machine {

@@ -5,10 +5,10 @@ use flowpath_bench::suite::{self, StderrProgress};
 use flowpath_gen::TrafficClass;
 use flowpath_planner::check::{self, CheckRow};
 use flowpath_planner::input::PlanInput;
-use flowpath_planner::plan::{self, Options, Workload};
-use flowpath_planner::report::{self, Given};
+use flowpath_planner::plan;
+use flowpath_planner::report;
 use flowpath_planner::units;
-use flowpath_planner::{calibrate as cal, profile, Profile};
+use flowpath_planner::{calibrate as cal, profile, stateful, Profile};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -41,6 +41,14 @@ Scenarios (the talk's what-ifs), each against the baseline:
   all of the above     when --miss-cores or --offload-share is given
 and for each the cores freed times --core-year-usd (default $1,000, the talk's figure).
 
+Stateful (connection tracking): --new-conns-per-sec R and/or --established-pps P instead of
+--rate/--size/--miss-rate, with the profile's calibrated costs (its [conntrack] table;
+`flowpath calibrate` measures them with the bench's ct_new and ct_established cases):
+  load  = R * c_new + P * c_est   (+ S * c_syn with --synflood-pps S, a what-if)
+  cores = the fewest n with n * eff(n) * tsc_hz * (1 - headroom) >= load
+with the new-connection path --miss-speedup times faster (Amdahl) and the money. A profile
+without connection-tracking costs is refused: 'not calibrated for connection tracking'.
+
 Profiles: --profile FILE (.toml, or .json) or a built-in name: ovs-kernel (the talk's OVS
 kernel datapath: 4,600 cycles a hit, 50,000 a miss, 2.6 GHz) or ovs-dpdk (400 a hit,
 miss assumed 50,000). Without --profile: ./flowpath-profile.toml (`flowpath calibrate`
@@ -50,7 +58,8 @@ Examples:
   flowpath plan --rate 25Gbps --size imix --miss-rate 5% --profile ovs-kernel
   flowpath plan --rate 10Mpps --size 64 --miss-rate 1% --traffic vxlan --headroom 20% \\
       --miss-cores 2 --offload-share 50% --json
-  flowpath plan --rate 5.4Mpps --size imix --miss-rate 0% --profile ovs-dpdk --html plan.html";
+  flowpath plan --rate 5.4Mpps --size imix --miss-rate 0% --profile ovs-dpdk --html plan.html
+  flowpath plan --new-conns-per-sec 50k --established-pps 2Mpps --synflood-pps 1Mpps";
 
 #[derive(clap::Args)]
 #[command(after_long_help = PLAN_ABOUT)]
@@ -58,13 +67,23 @@ pub struct PlanArgs {
     /// Offered rate: packets per second (10Mpps, 560kpps) or bits per second on the wire
     /// (25Gbps, 10G).
     #[arg(long, value_name = "RATE", allow_hyphen_values = true)]
-    rate: String,
+    rate: Option<String>,
     /// Frame size in bytes including FCS (64..=9018), or imix. For VXLAN, the outer frame.
     #[arg(long, value_name = "BYTES|imix", allow_hyphen_values = true)]
-    size: String,
+    size: Option<String>,
     /// Share of packets that are new flows (cache misses): 5% or 0.05.
     #[arg(long, value_name = "SHARE", allow_hyphen_values = true)]
-    miss_rate: String,
+    miss_rate: Option<String>,
+    /// Stateful plan: new connections per second (50k, 1.2M), sized from the profile's
+    /// calibrated cost per new connection (instead of --rate/--size/--miss-rate).
+    #[arg(long, value_name = "R", allow_hyphen_values = true)]
+    new_conns_per_sec: Option<String>,
+    /// Stateful plan: packets per second of established connections.
+    #[arg(long, value_name = "P", allow_hyphen_values = true)]
+    established_pps: Option<String>,
+    /// Stateful plan's what-if: a SYN flood of this many packets per second on top.
+    #[arg(long, value_name = "S", allow_hyphen_values = true)]
+    synflood_pps: Option<String>,
     /// Traffic class: ipv4, ipv6, vxlan (decapsulated at a tunnel port) or vxlan_encap (sent
     /// out of one); VXLAN frame sizes are the VXLAN frame on the wire.
     #[arg(long, value_name = "CLASS", default_value = "ipv4")]
@@ -155,11 +174,11 @@ fn choose_profile(spec: Option<&str>, quiet: bool) -> Result<Profile, String> {
     }
 }
 
-fn plan_inputs(a: &PlanArgs) -> Result<(Workload, Options, Given), String> {
+fn plan_input(a: &PlanArgs) -> PlanInput {
     PlanInput {
-        rate: a.rate.clone(),
-        size: a.size.clone(),
-        miss_rate: a.miss_rate.clone(),
+        rate: a.rate.clone().unwrap_or_default(),
+        size: a.size.clone().unwrap_or_default(),
+        miss_rate: a.miss_rate.clone().unwrap_or_default(),
         traffic: a.traffic.clone(),
         headroom: a.headroom.clone(),
         miss_speedup: a.miss_speedup.clone(),
@@ -169,12 +188,51 @@ fn plan_inputs(a: &PlanArgs) -> Result<(Workload, Options, Given), String> {
         core_year_usd: a.core_year_usd.clone(),
         attack_rate: a.attack_rate.clone(),
         attack_budget: a.attack_budget.clone(),
+        new_conns_per_sec: a.new_conns_per_sec.clone(),
+        established_pps: a.established_pps.clone(),
+        synflood_pps: a.synflood_pps.clone(),
     }
-    .parse()
+}
+
+/// `flowpath plan --new-conns-per-sec R --established-pps P [--synflood-pps S]`.
+fn run_stateful(a: &PlanArgs, input: &PlanInput) -> ExitCode {
+    let (w, opts) = match input.parse_stateful() {
+        Ok(x) => x,
+        Err(e) => return fail("plan", &e),
+    };
+    let profile = match choose_profile(a.profile.as_deref(), a.json) {
+        Ok(p) => p,
+        Err(e) => return fail("plan", &e),
+    };
+    let p = match stateful::plan(&profile, &w, &opts) {
+        Ok(p) => p,
+        Err(e) => return fail("plan", &e),
+    };
+    if a.json {
+        println!("{}", stateful::json(&p));
+    } else {
+        print!("{}", stateful::table(&p, &profile));
+    }
+    if let Some(path) = &a.html {
+        if let Err(e) = std::fs::write(path, stateful::html(&p, &profile)) {
+            return fail(
+                "plan",
+                &format!("--html: cannot write {}: {e}", path.display()),
+            );
+        }
+        if !a.json {
+            println!("\nwrote {}", path.display());
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 pub fn run(a: PlanArgs) -> ExitCode {
-    let (w, opts, given) = match plan_inputs(&a) {
+    let input = plan_input(&a);
+    if input.is_stateful() {
+        return run_stateful(&a, &input);
+    }
+    let (w, opts, given) = match input.parse() {
         Ok(x) => x,
         Err(e) => return fail("plan", &e),
     };
@@ -215,11 +273,14 @@ Everything runs the real datapath on generated frames from memory, timed with th
      megaflow cache is first filled, a warm-up, then timed runs; median reported), with
      the runs of all points interleaved: per traffic class (IPv4, IPv6, VXLAN) cycles per
      packet at 0, 1, 2, 5, 10, 20, 50 and 100 % new flows (the hit cost, the curve, the
-     miss cost), IPv4 also at IMIX and 1518 B, and IPv4 hits on 2, 4, ... workers.
+     miss cost), IPv4 also at IMIX and 1518 B; each point's runs' min-max is kept
+     (the profile's bands);
+  3. connection tracking, where the bench has the cases: cycles per new connection
+     (ct_new), per established packet (ct_established) and per SYN (ct_synflood).
 The planner interpolates the measured curves: new flows also displace established flows
 from the exact-match cache, so the two-cost line (1-m)*hit + m*miss alone is optimistic
-by ~25 % at 10 % new flows here. Scaling is the pass's (the suite's is noted beside it),
-at most 100 %. IPv6 and VXLAN use IPv4's per-byte and frame-size effects (only IPv4 is
+by ~25 % at 10 % new flows here. Scaling is the suite's experiment's (pinned workers, each
+count against worker 0's own one-core runs), at most 100 %. IPv6 and VXLAN use IPv4's per-byte and frame-size effects (only IPv4 is
 swept over sizes).
 
 The profile (TSC frequency, CPU model, date, git revision, command line, load average,
@@ -230,9 +291,12 @@ About a minute on 2 cores; --quick about 15 seconds.
 --check: prediction against measurement. The same pass also measures workloads the
 calibration does not: IPv4 64 B 0 %, IPv4 IMIX 3 %, IPv4 1518 B 15 %, IPv6 64 B 7 %,
 VXLAN 512 B 30 % new flows, and IPv4 64 B 1 % on 2 cores (where there are 2), and prints
-per workload the planner's Mpps per core from the new profile, the measured Mpps per core
-(min-max), the error, the two-cost line's prediction and error, and the cores the planner
-computes for the measured rate. Being in the same interleaved pass, a shared machine's
+per workload the planner's Mpps per core from the new profile as a point and as an interval
+(the point times the calibration points' own min/median and max/median; on several cores
+also times the scaling point's), the measured Mpps per core (min-max), the verdict (the
+measured median inside or OUTSIDE the interval) with the interval's width, the point error,
+the two-cost line's prediction and error, and the cores the planner computes for the
+measured rate. Multi-core workloads pin worker k to the k-th CPU, as the suite does. Being in the same interleaved pass, a shared machine's
 slow phases fall on the calibration and the check alike.";
 
 #[derive(clap::Args)]
@@ -288,7 +352,7 @@ pub fn calibrate(a: CalibrateArgs) -> ExitCode {
     let results = suite::run(&cfg, |p| progress.update(p));
     progress.finish();
     // The curves' points, and with --check the check workloads, in one interleaved pass.
-    let pass = cal::calibration_pass(suite::available_cores());
+    let pass = cal::calibration_pass();
     let workloads = if a.check {
         check::default_workloads(suite::available_cores())
     } else {
@@ -366,6 +430,16 @@ fn summary(p: &Profile) -> String {
             report::thousands(c.miss.fixed_cycles),
             c.miss.per_byte_cycles
         ));
+    }
+    match &p.conntrack {
+        Some(c) => s.push_str(&format!(
+            "  conntrack    new connection {} cycles, established packet {}{}\n",
+            report::thousands(c.new_connection_cycles),
+            report::thousands(c.established_packet_cycles),
+            c.syn_cycles
+                .map_or(String::new(), |x| format!(", SYN {}", report::thousands(x)))
+        )),
+        None => s.push_str("  conntrack    not calibrated (see the notes)\n"),
     }
     for n in &p.notes {
         s.push_str(&format!("  - {n}\n"));

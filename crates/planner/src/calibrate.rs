@@ -4,14 +4,14 @@
 //!
 //! Two measurements: [`suite_config`] runs the part of the characterisation suite
 //! (`flowpath_bench::suite`) that needs its machinery (the size sweep, and scaling over
-//! cores with pinned workers); [`calibration_pass`] lists the single-core points the
+//! cores with pinned workers: the profile's efficiencies are the suite's, one method);
+//! [`calibration_pass`] lists the single-core points the
 //! curves need, measured with [`crate::check::measure`] — the suite's procedure, with all
 //! points' runs interleaved — so that `flowpath calibrate --check` can measure its check
 //! workloads in the same interleaved pass and a shared machine's slow phases fall on the
 //! calibration and the check alike.
 
 use crate::check::{CheckWorkload, Measured};
-use crate::plan::interpolate;
 use crate::profile::{ClassCosts, Classes, Cost, Curve, CurvePoint, MachineInfo, Profile};
 use crate::report::thousands;
 use crate::units::pct;
@@ -60,9 +60,9 @@ pub fn suite_config(quick: bool) -> SuiteConfig {
 /// every one of [`MISS_RATES`]
 /// (0 % is the hit cost, 100 % the miss cost), and IPv4 at the larger [`CURVE_MIXES`] at
 /// the miss rates strictly between (on this datapath the cost between the ends depends on
-/// the frames' memory footprint, while hits alone and misses alone are flat); and IPv4
-/// 64 B hits on 2, 4, … `cores` workers for the scaling efficiency.
-pub fn calibration_pass(cores: usize) -> Vec<CheckWorkload> {
+/// the frames' memory footprint, while hits alone and misses alone are flat). Scaling is
+/// the suite's experiment's (see `scaling`), not measured here.
+pub fn calibration_pass() -> Vec<CheckWorkload> {
     let w = |class, mix, miss_rate| CheckWorkload {
         class,
         mix,
@@ -78,14 +78,6 @@ pub fn calibration_pass(cores: usize) -> Vec<CheckWorkload> {
     for &mix in &CURVE_MIXES[1..] {
         for &m in MISS_RATES.iter().filter(|&&m| m > 0.0 && m < 1.0) {
             v.push(w(TrafficClass::Ipv4, mix, m));
-        }
-    }
-    for n in flowpath_bench::suite::default_cores(cores) {
-        if n > 1 {
-            v.push(CheckWorkload {
-                cores: n,
-                ..w(TrafficClass::Ipv4, FrameMix::Fixed(64), 0.0)
-            });
         }
     }
     v
@@ -179,110 +171,8 @@ fn per_byte(r: &SuiteResults, miss: bool) -> (f64, String) {
     }
 }
 
-/// Efficiencies for 1 … the most cores in `agg` ((cores, aggregate Mpps), one core
-/// included): `agg(n) / (n · agg(1))`, capped at 1.0 (above is noise, and an optimistic
-/// plan is the wrong way to be off), gaps between measured counts interpolated. Also a
-/// description of the measurement and of what was capped.
-fn efficiencies(agg: &[(usize, f64)]) -> Option<(Vec<f64>, String)> {
-    let mut agg = agg.to_vec();
-    agg.sort_by_key(|p| p.0);
-    let one = agg.iter().find(|p| p.0 == 1)?.1;
-    if one <= 0.0 || agg.len() < 2 {
-        return None;
-    }
-    let mut pts: Vec<(f64, f64)> = agg
-        .iter()
-        .map(|&(n, a)| (n as f64, a / (n as f64 * one)))
-        .collect();
-    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let max = pts.last().map_or(1.0, |p| p.0) as usize;
-    let mut effs = vec![1.0];
-    let mut capped = Vec::new();
-    for n in 2..=max {
-        let e = interpolate(&pts, n as f64);
-        if e > 1.0 {
-            capped.push(format!("{n} cores {}", pct(e)));
-        }
-        effs.push(e.min(1.0));
-    }
-    let mut desc: Vec<String> = pts
-        .iter()
-        .zip(&agg)
-        .map(|(p, a)| {
-            format!(
-                "{} core{} {:.2} Mpps ({})",
-                a.0,
-                if a.0 == 1 { "" } else { "s" },
-                a.1,
-                pct(p.1)
-            )
-        })
-        .collect();
-    if !capped.is_empty() {
-        desc.push(format!(
-            "stored at most 100 % (measured {}: more than linear is noise)",
-            capped.join(", ")
-        ));
-    }
-    Some((effs, desc.join(", ")))
-}
-
-/// The scaling efficiencies: from the calibration pass's multi-core IPv4 64 B hit points
-/// (measured interleaved with everything else, so under the same conditions as the curves
-/// and a check), else from the suite's scaling experiment; and a note with both.
-fn scaling(r: &SuiteResults, pass: &[Measured]) -> (Vec<f64>, String) {
-    let mut from_pass: Vec<(usize, f64)> = pass
-        .iter()
-        .filter(|x| {
-            x.workload.class == TrafficClass::Ipv4
-                && x.workload.mix == FrameMix::Fixed(64)
-                && x.workload.miss_rate == 0.0
-        })
-        .map(|x| (x.workload.cores, x.mpps.median))
-        .collect();
-    from_pass.sort_by_key(|p| p.0);
-    from_pass.dedup_by_key(|p| p.0);
-    let suite = r
-        .scaling
-        .iter()
-        .filter(|s| !s.points.is_empty())
-        .min_by(|a, b| a.miss_rate.total_cmp(&b.miss_rate));
-    let from_suite: Vec<(usize, f64)> = suite
-        .map(|s| {
-            s.points
-                .iter()
-                .map(|p| (p.cores, p.aggregate_mpps.median))
-                .collect()
-        })
-        .unwrap_or_default();
-    let pinned = suite.is_some_and(|s| s.points.iter().all(|p| p.pinned));
-    match (efficiencies(&from_pass), efficiencies(&from_suite)) {
-        (Some((e, d)), other) => (
-            e,
-            format!(
-                "scaling (stored): IPv4 64 B, 0 % new flows, N workers each with its own datapath, measured in the calibration pass interleaved with the curves: {d}.{}",
-                other.map_or(String::new(), |(_, d2)| format!(
-                    " The suite's scaling experiment{} gave: {d2}.",
-                    if pinned { " (workers pinned to CPUs)" } else { "" }
-                ))
-            ),
-        ),
-        (None, Some((e, d))) => (
-            e,
-            format!(
-                "scaling: the suite's experiment, IPv4 64 B at 0 % new flows, N workers each with its own datapath{}: {d}.",
-                if pinned { ", pinned to CPUs" } else { "" }
-            ),
-        ),
-        (None, None) => (
-            vec![1.0],
-            "scaling: not measured; stored [1.0], so the planner extrapolates linear scaling and says so.".into(),
-        ),
-    }
-}
-
 /// `x` to a multiple of `step` (profiles keep what the measurements can tell).
-fn round(x: f64, step: f64) -> f64 {
+pub(crate) fn round(x: f64, step: f64) -> f64 {
     let k = (1.0 / step).round();
     (x * k).round() / k
 }
@@ -360,8 +250,9 @@ pub fn profile_from(r: &SuiteResults, pass: &[Measured], name: &str) -> Profile 
         *classes.get_mut(*class) = class_costs(*class, *fb, pts, &larger, pb, &mut notes);
     }
     notes.push("hit and miss: the median cycles per packet (whole loop: rx from memory, parse, caches, slow path, actions, tx) with 0 % and 100 % new flows at each class's smallest frame (IPv4 64 B, IPv6 66 B, VXLAN 96 B on the wire: the least their headers allow), minus per_byte_cycles times that size. vxlan is decapsulation (VXLAN over IPv4 in on the underlay port, through a tunnel port, in_port=<tunnel> rules); vxlan_encap is encapsulation (plain IPv4 in, output to a tunnel port with a static underlay hop): its frame size is the VXLAN frame it sends, 50 B more than the frame it receives.".into());
-    let (effs, scaling_note) = scaling(r, pass);
+    let (effs, scaling_note) = scaling::scaling(r);
     notes.push(scaling_note);
+    let conntrack = scaling::conntrack(r, &mut notes);
     let m = &r.meta;
     notes.push(format!(
         "{} runs per point (median), {} packets per run (fewer above 10 % new flows), seed {}; load average {:.2} before the suite, {:.2} after{}.",
@@ -396,6 +287,8 @@ pub fn profile_from(r: &SuiteResults, pass: &[Measured], name: &str) -> Profile 
             load_after: m.load_after,
         }),
         classes,
+        bands: Some(scaling::bands(r, pass)),
+        conntrack,
     }
 }
 
@@ -573,6 +466,8 @@ fn class_costs(
         curves,
     }
 }
+
+mod scaling;
 
 #[cfg(test)]
 mod tests;

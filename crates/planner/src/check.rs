@@ -8,8 +8,16 @@
 //! with new flows (so every install evicts, the steady state of a sustained miss rate),
 //! a warm-up at the workload's miss rate, then `runs` timed runs with the TSC, the runs
 //! of all workloads interleaved so that a slow phase of a shared machine spreads over all
-//! of them. A run's rate with N workers is all packets over the slowest worker's time.
+//! of them. A run's rate with N workers is all packets over the slowest worker's time;
+//! as in the suite's scaling experiment, worker k runs on a thread pinned to the k-th CPU
+//! the process may use (when the configuration pins and there are enough CPUs), so the
+//! check's multi-core points and the profile's scaling efficiency are one method.
+//!
+//! The prediction is an interval ([`crate::interval`]): the point prediction widened by
+//! the calibration's own run-to-run spread; a workload passes when its measured median
+//! lies inside.
 
+use crate::interval::{band_at, judge, Judged};
 use crate::plan::solve;
 use crate::profile::Profile;
 use crate::units::mean_frame_bytes;
@@ -141,7 +149,8 @@ fn upcalls_of((dt, st): (u64, flowpath_datapath::DatapathStats)) -> (u64, u64) {
 }
 
 /// One timed run of every worker of `b` at once: (aggregate Mpps, observed miss rate).
-fn run_once(b: &mut Bench, hz: f64) -> (f64, f64) {
+/// With several workers, worker k's thread is pinned to `cpus[k]` when `cpus` is given.
+fn run_once(b: &mut Bench, hz: f64, cpus: Option<&[usize]>) -> (f64, f64) {
     let packets = b.packets;
     let n = b.workers.len();
     let results: Vec<(u64, u64)> = if n == 1 {
@@ -152,9 +161,15 @@ fn run_once(b: &mut Bench, hz: f64) -> (f64, f64) {
             let handles: Vec<_> = b
                 .workers
                 .iter_mut()
-                .map(|wk| {
+                .enumerate()
+                .map(|(k, wk)| {
                     let start = &start;
+                    let cpu = cpus.and_then(|c| c.get(k).copied());
                     s.spawn(move || {
+                        if let Some(c) = cpu {
+                            // Unpinned is still a measurement: the run goes on.
+                            let _ = flowpath_base::cpu::pin_current_thread(c);
+                        }
                         start.wait();
                         upcalls_of(wk.timed(packets))
                     })
@@ -187,6 +202,9 @@ pub fn measure(
         workloads.len()
     ));
     let mut benches: Vec<Bench> = workloads.iter().map(|&w| set_up(cfg, w)).collect();
+    let cpus = flowpath_bench::suite::allowed_cpus();
+    let most = workloads.iter().map(|w| w.cores).max().unwrap_or(1);
+    let pin = (cfg.pin_threads && most <= cpus.len()).then_some(cpus.as_slice());
     for r in 0..cfg.runs.max(1) {
         progress(&format!(
             "timed run {}/{} of every point",
@@ -194,7 +212,7 @@ pub fn measure(
             cfg.runs.max(1)
         ));
         for b in &mut benches {
-            let x = run_once(b, hz);
+            let x = run_once(b, hz, pin);
             b.runs.push(x);
         }
     }
@@ -239,6 +257,10 @@ pub struct CheckRow {
     /// and as it would answer (whole cores).
     pub planner_cores_exact: f64,
     pub planner_cores: u64,
+    /// The predicted interval (Mpps per core) from the profile's bands and whether the
+    /// measured median lies inside; absent when the profile has no bands.
+    #[serde(default)]
+    pub interval: Option<Judged>,
 }
 
 /// Compare measurements with the planner's predictions from `profile`.
@@ -255,6 +277,11 @@ pub fn compare(profile: &Profile, measured: &[Measured]) -> Result<Vec<CheckRow>
             let cores = w.cores.max(1) as f64;
             let measured_per_core = m.mpps.median / cores;
             let demand = m.mpps.median * 1e6 * cycles;
+            let interval = profile
+                .bands
+                .as_deref()
+                .and_then(|b| band_at(b, w.class, m.frame_bytes, w.miss_rate, w.cores as u64))
+                .map(|band| judge(per_core(cycles), band, measured_per_core));
             Ok(CheckRow {
                 workload: w.label(),
                 class: w.class,
@@ -271,20 +298,38 @@ pub fn compare(profile: &Profile, measured: &[Measured]) -> Result<Vec<CheckRow>
                 two_cost_error: per_core(line) / measured_per_core - 1.0,
                 planner_cores_exact: demand / (profile.tsc_hz * eff),
                 planner_cores: solve(profile, demand, 1.0)?.cores,
+                interval,
             })
         })
         .collect()
 }
 
+/// The interval column, `low–high (width W %)`, and the verdict.
+fn interval_cells(r: &CheckRow) -> (String, String) {
+    match r.interval {
+        Some(j) => (
+            format!(
+                "{:.2}–{:.2} (width {:.0} %)",
+                j.low,
+                j.high,
+                j.width * 100.0
+            ),
+            if j.inside { "inside" } else { "OUTSIDE" }.to_string(),
+        ),
+        None => ("-".into(), "no bands in profile".into()),
+    }
+}
+
 /// The comparison as a Markdown table (for the terminal and docs/planner.md).
 pub fn table(rows: &[CheckRow]) -> String {
     let mut s = String::from(
-        "| workload | frame bytes | predicted Mpps/core | measured Mpps/core (min–max) | error | two-cost line: Mpps/core, error | planner's cores for the measured rate: exact → whole |\n\
-         |---|---|---|---|---|---|---|\n",
+        "| workload | frame bytes | predicted Mpps/core: point, interval (width) | measured Mpps/core (min–max) | verdict | point error | two-cost line: Mpps/core, error | planner's cores for the measured rate: exact → whole |\n\
+         |---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
+        let (iv, verdict) = interval_cells(r);
         s.push_str(&format!(
-            "| {} | {:.1} | {:.2} | {:.2} ({:.2}–{:.2}) | {:+.1} % | {:.2}, {:+.1} % | {:.2} → {} (ran on {}) |\n",
+            "| {} | {:.1} | {:.2}, {iv} | {:.2} ({:.2}–{:.2}) | {verdict} | {:+.1} % | {:.2}, {:+.1} % | {:.2} → {} (ran on {}) |\n",
             r.workload,
             r.frame_bytes,
             r.predicted_mpps_per_core,
@@ -302,39 +347,64 @@ pub fn table(rows: &[CheckRow]) -> String {
     s
 }
 
-/// A few lines under the table: the largest errors, single-core and multi-core apart
+/// One verdict line for a group of rows: how many medians fell inside their interval,
+/// the widest and median interval width, and the largest point error beside them.
+fn group_line(what: &str, rows: &[&CheckRow]) -> Option<String> {
+    let worst = rows
+        .iter()
+        .map(|r| r.error.abs())
+        .fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x))))?;
+    let worst_line = rows
+        .iter()
+        .map(|r| r.two_cost_error.abs())
+        .fold(0.0f64, f64::max);
+    let judged: Vec<Judged> = rows.iter().filter_map(|r| r.interval).collect();
+    let head = if judged.is_empty() {
+        format!("{what}: no interval (the profile keeps no run spread: calibrate again)")
+    } else {
+        let mut widths: Vec<f64> = judged.iter().map(|j| j.width).collect();
+        widths.sort_by(f64::total_cmp);
+        format!(
+            "{what}: {} of {} measured medians inside the predicted interval (interval width: median {:.0} %, widest {:.0} %)",
+            judged.iter().filter(|j| j.inside).count(),
+            judged.len(),
+            widths[widths.len() / 2] * 100.0,
+            widths[widths.len() - 1] * 100.0
+        )
+    };
+    Some(format!(
+        "{head}; largest point error {:.1} % (the two-cost line alone: {:.1} %)",
+        worst * 100.0,
+        worst_line * 100.0
+    ))
+}
+
+/// A few lines under the table: the interval verdicts, single-core and multi-core apart
 /// (the latter also carry the profile's scaling efficiency).
 pub fn verdict(rows: &[CheckRow], profile: &Profile) -> String {
-    let worst = |f: &dyn Fn(&CheckRow) -> bool, e: &dyn Fn(&CheckRow) -> f64| {
-        rows.iter()
-            .filter(|r| f(r))
-            .map(|r| e(r).abs())
-            .fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x))))
-    };
-    let one = |r: &CheckRow| r.cores <= 1;
-    let many = |r: &CheckRow| r.cores > 1;
+    let one: Vec<&CheckRow> = rows.iter().filter(|r| r.cores <= 1).collect();
+    let many: Vec<&CheckRow> = rows.iter().filter(|r| r.cores > 1).collect();
     let mut s = String::new();
-    if let Some(w) = worst(&one, &|r| r.error) {
-        s.push_str(&format!(
-            "one core: largest error {:.1} % over {} workloads (the two-cost line alone: {:.1} %)\n",
-            w * 100.0,
-            rows.iter().filter(|r| one(r)).count(),
-            worst(&one, &|r| r.two_cost_error).unwrap_or(0.0) * 100.0
-        ));
+    if let Some(l) = group_line(&format!("one core, {} workloads", one.len()), &one) {
+        s.push_str(&l);
+        s.push('\n');
     }
-    if let Some(w) = worst(&many, &|r| r.error) {
-        let effs: Vec<String> = profile
-            .scaling
-            .iter()
-            .enumerate()
-            .skip(1)
-            .map(|(i, e)| format!("{} cores {}", i + 1, crate::units::pct(*e)))
-            .collect();
-        s.push_str(&format!(
-            "several cores: largest error {:.1} %, with the calibrated scaling efficiency ({}); on a machine shared with other work this is the noisiest number\n",
-            w * 100.0,
+    let effs: Vec<String> = profile
+        .scaling
+        .iter()
+        .enumerate()
+        .skip(1)
+        .map(|(i, e)| format!("{} cores {}", i + 1, crate::units::pct(*e)))
+        .collect();
+    if let Some(l) = group_line(
+        &format!(
+            "several cores (calibrated scaling efficiency: {})",
             effs.join(", ")
-        ));
+        ),
+        &many,
+    ) {
+        s.push_str(&l);
+        s.push('\n');
     }
     s
 }

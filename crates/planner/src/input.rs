@@ -3,6 +3,7 @@
 
 use crate::plan::{Options, Workload};
 use crate::report::Given;
+use crate::stateful::{Options as StatefulOptions, Workload as StatefulWorkload};
 use crate::units::{mean_frame_bytes, parse_rate, parse_share, parse_size};
 use flowpath_gen::TrafficClass;
 
@@ -22,6 +23,11 @@ pub struct PlanInput {
     /// Scenario (e): a new-flow flood's rate, and the miss budget it meets.
     pub attack_rate: Option<String>,
     pub attack_budget: String,
+    /// The stateful plan: new connections per second and established packets per
+    /// second (either makes the plan stateful), and a SYN flood's rate as a what-if.
+    pub new_conns_per_sec: Option<String>,
+    pub established_pps: Option<String>,
+    pub synflood_pps: Option<String>,
 }
 
 impl Default for PlanInput {
@@ -40,6 +46,9 @@ impl Default for PlanInput {
             core_year_usd: "1000".into(),
             attack_rate: None,
             attack_budget: "50%".into(),
+            new_conns_per_sec: None,
+            established_pps: None,
+            synflood_pps: None,
         }
     }
 }
@@ -59,9 +68,92 @@ fn number(name: &str, s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
+/// A rate of connections or packets per second: `0`, `50000`, `50k`, `1.2M`, `2Mpps`,
+/// with or without a trailing `/s`.
+fn per_second(name: &str, s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let t = t.strip_suffix("/s").unwrap_or(t).trim();
+    if t.parse::<f64>().is_ok_and(|v| v == 0.0) {
+        return Ok(0.0);
+    }
+    field(name, crate::units::parse_packet_rate(t))
+}
+
 impl PlanInput {
+    /// Whether the stateful planner is asked for (`--new-conns-per-sec` or
+    /// `--established-pps` given).
+    pub fn is_stateful(&self) -> bool {
+        self.new_conns_per_sec.is_some() || self.established_pps.is_some()
+    }
+
+    /// The stateful workload and options; the stateless workload's options are refused
+    /// by name (they size a different model).
+    pub fn parse_stateful(&self) -> Result<(StatefulWorkload, StatefulOptions), String> {
+        if !self.is_stateful() {
+            return Err(
+                "--new-conns-per-sec: a stateful plan needs --new-conns-per-sec and/or --established-pps"
+                    .into(),
+            );
+        }
+        let unused = [
+            ("--rate", !self.rate.trim().is_empty()),
+            ("--size", !self.size.trim().is_empty()),
+            ("--miss-rate", !self.miss_rate.trim().is_empty()),
+            ("--miss-cores", self.miss_cores.is_some()),
+            ("--offload-share", self.offload_share.is_some()),
+            ("--attack-rate", self.attack_rate.is_some()),
+        ];
+        if let Some((name, _)) = unused.iter().find(|u| u.1) {
+            return Err(format!(
+                "{name}: not used by a stateful plan (--new-conns-per-sec, --established-pps): give one kind of plan or the other"
+            ));
+        }
+        let opt = |name: &str, v: &Option<String>| match v {
+            Some(s) => per_second(name, s),
+            None => Ok(0.0),
+        };
+        let w = StatefulWorkload {
+            new_conns_per_sec: opt("--new-conns-per-sec", &self.new_conns_per_sec)?,
+            established_pps: opt("--established-pps", &self.established_pps)?,
+            synflood_pps: match &self.synflood_pps {
+                Some(s) => Some(per_second("--synflood-pps", s)?),
+                None => None,
+            },
+        };
+        let headroom = field("--headroom", parse_share(&self.headroom))?;
+        let new_conn_speedup = number("--miss-speedup", &self.miss_speedup)?;
+        let core_year_usd = number("--core-year-usd", &self.core_year_usd)?;
+        let o = StatefulOptions {
+            headroom,
+            new_conn_speedup,
+            core_year_usd,
+        };
+        crate::stateful::validate(&w, &o)?;
+        Ok((w, o))
+    }
+
+    /// The stateless plan's required options are there, and no stateful-only one.
+    fn stateless_given(&self) -> Result<(), String> {
+        if self.synflood_pps.is_some() {
+            return Err("--synflood-pps: a what-if on a stateful plan: give --new-conns-per-sec and/or --established-pps too".into());
+        }
+        for (name, v) in [
+            ("--rate", &self.rate),
+            ("--size", &self.size),
+            ("--miss-rate", &self.miss_rate),
+        ] {
+            if v.trim().is_empty() {
+                return Err(format!(
+                    "{name}: required (or --new-conns-per-sec/--established-pps for a stateful plan)"
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The workload, the options and how the rate and size were given.
     pub fn parse(&self) -> Result<(Workload, Options, Given), String> {
+        self.stateless_given()?;
         let rate = field("--rate", parse_rate(&self.rate))?;
         let mix = field("--size", parse_size(&self.size))?;
         let miss_rate = field("--miss-rate", parse_share(&self.miss_rate))?;

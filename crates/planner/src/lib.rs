@@ -4,9 +4,11 @@
 pub mod calibrate;
 pub mod check;
 pub mod input;
+pub mod interval;
 pub mod plan;
 pub mod profile;
 pub mod report;
+pub mod stateful;
 pub mod units;
 
 pub use plan::{amdahl, plan, solve, Options, Outcome, Plan, Workload};

@@ -96,6 +96,7 @@ fn suite_results(
         sizes,
         classes: Vec::new(),
         attacks: Vec::new(),
+        conntrack: None,
         findings: Vec::new(),
     }
 }
@@ -116,7 +117,7 @@ fn measured(w: CheckWorkload, frame_bytes: f64, cycles: f64) -> Measured {
 /// VXLAN encap = IPv4 + 40; larger
 /// IPv4 frames cost `extra(m)` more (not at the ends); 2 cores reach `eff2` of linear.
 fn pass(c: impl Fn(f64) -> f64, extra: impl Fn(f64) -> f64, eff2: f64) -> Vec<Measured> {
-    calibration_pass(2)
+    calibration_pass()
         .into_iter()
         .map(|w| {
             let bytes = match (w.class, w.mix) {
@@ -151,21 +152,10 @@ fn bent(m: f64) -> f64 {
 
 #[test]
 fn the_pass_covers_every_class_rate_and_size() {
-    let p = calibration_pass(4);
-    assert_eq!(
-        p.len(),
-        4 * MISS_RATES.len() + 2 * (MISS_RATES.len() - 2) + 2
-    );
-    assert!(p
-        .iter()
-        .all(|w| w.cores == 1 || (w.miss_rate == 0.0 && w.mix == FrameMix::Fixed(64))));
-    assert_eq!(
-        p.iter()
-            .filter(|w| w.cores > 1)
-            .map(|w| w.cores)
-            .collect::<Vec<_>>(),
-        [2, 4]
-    );
+    let p = calibration_pass();
+    assert_eq!(p.len(), 4 * MISS_RATES.len() + 2 * (MISS_RATES.len() - 2));
+    // Scaling is the suite's experiment's: the pass is all one-core points.
+    assert!(p.iter().all(|w| w.cores == 1));
     // Every default check workload is off the calibration's points.
     for w in check::default_workloads(2).iter().skip(1) {
         assert!(!p.contains(w), "{w:?}");
@@ -221,10 +211,21 @@ fn profile_from_flat_sizes_and_a_bent_curve() {
         .notes
         .iter()
         .any(|n| n.contains("vxlan_encap: not measured")));
-    // Scaling from the pass (90 %), the suite's (95 %) in the notes.
-    assert_eq!(prof.scaling, vec![1.0, 0.9]);
+    // Scaling is the suite's (95 %), whatever the pass's own 2-core points say (90 %).
+    assert_eq!(prof.scaling, vec![1.0, 0.95]);
     let note = prof.notes.iter().find(|n| n.contains("scaling")).unwrap();
-    assert!(note.contains("95 %") && note.contains("90 %"), "{note}");
+    assert!(note.contains("95 %") && note.contains("worker 0"), "{note}");
+    // Bands: every one-core pass point (±1 % around its median), and the suite's 2 cores.
+    let bands = prof.bands.as_ref().unwrap();
+    assert_eq!(
+        bands.iter().filter(|b| b.cores == 1).count(),
+        calibration_pass().len()
+    );
+    assert!(bands
+        .iter()
+        .filter(|b| b.cores == 1)
+        .all(|b| (b.low - 0.99).abs() < 1e-3 && (b.high - 1.01).abs() < 1e-3));
+    assert_eq!(bands.iter().filter(|b| b.cores == 2).count(), 1);
     assert_eq!(prof.machine.as_ref().unwrap().cpu, "Test CPU");
     // What calibrate writes reads back the same.
     assert_eq!(parse_toml(&to_toml(&prof), "t").unwrap(), prof);
@@ -261,7 +262,7 @@ fn tiny_real_calibration_and_check() {
     };
     let r = suite::run(&cfg, |_| {});
     let workloads = check::default_workloads(2);
-    let all: Vec<CheckWorkload> = calibration_pass(2)
+    let all: Vec<CheckWorkload> = calibration_pass()
         .into_iter()
         .chain(workloads.iter().copied())
         .collect();
@@ -299,4 +300,28 @@ fn tiny_real_calibration_and_check() {
     assert!((enc.frame_bytes - (7.0 * 96.0 + 4.0 * 570.0 + 1518.0) / 12.0).abs() < 1e-9);
     assert!(enc.predicted_mpps_per_core > 0.0);
     assert!(check::table(&rows).lines().count() == rows.len() + 2);
+}
+
+#[test]
+fn conntrack_costs_come_from_the_suite_and_their_absence_is_a_note() {
+    let mut r = suite_results(|_| 100.0, |_| 1500.0, &[(1, 20.0), (2, 38.0)]);
+    let prof = profile_from(&r, &pass(bent, |_| 0.0, 1.0), "t");
+    assert!(prof.conntrack.is_none());
+    assert!(prof
+        .notes
+        .iter()
+        .any(|n| n.starts_with("conntrack: not calibrated")));
+    r.conntrack = Some(flowpath_bench::suite::ct_model::CtModel {
+        tsc_hz: HZ,
+        new_connection_cycles: 4321.04,
+        established_packet_cycles: 210.0,
+        syn_cycles: Some(950.0),
+        notes: vec!["ct_new: cycles per whole connection".into()],
+    });
+    let prof = profile_from(&r, &pass(bent, |_| 0.0, 1.0), "t");
+    let ct = prof.conntrack.unwrap();
+    assert_eq!(ct.new_connection_cycles, 4321.0);
+    assert_eq!(ct.established_packet_cycles, 210.0);
+    assert_eq!(ct.syn_cycles, Some(950.0));
+    assert_eq!(parse_toml(&to_toml(&prof), "t").unwrap(), prof);
 }

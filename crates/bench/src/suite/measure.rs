@@ -296,7 +296,7 @@ fn scaling_point(
 }
 
 /// The CPUs this process may use (Linux `sched_getaffinity`); pinning is the foundation's.
-mod affinity {
+pub(super) mod affinity {
     /// CPUs this process may run on, in order.
     #[cfg(target_os = "linux")]
     pub fn allowed_cpus() -> Vec<usize> {

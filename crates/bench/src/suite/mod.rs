@@ -23,11 +23,15 @@
 //! efficiency); [`report`] turns them into terminal tables, an HTML page and SVG charts.
 
 pub mod charts;
+pub mod ct_model;
 mod findings;
 mod measure;
 pub mod model;
 pub mod report;
 mod run;
+
+/// The CPUs this process may use, in order (the scaling workers are pinned to them).
+pub use measure::affinity::allowed_cpus;
 
 use crate::machine::Machine;
 use crate::runner::StageShare;
@@ -405,6 +409,10 @@ pub struct SuiteResults {
     /// Established-flow throughput under attack, per attack (absent in older results).
     #[serde(default)]
     pub attacks: Vec<AttackSeries>,
+    /// Connection tracking's costs and their model curve (absent in older results and
+    /// where the bench has no connection-tracking cases).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conntrack: Option<ct_model::CtModel>,
     /// What the run found, in sentences (also at the top of the report).
     pub findings: Vec<String>,
 }

@@ -236,6 +236,30 @@ fn size_points(cfg: &SuiteConfig, points: &[Point]) -> Vec<SizePoint> {
         .collect()
 }
 
+/// Connection tracking's costs, from the bench's ct cases by name (None where there are
+/// none): the suite's runs, packets, flows and seed.
+fn conntrack(
+    cfg: &SuiteConfig,
+    tsc_hz: f64,
+    progress: &mut impl FnMut(&Progress),
+) -> Option<super::ct_model::CtModel> {
+    progress(&Progress {
+        done: 0,
+        total: 1,
+        step: "connection-tracking costs".into(),
+    });
+    let bench = crate::runner::BenchConfig {
+        runs: cfg.runs,
+        packets: cfg.packets,
+        flows: cfg.flows,
+        megaflow_max: cfg.megaflow_max,
+        emc_insert_inv_prob: cfg.emc_insert_inv_prob,
+        seed: cfg.seed,
+        ..crate::runner::BenchConfig::default()
+    };
+    super::ct_model::measure(&bench, tsc_hz).ok()
+}
+
 /// Run the whole suite. `progress` is called when a step starts and after every timed run.
 pub fn run(cfg: &SuiteConfig, mut progress: impl FnMut(&Progress)) -> SuiteResults {
     let cfg = cfg.normalised();
@@ -246,6 +270,8 @@ pub fn run(cfg: &SuiteConfig, mut progress: impl FnMut(&Progress)) -> SuiteResul
     let load_before = load_average();
     let machine = Machine::probe();
     let tsc_hz = flowpath_base::clock::tsc_hz();
+    // First, so that the progress the experiments report runs on from 0 to the end.
+    let ct = conntrack(&cfg, tsc_hz, &mut progress);
     let mut m = Plan::new(&cfg).execute(&cfg, &mut progress);
     set_efficiencies(&mut m.scaling);
     let classes = cfg
@@ -273,6 +299,7 @@ pub fn run(cfg: &SuiteConfig, mut progress: impl FnMut(&Progress)) -> SuiteResul
         sizes,
         classes,
         attacks: m.attacks,
+        conntrack: ct,
         findings: Vec::new(),
     };
     results.meta.wall_seconds = wall.elapsed().as_secs_f64();

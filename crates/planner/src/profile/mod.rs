@@ -3,7 +3,10 @@
 //! so that every error names the full field path (`classes.ipv6.hit.fixed_cycles:
 //! missing`) and unknown fields are refused instead of silently ignored.
 
+mod extra;
 mod read;
+
+pub use extra::{Band, CtCosts};
 
 use flowpath_gen::TrafficClass;
 use read::from_value;
@@ -138,6 +141,14 @@ pub struct Profile {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub machine: Option<MachineInfo>,
     pub classes: Classes,
+    /// The calibration's run-to-run spread per measured point (absent in hand-written
+    /// profiles and those calibrated before it was kept): `flowpath calibrate --check`
+    /// predicts an interval from it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bands: Option<Vec<Band>>,
+    /// Connection tracking's costs (absent: the profile cannot size stateful workloads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conntrack: Option<CtCosts>,
 }
 
 /// Shipped profiles: (name, file name, TOML text).
@@ -229,6 +240,7 @@ pub fn to_toml(p: &Profile) -> String {
     o.push_str(&format!("tsc_hz = {}\n", f(p.tsc_hz)));
     let sc: Vec<String> = p.scaling.iter().map(|&e| f(e)).collect();
     o.push_str(&format!("scaling = [{}]\n", sc.join(", ")));
+    o.push_str(&extra::bands_toml(p.bands.as_deref()));
     if let Some(m) = &p.machine {
         o.push_str(&format!(
             "\n[machine]\ncpu = {}\ncores = {}\nkernel = {}\ndate = {}\ngit_rev = {}\ncommand = {}\nload_before = {}\nload_after = {}\n",
@@ -270,6 +282,7 @@ pub fn to_toml(p: &Profile) -> String {
             o.push_str("]\n");
         }
     }
+    o.push_str(&extra::conntrack_toml(p.conntrack.as_ref()));
     o
 }
 

@@ -1,6 +1,7 @@
 //! Reading a profile from TOML or JSON by hand, so that every error names the full field
 //! path and unknown fields are refused.
 
+use super::extra::{Band, CtCosts};
 use super::*;
 
 /// A value with its path in the document, for errors that name the field.
@@ -215,8 +216,16 @@ pub(super) fn machine(v: &Value, path: &str) -> Result<MachineInfo, String> {
 
 /// Build and validate a profile from a parsed document.
 pub(super) fn from_value(v: &Value) -> Result<Profile, String> {
-    const KEYS: [&str; 7] = [
-        "name", "source", "notes", "tsc_hz", "scaling", "machine", "classes",
+    const KEYS: [&str; 9] = [
+        "name",
+        "source",
+        "notes",
+        "tsc_hz",
+        "scaling",
+        "machine",
+        "classes",
+        "bands",
+        "conntrack",
     ];
     let top = Node { v, path: "" }.table(&KEYS)?;
     let name = string(field(top, "", "name")?, "name")?;
@@ -243,6 +252,14 @@ pub(super) fn from_value(v: &Value) -> Result<Profile, String> {
     };
     let mut notes = notes;
     let classes = classes(field(top, "", "classes")?, &mut notes)?;
+    let bands = match top.get("bands") {
+        Some(b) => Some(bands(b, "bands")?),
+        None => None,
+    };
+    let conntrack = match top.get("conntrack") {
+        Some(c) => Some(conntrack(c, "conntrack")?),
+        None => None,
+    };
     Ok(Profile {
         name,
         source,
@@ -251,6 +268,8 @@ pub(super) fn from_value(v: &Value) -> Result<Profile, String> {
         scaling,
         machine,
         classes,
+        bands,
+        conntrack,
     })
 }
 
@@ -312,4 +331,69 @@ fn classes(v: &Value, notes: &mut Vec<String>) -> Result<Classes, String> {
         vxlan,
         vxlan_encap,
     })
+}
+
+fn conntrack(v: &Value, path: &str) -> Result<CtCosts, String> {
+    const KEYS: [&str; 3] = [
+        "new_connection_cycles",
+        "established_packet_cycles",
+        "syn_cycles",
+    ];
+    let m = Node { v, path }.table(&KEYS)?;
+    let positive = |k: &str| -> Result<f64, String> {
+        let p = join(path, k);
+        let x = non_negative(field(m, path, k)?, &p)?;
+        if x == 0.0 {
+            return Err(format!("{p}: must be positive (cycles)"));
+        }
+        Ok(x)
+    };
+    Ok(CtCosts {
+        new_connection_cycles: positive("new_connection_cycles")?,
+        established_packet_cycles: positive("established_packet_cycles")?,
+        syn_cycles: match m.get("syn_cycles") {
+            Some(_) => Some(positive("syn_cycles")?),
+            None => None,
+        },
+    })
+}
+
+fn bands(v: &Value, path: &str) -> Result<Vec<Band>, String> {
+    const KEYS: [&str; 6] = ["class", "frame_bytes", "miss_rate", "cores", "low", "high"];
+    let mut out = Vec::new();
+    for (i, b) in array(v, path)?.iter().enumerate() {
+        let p = format!("{path}[{i}]");
+        let m = Node { v: b, path: &p }.table(&KEYS)?;
+        let class_path = join(&p, "class");
+        let class = TrafficClass::parse(&string(field(m, &p, "class")?, &class_path)?)
+            .map_err(|e| format!("{class_path}: {e}"))?;
+        let num = |k: &str| number(field(m, &p, k)?, &join(&p, k));
+        let miss_rate = num("miss_rate")?;
+        if !(0.0..=1.0).contains(&miss_rate) {
+            return Err(format!(
+                "{p}.miss_rate: must be within 0..1, got {miss_rate}"
+            ));
+        }
+        let cores = num("cores")?;
+        if cores < 1.0 || cores.fract() != 0.0 {
+            return Err(format!(
+                "{p}.cores: must be a whole number of cores, got {cores}"
+            ));
+        }
+        let (low, high) = (num("low")?, num("high")?);
+        if !(low > 0.0 && low <= 1.0 && high >= 1.0) {
+            return Err(format!(
+                "{p}: low and high are shares of the median (0 < low ≤ 1 ≤ high), got {low} and {high}"
+            ));
+        }
+        out.push(Band {
+            class,
+            frame_bytes: num("frame_bytes")?,
+            miss_rate,
+            cores: cores as u64,
+            low,
+            high,
+        });
+    }
+    Ok(out)
 }

@@ -5,7 +5,7 @@ use super::tables::{
     attack_table, curve_table, header_lines, hit_miss_table, scaling_table, sizes_table,
 };
 use crate::suite::findings::{disagreement_note, findings};
-use crate::suite::{charts, SuiteResults};
+use crate::suite::{charts, ct_model, SuiteResults};
 use flowpath_report::escape;
 use std::fmt::Write;
 
@@ -42,6 +42,13 @@ pub fn chart_files(r: &SuiteResults) -> Vec<(String, String, String)> {
             charts::attack(a),
         ));
     }
+    if let Some(m) = &r.conntrack {
+        v.push((
+            "ct_new_share.svg".into(),
+            "Throughput vs share of new connections (model)".into(),
+            ct_model::chart(m),
+        ));
+    }
     v
 }
 
@@ -70,6 +77,7 @@ pub fn html(r: &SuiteResults) -> String {
     html_hit_miss(&mut s, r, charts);
     html_miss_rate(&mut s, r, charts);
     html_attacks(&mut s, r, charts);
+    ct_model::html_section(&mut s, r.conntrack.as_ref(), charts);
     s.push_str(
         "<h2>Method</h2>\n<p>Each point builds a fresh datapath, fills its megaflow cache with new flows (so that \
          every later install evicts, the steady state of a sustained miss rate and the state the 100 % point is \
