@@ -32,6 +32,10 @@ pub enum Case {
     /// emc_hit's traffic out to a tunnel port (`output:<tunnel>`), encapsulated with a
     /// static underlay hop (IPv4 or IPv6 underlay).
     VxlanEncap { v6: bool },
+    /// emc_hit's 1,024 flows as UDP connections seen both ways through the two-pass
+    /// security group (`ct_established.rs`): two exact-match hits and a tracker lookup a
+    /// packet.
+    CtEstablished,
 }
 
 impl Case {
@@ -49,6 +53,7 @@ impl Case {
             Case::VxlanDecap { v6: true } => "vxlan_decap_ipv6".into(),
             Case::VxlanEncap { v6: false } => "vxlan_encap".into(),
             Case::VxlanEncap { v6: true } => "vxlan_encap_ipv6".into(),
+            Case::CtEstablished => "ct_established".into(),
         }
     }
 
@@ -65,13 +70,14 @@ impl Case {
             "vxlan_decap_ipv6" => Ok(Case::VxlanDecap { v6: true }),
             "vxlan_encap" => Ok(Case::VxlanEncap { v6: false }),
             "vxlan_encap_ipv6" => Ok(Case::VxlanEncap { v6: true }),
+            "ct_established" => Ok(Case::CtEstablished),
             _ => s
                 .strip_prefix("megaflow_hit_")
                 .and_then(|n| n.parse().ok())
                 .filter(|n| (1..=16).contains(n))
                 .map(Case::MegaflowHit)
                 .ok_or_else(|| {
-                    format!("unknown case '{s}' (expected floor, floor_many_flows, emc_hit, megaflow_hit_N with N in 1..=16, miss, mixed, many_flows, vxlan_decap, vxlan_encap, vxlan_decap_ipv6, vxlan_encap_ipv6, many_flows_zipf)")
+                    format!("unknown case '{s}' (expected floor, floor_many_flows, emc_hit, megaflow_hit_N with N in 1..=16, miss, mixed, many_flows, vxlan_decap, vxlan_encap, vxlan_decap_ipv6, vxlan_encap_ipv6, many_flows_zipf, ct_established)")
                 }),
         }
     }
@@ -209,6 +215,10 @@ pub(super) fn setup(case: Case, cfg: &BenchConfig) -> Setup {
                 ..base
             };
             (r, s, dp, 0.0, cfg.packets)
+        }
+        Case::CtEstablished => {
+            let (r, s) = super::ct_established(cfg.flows, cfg.frame_size);
+            (r, s, base, 0.0, cfg.packets)
         }
         Case::Floor { .. } => unreachable!("the floor runs without a datapath"),
         Case::Mixed => {
