@@ -27,6 +27,9 @@ enum Batch {
     In(Vec<Back>),
 }
 
+/// What left the datapath: (port, frame) in order.
+type Outputs = Vec<(u32, Vec<u8>)>;
+
 fn batch() -> impl Strategy<Value = Batch> {
     let conn = 0u16..6;
     prop_oneof![
@@ -76,7 +79,7 @@ proptest! {
         );
         let mut committed: HashSet<u16> = HashSet::new();
         for b in &batches {
-            let (port, frames, want): (u32, Vec<Vec<u8>>, Vec<(u32, Vec<u8>)>) = match b {
+            let (port, frames, want): (u32, Vec<Vec<u8>>, Outputs) = match b {
                 Batch::Out(conns) => {
                     let f: Vec<Vec<u8>> = conns.iter().map(|&i| forward(i)).collect();
                     let w = f.iter().map(|f| (2, f.clone())).collect();
