@@ -157,31 +157,33 @@ pub(crate) fn ct_action(
     }
     st.ct_executed += 1;
     st.recirculations += 1;
-    let mut rk = *key;
+    // The queued packet's key is written in place (one copy of the key, not three).
     let src = match run.src {
-        Src::Batch(i) if !fork => {
-            track(pkt, spec.nat.is_some(), |f| {
-                tracker.execute(f, meta, &mut rk, spec, now)
-            });
-            Src::Batch(i)
-        }
-        _ => {
-            let buf = rc.copy_frame(pkt.data());
-            let len = pkt.len();
-            let f = &mut rc.next_bufs[buf as usize][HEADROOM..HEADROOM + len];
-            tracker.execute(f, meta, &mut rk, spec, now);
-            Src::Copy {
-                buf,
-                len: len as u32,
-            }
-        }
+        Src::Batch(i) if !fork => Src::Batch(i),
+        _ => Src::Copy {
+            buf: rc.copy_frame(pkt.data()),
+            len: pkt.len() as u32,
+        },
     };
-    rk.set(Field::RecircId, u128::from(recirc_id(table)));
     rc.next.push(RecircPacket {
         src,
-        key: rk,
+        key: *key,
         meta: *meta,
     });
+    let Some(q) = rc.next.last_mut() else {
+        return !fork;
+    };
+    let rk = &mut q.key;
+    match src {
+        Src::Copy { buf, len } => {
+            let f = &mut rc.next_bufs[buf as usize][HEADROOM..HEADROOM + len as usize];
+            tracker.execute(f, meta, rk, spec, now);
+        }
+        _ => track(pkt, spec.nat.is_some(), |f| {
+            tracker.execute(f, meta, rk, spec, now)
+        }),
+    }
+    rk.set(Field::RecircId, u128::from(recirc_id(table)));
     !fork
 }
 
