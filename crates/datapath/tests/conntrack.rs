@@ -263,3 +263,21 @@ fn revalidation_keeps_recirculated_megaflows_and_follows_their_rules() {
     assert_eq!(send1(&mut dp, 2, &b_a), vec![]);
     assert_eq!(send1(&mut dp, 1, &a_b), vec![(2, a_b)]);
 }
+
+/// A packet-out's `ct(table=)` recirculates its frame (a copy: it is not in a received
+/// batch) through the caches like a received packet's.
+#[test]
+fn a_packet_out_recirculates_through_ct() {
+    let mut dp = datapath(security_group(0));
+    let f = udp(1, 1000, 2, 53);
+    let po = flowpath_datapath::PacketOut {
+        in_port: Some(1),
+        actions: vec![ct_recirc(0)],
+        data: f.clone(),
+    };
+    let mut sink = flowpath_datapath::CaptureSink::default();
+    dp.packet_out(&po, &mut sink);
+    assert_eq!(sink.packets, vec![(2, f)]);
+    assert_eq!(dp.tracker().len(), 1);
+    assert_eq!(dp.stats().recirculations, 1);
+}
