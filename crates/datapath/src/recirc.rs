@@ -5,7 +5,9 @@
 //!
 //! Fork semantics (OVS's): when actions that output or modify follow `ct(table=T)`, the
 //! tracked packet is a copy and the packet itself goes on, untracked, with them; when
-//! nothing does (the common case), the packet itself moves to the next pass, uncopied.
+//! nothing does (the common case), the packet itself moves to the next pass, uncopied:
+//! its frame, key and offsets stay where they are (a bit in [`Recirc::moved`]), unless
+//! the pass also runs copies (then it is queued with its key).
 
 use crate::stats::{DatapathDrop, DatapathStats};
 use flowpath_base::packet::HEADROOM;
@@ -46,6 +48,14 @@ pub(crate) struct RecircPacket {
 /// made for it, the pass being run, and the tracker's clock for this batch.
 pub(crate) struct Recirc {
     pub(crate) next: Vec<RecircPacket>,
+    /// The next pass's packets that stay in place: bit i, packet i of the received batch,
+    /// its key and offsets at index i of the scratch arrays (set while the pass running
+    /// is `in_place`).
+    pub(crate) moved: u32,
+    /// Whether the pass running has its packets at their batch index in the scratch
+    /// arrays (a received batch, or a pass of only such packets): then a packet moved on
+    /// stays there.
+    pub(crate) in_place: bool,
     /// The pass being run's queue and copies (kept here between batches, recycled).
     pub(crate) cur: Vec<RecircPacket>,
     pub(crate) cur_bufs: Vec<Vec<u8>>,
@@ -67,6 +77,8 @@ impl Recirc {
     pub(crate) fn new() -> Recirc {
         Recirc {
             next: Vec::with_capacity(BATCH),
+            moved: 0,
+            in_place: true,
             cur: Vec::with_capacity(BATCH),
             cur_bufs: Vec::new(),
             next_bufs: Vec::new(),
@@ -126,7 +138,7 @@ pub(crate) fn ct_action(
     rest: &[Action],
     pkt: &mut Packet<'_>,
     meta: &PacketMeta,
-    key: &FlowKey,
+    key: &mut FlowKey,
     run: &mut CtRun<'_>,
     st: &mut DatapathStats,
 ) -> bool {
@@ -151,13 +163,25 @@ pub(crate) fn ct_action(
         st.drop(DatapathDrop::RecircDepth);
         return !fork;
     }
+    if let (Src::Batch(i), false, true) = (run.src, fork, rc.in_place) {
+        // The common case: the packet stays where it is for the next pass, its key and
+        // offsets in the pass's scratch (no copy at all).
+        st.ct_executed += 1;
+        st.recirculations += 1;
+        track(pkt, spec.nat.is_some(), |f| {
+            tracker.execute(f, meta, key, spec, now)
+        });
+        key.set(Field::RecircId, u128::from(recirc_id(table)));
+        rc.moved |= 1 << i;
+        return true;
+    }
     if rc.next.len() >= RECIRC_MAX {
         st.drop(DatapathDrop::RecircOverflow);
         return !fork;
     }
     st.ct_executed += 1;
     st.recirculations += 1;
-    // The queued packet's key is written in place (one copy of the key, not three).
+    // The queued packet's key is written in its queue slot (one copy of the key).
     let src = match run.src {
         Src::Batch(i) if !fork => Src::Batch(i),
         _ => Src::Copy {

@@ -281,3 +281,40 @@ fn a_packet_out_recirculates_through_ct() {
     assert_eq!(dp.tracker().len(), 1);
     assert_eq!(dp.stats().recirculations, 1);
 }
+
+/// One pass with a packet that stayed in place and a fork's copy, both recirculating
+/// again: they run gathered, and the pass after that runs from the queue; every output in
+/// pass order.
+#[test]
+fn moved_packets_and_copies_recirculate_together() {
+    let store = std::sync::Arc::new(flowpath_pipeline::RuleStore::new(
+        flowpath_pipeline::Backend::TupleSpace,
+    ));
+    let zone2 = ct(flowpath_packet::CtSpec {
+        zone: flowpath_packet::ct::CtZoneSrc::Value(2),
+        table: Some(0),
+        ..flowpath_packet::CtSpec::new()
+    });
+    let untracked_to = |port: u128| ct_state(0, TRACKED).exact(Field::TpDst, port);
+    let tracked_in = |zone: u128| ct_state(TRACKED, 0).exact(Field::CtZone, zone);
+    store
+        .add([
+            RuleSpec::new(0, 10, untracked_to(53)).actions([ct_recirc(0)]),
+            RuleSpec::new(0, 10, untracked_to(54)).actions([ct_recirc(0), Action::Output(3)]),
+            RuleSpec::new(0, 10, tracked_in(1)).actions([zone2]),
+            RuleSpec::new(0, 10, tracked_in(2)).actions([Action::Output(2)]),
+        ])
+        .unwrap();
+    let mut dp = datapath(store);
+    let (a, b) = (udp(1, 1, 2, 53), udp(1, 1, 2, 54));
+    for round in 0..2 {
+        let out = send(&mut dp, 1, &[a.clone(), b.clone()]);
+        assert_eq!(
+            out,
+            vec![(3, b.clone()), (2, a.clone()), (2, b.clone())],
+            "round {round}"
+        );
+    }
+    let st = dp.stats();
+    assert_eq!((st.recirculations, st.recirc_passes), (8, 4));
+}

@@ -13,13 +13,24 @@ use flowpath_base::BATCH;
 use flowpath_packet::Packet;
 use smallvec::SmallVec;
 
+/// The bits of a batch of `n` packets.
+fn all(n: usize) -> u32 {
+    if n >= 32 {
+        u32::MAX
+    } else {
+        (1u32 << n) - 1
+    }
+}
+
 /// Connections the tracker may expire in one step.
 pub const CT_EXPIRE_BUDGET: usize = 256;
 
 impl Datapath {
-    /// Run the passes of what the batch `pkts` (received on `in_port`) recirculated. Each
-    /// pass runs its moved packets (frames still in `pkts`) and the copies forks made as
-    /// batches of their own; what they recirculate is the next pass.
+    /// Run the passes of what the batch `pkts` (received on `in_port`) recirculated. A pass
+    /// of only moved packets (frames still in `pkts`, keys in the scratch arrays at their
+    /// index: the common case) runs as the batch again for their bits; a pass with copies
+    /// forks made runs its moved packets gathered and the copies as batches of their own.
+    /// What a pass recirculates is the next one.
     #[inline(never)]
     pub(super) fn recirculate<S: OutputSink>(
         &mut self,
@@ -31,21 +42,45 @@ impl Datapath {
         // pass's (both recycled, kept in the state between batches).
         let mut cur = std::mem::take(&mut self.recirc.cur);
         let mut bufs = std::mem::take(&mut self.recirc.cur_bufs);
-        while !self.recirc.next.is_empty() {
+        loop {
             let rc = &mut self.recirc;
+            let moved = std::mem::take(&mut rc.moved);
+            if moved == 0 && rc.next.is_empty() {
+                break;
+            }
             rc.pass += 1;
             std::mem::swap(&mut cur, &mut rc.next);
             std::mem::swap(&mut bufs, &mut rc.next_bufs);
             rc.next_used = 0;
             self.stats.recirc_passes += 1;
             self.scratch.recirc = true;
-            self.pass_moved(in_port, pkts, &cur, sink);
-            self.pass_copies(in_port, &cur, &mut bufs, sink);
+            if cur.is_empty() {
+                // Only packets that stayed in place: the batch again, for their bits.
+                self.recirc.in_place = true;
+                self.pass_in_place(in_port, pkts, moved, sink);
+            } else {
+                // Copies too: the packets in place are queued (keys copied out of the
+                // scratch the copies' batches will use), and the pass runs gathered.
+                self.recirc.in_place = false;
+                let mut m = moved;
+                while m != 0 {
+                    let i = m.trailing_zeros() as usize;
+                    m &= m - 1;
+                    cur.push(RecircPacket {
+                        src: Src::Batch(i as u8),
+                        key: self.scratch.keys[i],
+                        meta: self.scratch.metas[i],
+                    });
+                }
+                self.pass_moved(in_port, pkts, &cur, sink);
+                self.pass_copies(in_port, &cur, &mut bufs, sink);
+            }
             self.scratch.recirc = false;
             cur.clear();
         }
         self.recirc.cur = cur;
         self.recirc.cur_bufs = bufs;
+        self.recirc.in_place = true;
         self.recirc.pass = 1;
     }
 
@@ -70,12 +105,12 @@ impl Datapath {
             map[n] = i;
             n += 1;
             if n == BATCH {
-                self.pass_stages(in_port, &mut Gathered { pkts, map }, n, sink);
+                self.pass_stages(in_port, &mut Gathered { pkts, map }, all(n), n, sink);
                 n = 0;
             }
         }
         if n > 0 {
-            self.pass_stages(in_port, &mut Gathered { pkts, map }, n, sink);
+            self.pass_stages(in_port, &mut Gathered { pkts, map }, all(n), n, sink);
         }
     }
 
@@ -102,12 +137,12 @@ impl Datapath {
             if frames.len() == BATCH {
                 let n = frames.len();
                 let mut set = Copies(std::mem::take(&mut frames));
-                self.pass_stages(in_port, &mut set, n, sink);
+                self.pass_stages(in_port, &mut set, all(n), n, sink);
             }
         }
         if !frames.is_empty() {
             let n = frames.len();
-            self.pass_stages(in_port, &mut Copies(frames), n, sink);
+            self.pass_stages(in_port, &mut Copies(frames), all(n), n, sink);
         }
     }
 
@@ -125,16 +160,39 @@ impl Datapath {
         }
     }
 
-    /// One batch of `n` recirculated packets (scratch loaded) through the lookup stages and
-    /// execute.
+    /// The packets of the received batch `pkts` that stayed in place (bits of `moved`):
+    /// their keys' hashes, then the lookup stages and execute.
+    fn pass_in_place<S: OutputSink>(
+        &mut self,
+        in_port: u32,
+        pkts: &mut [Packet<'_>],
+        moved: u32,
+        sink: &mut S,
+    ) {
+        let sc = &mut *self.scratch;
+        let mut m = moved;
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
+            let h = sc.keys[i].hash(self.emc_seed);
+            sc.hashes[i] = h;
+            if self.cfg.emc {
+                self.emc.prefetch(h, false);
+            }
+        }
+        self.pass_stages(in_port, pkts, moved, pkts.len(), sink);
+    }
+
+    /// The packets `valid` of a recirculated batch of `n` (scratch loaded, hashes taken)
+    /// through the lookup stages and execute.
     fn pass_stages<'a, F: Frames<'a> + ?Sized, S: OutputSink>(
         &mut self,
         in_port: u32,
         frames: &mut F,
+        valid: u32,
         n: usize,
         sink: &mut S,
     ) {
-        let valid = if n >= 32 { u32::MAX } else { (1u32 << n) - 1 };
         self.scratch.narrow = 0;
         self.scratch.smc_prefetched = false;
         let pending = if self.cfg.emc {

@@ -79,7 +79,7 @@ impl Datapath {
         if installed != 0 {
             self.unmark_installed(installed);
         }
-        if !self.recirc.next.is_empty() {
+        if self.recirc.moved != 0 || !self.recirc.next.is_empty() {
             self.recirculate(in_port, pkts, sink);
         }
         if timed {
