@@ -21,8 +21,9 @@ use std::sync::Arc;
 /// in the last one drops the packet (`recirc_depth`).
 pub const MAX_PASSES: u8 = 8;
 
-/// Packets one pass may recirculate (forks can make more than a batch holds); past it a
-/// recirculation is dropped (`recirc_overflow`).
+/// Packets one pass may queue for the next (copies, and packets of a pass that runs
+/// copies: forks can make more than a batch holds); past it a recirculation is dropped
+/// (`recirc_overflow`). Packets that stay in place are at most a batch and not counted.
 pub const RECIRC_MAX: usize = 8 * BATCH;
 
 /// Where a recirculated packet's frame is.
