@@ -1,9 +1,11 @@
 //! Running one packet's actions ([`execute`]): outputs (to a tunnel port, encapsulated),
-//! FLOOD/ALL over the datapath's port list, the controller queue, tunnel metadata and
-//! header rewrites; a packet none of them sends is counted as a drop, with its reason.
+//! FLOOD/ALL over the datapath's port list, the controller queue, tunnel metadata, header
+//! rewrites and connection tracking (`recirc.rs`); a packet none of them sends (or
+//! recirculates) is counted as a drop, with its reason.
 
 use crate::controller::ControllerQueue;
 use crate::encap::{encap_output, EncapState, TunSet};
+use crate::recirc::{ct_action, CtRun};
 use crate::sink::OutputSink;
 use crate::stats::{DatapathDrop, DatapathStats};
 use crate::tunnel::Tunnels;
@@ -31,16 +33,25 @@ pub(crate) fn execute<S: OutputSink>(
     ending: Ending,
     pkt: &mut Packet<'_>,
     meta: &mut PacketMeta,
-    key: &FlowKey,
+    key: &mut FlowKey,
     ctx: &Ctx<'_>,
+    ct: &mut CtRun<'_>,
     sink: &mut S,
     st: &mut DatapathStats,
 ) {
     let mut sent = false;
     // Tunnel metadata set by this packet's actions (else the key's, as received).
     let mut tun = TunSet::default();
-    for a in actions {
+    for (n, a) in actions.iter().enumerate() {
         match *a {
+            Action::Ct(id) => {
+                if ct_action(id, &actions[n + 1..], pkt, meta, key, ct, st) {
+                    // Recirculated (or dropped, counted): done in this pass.
+                    return;
+                }
+            }
+            // A later recirculation of this packet is untracked again.
+            Action::CtClear => flowpath_packet::ct::clear(key),
             Action::Output(p) => {
                 if p != ctx.in_port {
                     output(p, pkt, key, &tun, ctx, sink, st);
@@ -92,10 +103,15 @@ pub(crate) fn execute<S: OutputSink>(
         }
     }
     if !sent {
-        st.drop(match ending {
-            Ending::TableMiss(_) => DatapathDrop::TableMiss,
-            _ => DatapathDrop::RuleDrop,
-        });
+        st.drop(no_output_drop(ending));
+    }
+}
+
+/// Why a packet whose actions sent it nowhere was dropped.
+fn no_output_drop(ending: Ending) -> DatapathDrop {
+    match ending {
+        Ending::TableMiss(_) => DatapathDrop::TableMiss,
+        _ => DatapathDrop::RuleDrop,
     }
 }
 

@@ -31,7 +31,7 @@ pub struct DatapathConfig {
     /// off). It pays once the active flows outnumber the EMC (see `smc.rs`).
     pub smc_entries: usize,
     /// Most megaflows held before CLOCK eviction (the dynamic flow limit starts here).
-    /// Their arena, 256 bytes each, is allocated and faulted in when the datapath is made.
+    /// Their arena, 320 bytes each, is allocated and faulted in when the datapath is made.
     pub megaflow_max: usize,
     /// Most megaflow subtables (distinct masks).
     pub max_masks: usize,
@@ -88,11 +88,11 @@ impl Default for DatapathConfig {
     }
 }
 
-/// Most exact-match cache entries in each of its two tables (192 MB in all).
+/// Most exact-match cache entries in each of its two tables (256 MB in all).
 pub const EMC_ENTRIES_LIMIT: usize = 1 << 20;
 /// Most signature-match cache entries (512 MB).
 pub const SMC_ENTRIES_LIMIT: usize = 1 << 26;
-/// Most megaflows: their arena, allocated whole when the datapath is made, then takes 1 GB.
+/// Most megaflows: their arena, allocated whole when the datapath is made, then takes 1.25 GB.
 pub const MEGAFLOW_MAX_LIMIT: usize = 1 << 22;
 
 impl DatapathConfig {
@@ -117,8 +117,8 @@ impl DatapathConfig {
     pub fn check(&self) -> Result<(), String> {
         if self.megaflow_max == 0 || self.megaflow_max > MEGAFLOW_MAX_LIMIT {
             return Err(format!(
-                "megaflow_max: {} is not in 1..={MEGAFLOW_MAX_LIMIT} (256 bytes a megaflow, \
-                 allocated at start: 1 GB per worker at most)",
+                "megaflow_max: {} is not in 1..={MEGAFLOW_MAX_LIMIT} (320 bytes a megaflow, \
+                 allocated at start: 1.25 GB per worker at most)",
                 self.megaflow_max
             ));
         }
@@ -130,7 +130,7 @@ impl DatapathConfig {
         }
         if self.emc_entries > EMC_ENTRIES_LIMIT {
             return Err(format!(
-                "emc_entries: {} is more than {EMC_ENTRIES_LIMIT} (192 MB per worker)",
+                "emc_entries: {} is more than {EMC_ENTRIES_LIMIT} (256 MB per worker)",
                 self.emc_entries
             ));
         }
@@ -175,9 +175,9 @@ mod tests {
             ..DatapathConfig::default()
         };
         assert!(at_bounds.check().is_ok());
-        // 1 GB of megaflows, 512 MB of SMC, 192 MB of EMC.
-        assert_eq!(at_bounds.memory_at_start(), (1024 + 512 + 192) << 20);
+        // 1.25 GB of megaflows, 512 MB of SMC, 256 MB of EMC.
+        assert_eq!(at_bounds.memory_at_start(), (1280 + 512 + 256) << 20);
         at_bounds.smc_entries = 0;
-        assert_eq!(at_bounds.memory_at_start(), (1024 + 192) << 20);
+        assert_eq!(at_bounds.memory_at_start(), (1280 + 256) << 20);
     }
 }

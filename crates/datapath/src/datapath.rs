@@ -9,11 +9,15 @@
 //!
 //! This file holds the datapath's state, how it is made, and what other code asks of it
 //! (accessors, the tier interface, catching up with the rules). Beside it, over the same
-//! state: the stages, the tuning between batches (`tuning.rs`), keeping NORMAL's
-//! megaflows exact (`l2_sync.rs`), and packet-outs and held packets (`packet_out.rs`).
+//! state: the stages (`stages.rs`, execute in `execute.rs`), recirculated passes and the
+//! tracker's expiry (`recirculate.rs`), the tuning between batches (`tuning.rs`), keeping
+//! NORMAL's megaflows exact (`l2_sync.rs`), and packet-outs and held packets
+//! (`packet_out.rs`).
 
+mod execute;
 mod l2_sync;
 mod packet_out;
+mod recirculate;
 mod stages;
 mod tuning;
 
@@ -23,6 +27,7 @@ use crate::encap::EncapState;
 use crate::guard::{MissGuard, MissLimits, PortMissStats};
 use crate::l2::{resolve_normal, MacLearningTable, NormalDep};
 use crate::megaflow::{MegaflowCache, MegaflowEvent, MegaflowId, MegaflowView};
+use crate::recirc::Recirc;
 use crate::smc::SignatureMatchCache;
 use crate::stats::DatapathStats;
 use flowpath_base::clock::rdtsc;
@@ -56,6 +61,9 @@ struct Scratch {
     smc_prefetched: bool,
     /// Decisions of this batch's misses that were not cached (slot [`UNCACHED`]), by packet.
     uncached: Vec<(u8, Translation)>,
+    /// Whether the batch in the arrays is a recirculated pass (its keys have `recirc_id`):
+    /// the megaflow stage searches that pass's subtables.
+    recirc: bool,
 }
 
 /// `slots[i]` of a packet whose decision was not cached (see `Scratch::uncached`).
@@ -71,6 +79,7 @@ impl Scratch {
             slots: [0; BATCH],
             smc_prefetched: false,
             uncached: Vec::with_capacity(BATCH),
+            recirc: false,
         }
     }
 }
@@ -122,6 +131,8 @@ pub struct Datapath {
     /// The connection tracker `ct` actions use: the switch's, shared by its workers
     /// ([`Datapath::set_tracker`]), or one of this datapath's own made at the first need.
     tracker: Option<Arc<Tracker>>,
+    /// What `ct(table=)` recirculates, pass by pass (see `recirc.rs`).
+    recirc: Recirc,
 }
 
 impl Datapath {
@@ -171,6 +182,7 @@ impl Datapath {
             batches_since_push: 0,
             stats: DatapathStats::default(),
             tracker: None,
+            recirc: Recirc::new(),
             cfg,
             store,
             pipeline,

@@ -25,7 +25,7 @@ mod subtable;
 pub use entry::{MegaflowEntry, MegaflowEvent, MegaflowId, MegaflowView};
 
 use flowpath_base::table_memory;
-use flowpath_packet::FlowKey;
+use flowpath_packet::{Field, FlowKey};
 use hashbrown::HashTable;
 use subtable::Subtable;
 
@@ -52,8 +52,11 @@ pub struct MegaflowCache {
     entries: Vec<MegaflowEntry>,
     free: Vec<u32>,
     subtables: Vec<Subtable>,
-    /// Indices of the subtables that hold entries, most hit first.
-    order: Vec<u16>,
+    /// Indices of the subtables that hold entries, most hit first: `order[0]` the
+    /// first-pass subtables (masks without `recirc_id`), `order[1]` the recirculated
+    /// passes' (masks with all of `recirc_id`). A key searches only its pass's order (see
+    /// [`normalize_pass_mask`]).
+    order: [Vec<u16>; 2],
     /// Subtable index by mask (hashed with the key's own hash: this is looked up on every
     /// upcall, and SipHash over 104 bytes cost ~100 cycles there).
     by_mask: HashTable<u16>,
@@ -98,6 +101,31 @@ fn arena(n: usize) -> Vec<MegaflowEntry> {
     v
 }
 
+/// Whether `key` is of a recirculated pass (`recirc_id` not 0).
+#[inline]
+pub fn is_recirculated(key: &FlowKey) -> bool {
+    key.get(Field::RecircId) != 0
+}
+
+/// Make `mask` say which pass its megaflow serves: all of `recirc_id` for a key of a
+/// recirculated pass, none of it for a first-pass key; true if it changed. Every cached
+/// mask is so (installs and revalidation normalise), so the two passes' megaflows live in
+/// different subtables and never match each other's keys: a recirculated key searches
+/// only subtables with `recirc_id` in their mask (where its value is exact), a first-pass
+/// key only those without (where it is 0 for every key).
+pub fn normalize_pass_mask(key: &FlowKey, mask: &mut FlowKey) -> bool {
+    let want = if is_recirculated(key) {
+        Field::RecircId.full_mask()
+    } else {
+        0
+    };
+    if mask.get(Field::RecircId) == want {
+        return false;
+    }
+    mask.set(Field::RecircId, want);
+    true
+}
+
 /// The smallest the dynamic flow limit goes.
 pub const MIN_FLOW_LIMIT: usize = 1024;
 
@@ -113,7 +141,7 @@ impl MegaflowCache {
 
     /// A cache of at most `max_entries` megaflows in at most `max_masks` subtables.
     ///
-    /// The arena of `max_entries` entries (256 bytes each: 16 MB for 65,536) is allocated
+    /// The arena of `max_entries` entries (320 bytes each: 20 MB for 65,536) is allocated
     /// and faulted in here, on huge pages where the kernel gives them, so that a flood of
     /// new flows on a fresh datapath neither copies the arena as it grows nor faults its
     /// pages in one by one (see `flowpath_base::table_memory`).
@@ -122,7 +150,7 @@ impl MegaflowCache {
             entries: arena(max_entries.max(1)),
             free: Vec::new(),
             subtables: Vec::new(),
-            order: Vec::new(),
+            order: [Vec::new(), Vec::new()],
             by_mask: HashTable::new(),
             free_subtables: Vec::new(),
             last_found: std::cell::Cell::new(u16::MAX),
@@ -150,7 +178,12 @@ impl MegaflowCache {
 
     /// Subtables that currently hold entries.
     pub fn subtables(&self) -> usize {
-        self.order.len()
+        self.order[0].len() + self.order[1].len()
+    }
+
+    /// Of those, the ones of recirculated passes (masks with `recirc_id`).
+    pub fn recirc_subtables(&self) -> usize {
+        self.order[1].len()
     }
 
     /// The configured maximum of entries.
@@ -296,19 +329,26 @@ impl MegaflowCache {
         }
     }
 
-    /// If the entry in `slot` is live and `key` falls inside it (agrees with its masked
-    /// key on its mask), its generation: how the signature-match cache checks a candidate.
-    /// A key inside a live megaflow gets that megaflow's decision, whatever pointed there.
+    /// If the entry in `slot` is live, of `key`'s pass, and `key` falls inside it (agrees
+    /// with its masked key on its mask), its generation: how the signature-match cache
+    /// checks a candidate. A key inside a live megaflow of its pass gets that megaflow's
+    /// decision, whatever pointed there.
     #[inline(always)]
     pub fn verify(&self, slot: u32, key: &FlowKey) -> Option<u32> {
+        self.verify_pass(slot, key, is_recirculated(key))
+    }
+
+    /// [`MegaflowCache::verify`] for a key of the pass the caller knows (`recirc`: a
+    /// recirculated pass), as the datapath's batches do: one compare of the subtable's
+    /// pass, no look at the key's `recirc_id`.
+    #[inline(always)]
+    pub fn verify_pass(&self, slot: u32, key: &FlowKey, recirc: bool) -> Option<u32> {
         let e = self.entries.get(slot as usize)?;
         if !e.live {
             return None;
         }
-        self.subtables[e.subtable as usize]
-            .search
-            .matches(key, &e.key)
-            .then_some(e.gen)
+        let st = &self.subtables[e.subtable as usize];
+        (st.recirc == recirc && st.search.matches(key, &e.key)).then_some(e.gen)
     }
 
     /// Live entries.

@@ -49,10 +49,15 @@ pub enum DatapathDrop {
     TunnelNoRoute,
     /// An output to a tunnel port whose next hop's MAC is not resolved yet.
     TunnelNeighUnresolved,
+    /// A `ct(table=)` in a packet's last allowed pass ([`crate::recirc::MAX_PASSES`]).
+    RecircDepth,
+    /// A `ct(table=)` past the packets one pass may recirculate
+    /// ([`crate::recirc::RECIRC_MAX`], reached only by forks).
+    RecircOverflow,
 }
 
 impl DatapathDrop {
-    pub const ALL: [DatapathDrop; 10] = [
+    pub const ALL: [DatapathDrop; 12] = [
         DatapathDrop::TableMiss,
         DatapathDrop::RuleDrop,
         DatapathDrop::TtlExpired,
@@ -63,6 +68,8 @@ impl DatapathDrop {
         DatapathDrop::VxlanNoTunnel,
         DatapathDrop::TunnelNoRoute,
         DatapathDrop::TunnelNeighUnresolved,
+        DatapathDrop::RecircDepth,
+        DatapathDrop::RecircOverflow,
     ];
 
     /// The name `flowpath stats` and the metrics endpoint use: the one table of names.
@@ -78,6 +85,8 @@ impl DatapathDrop {
             DatapathDrop::VxlanNoTunnel => "vxlan_no_tunnel",
             DatapathDrop::TunnelNoRoute => "tunnel_no_route",
             DatapathDrop::TunnelNeighUnresolved => "tunnel_neigh_unresolved",
+            DatapathDrop::RecircDepth => "recirc_depth",
+            DatapathDrop::RecircOverflow => "recirc_overflow",
         }
     }
 }
@@ -122,6 +131,15 @@ pub struct DatapathStats {
     /// ones sent once it was (the rest are `tunnel_neigh_unresolved` drops).
     pub tunnel_held: u64,
     pub tunnel_released: u64,
+    /// `ct` actions run through the tracker.
+    pub ct_executed: u64,
+    /// Packets `ct(table=)` sent back through the lookup stages (each one pass more).
+    pub recirculations: u64,
+    /// Recirculated passes run: batches of recirculated packets through the lookup stages
+    /// (cache hits and upcalls on them count with the first passes').
+    pub recirc_passes: u64,
+    /// Connections the tracker expired in this worker's expiry steps.
+    pub ct_expired: u64,
     pub cycles: StageCycles,
 }
 

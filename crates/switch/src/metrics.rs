@@ -103,6 +103,13 @@ fn worker_lines(o: &mut String, w: &WorkerSnapshot) {
         pct(w.misses, w.packets)
     );
     let _ = writeln!(o, "  upcalls:           {:>14}", w.upcalls);
+    if w.ct_executed + w.recirculations > 0 {
+        let _ = writeln!(
+            o,
+            "  ct executed:       {:>14}  ({} recirculated, in {} passes)",
+            w.ct_executed, w.recirculations, w.recirc_passes
+        );
+    }
     let _ = writeln!(o, "  drops:             {:>14}", w.drops);
     for (reason, n) in &w.drop_reasons {
         let _ = writeln!(o, "    {reason:<24} {n:>12}");
@@ -209,7 +216,7 @@ type PortMissGet = fn(&flowpath_datapath::PortMissStats) -> u64;
 // Counter names leave out the `_total` the encoder adds (the samples and the HELP and
 // TYPE lines read `flowpath_worker_packets_total`).
 
-static WORKER_COUNTERS: [(&str, &str, WorkerGet); 19] = [
+static WORKER_COUNTERS: [(&str, &str, WorkerGet); 22] = [
     (
         "miss_budget_drops",
         "Misses dropped over their port's miss budget.",
@@ -259,6 +266,21 @@ static WORKER_COUNTERS: [(&str, &str, WorkerGet); 19] = [
     ("upcalls", "Packets classified by the slow path.", |w| {
         w.upcalls
     }),
+    (
+        "ct_executed",
+        "ct actions run through the connection tracker.",
+        |w| w.ct_executed,
+    ),
+    (
+        "recirculations",
+        "Packets ct(table=) sent back through the caches.",
+        |w| w.recirculations,
+    ),
+    (
+        "recirc_passes",
+        "Batches of recirculated packets run through the caches again.",
+        |w| w.recirc_passes,
+    ),
     (
         "drops",
         "Packets dropped by the datapath, all reasons.",

@@ -107,6 +107,11 @@ pub struct WorkerSnapshot {
     pub smc_hits: u64,
     pub misses: u64,
     pub upcalls: u64,
+    /// `ct` actions run, packets `ct(table=)` recirculated, and the recirculated passes
+    /// (batches of them through the caches again).
+    pub ct_executed: u64,
+    pub recirculations: u64,
+    pub recirc_passes: u64,
     pub drops: u64,
     /// `drops` by reason (parser drop reasons and the datapath's own: `vxlan_no_tunnel`,
     /// `table_miss`, `tunnel_neigh_unresolved`, ...), only the reasons that counted.
@@ -159,6 +164,9 @@ impl WorkerSnapshot {
         self.megaflow_hits = st.megaflow_hits;
         self.misses = st.upcalls + st.upcalls_avoided;
         self.upcalls = st.upcalls;
+        self.ct_executed = st.ct_executed;
+        self.recirculations = st.recirculations;
+        self.recirc_passes = st.recirc_passes;
         let drops = st.drops();
         self.drops = drops.iter().map(|(_, n)| n).sum();
         for (reason, n) in drops {

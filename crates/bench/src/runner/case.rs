@@ -35,6 +35,10 @@ pub enum Case {
     VxlanEncap { v6: bool },
     /// A connection-tracking case (`crate::ct`), not in the default set.
     Ct(CtCase),
+    /// emc_hit's 1,024 flows as UDP connections seen both ways through the two-pass
+    /// security group (`ct_established.rs`): two exact-match hits and a tracker lookup a
+    /// packet.
+    CtEstablished,
 }
 
 impl Case {
@@ -53,6 +57,7 @@ impl Case {
             Case::VxlanEncap { v6: false } => "vxlan_encap".into(),
             Case::VxlanEncap { v6: true } => "vxlan_encap_ipv6".into(),
             Case::Ct(c) => c.name().into(),
+            Case::CtEstablished => "ct_established".into(),
         }
     }
 
@@ -69,6 +74,7 @@ impl Case {
             "vxlan_decap_ipv6" => Ok(Case::VxlanDecap { v6: true }),
             "vxlan_encap" => Ok(Case::VxlanEncap { v6: false }),
             "vxlan_encap_ipv6" => Ok(Case::VxlanEncap { v6: true }),
+            "ct_established" => Ok(Case::CtEstablished),
             _ => match CtCase::parse(s) {
                 Some(c) => Ok(Case::Ct(c)),
                 None => s
@@ -77,7 +83,7 @@ impl Case {
                 .filter(|n| (1..=16).contains(n))
                 .map(Case::MegaflowHit)
                 .ok_or_else(|| {
-                    format!("unknown case '{s}' (expected floor, floor_many_flows, emc_hit, megaflow_hit_N with N in 1..=16, miss, mixed, many_flows, vxlan_decap, vxlan_encap, vxlan_decap_ipv6, vxlan_encap_ipv6, ct_new, ct_1m, ct_nat, ct_synflood, ct_established_2w, many_flows_zipf)")
+                    format!("unknown case '{s}' (expected floor, floor_many_flows, emc_hit, megaflow_hit_N with N in 1..=16, miss, mixed, many_flows, vxlan_decap, vxlan_encap, vxlan_decap_ipv6, vxlan_encap_ipv6, many_flows_zipf, ct_established, ct_new, ct_1m, ct_nat, ct_synflood, ct_established_2w)")
                 }),
             },
         }
@@ -216,6 +222,10 @@ pub(super) fn setup(case: Case, cfg: &BenchConfig) -> Setup {
                 ..base
             };
             (r, s, dp, 0.0, cfg.packets)
+        }
+        Case::CtEstablished => {
+            let (r, s) = super::ct_established(cfg.flows, cfg.frame_size);
+            (r, s, base, 0.0, cfg.packets)
         }
         Case::Floor { .. } => unreachable!("the floor runs without a datapath"),
         Case::Ct(_) => unreachable!("the ct cases run through crate::ct::run"),

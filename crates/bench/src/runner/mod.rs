@@ -2,10 +2,12 @@
 //! one case's runs from several processes pooled into one result.
 
 mod case;
+mod ct_established;
 mod flood;
 mod rule_change;
 
 pub use case::{BenchConfig, Case, MANY_FLOWS};
+pub use ct_established::{ct_established, security_group_rules};
 pub use flood::{measure_first_flood, FirstFloodResult};
 pub use rule_change::{measure_rule_change, RuleChangeResult};
 

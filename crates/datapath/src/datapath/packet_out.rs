@@ -6,6 +6,7 @@ use super::Datapath;
 use crate::actions::{execute, Ctx};
 use crate::controller::{PacketOut, CONTROLLER_PORT};
 use crate::l2::resolve_normal;
+use crate::recirc::{CtRun, Src};
 use crate::sink::OutputSink;
 use flowpath_packet::{parse_into, Action, FlowKey, Packet, PacketMeta};
 use flowpath_pipeline::Ending;
@@ -47,17 +48,27 @@ impl Datapath {
             encap: &self.encap,
         };
         // Without TABLE, a packet-out that sends nothing counts as a rule drop.
+        let mut ct = CtRun {
+            tracker: &mut self.tracker,
+            rc: &mut self.recirc,
+            src: Src::Detached,
+        };
         if !actions.is_empty() || table.is_none() {
             execute(
                 &actions,
                 Ending::Done,
                 &mut pkt,
                 &mut meta,
-                &key,
+                &mut key,
                 &ctx,
+                &mut ct,
                 sink,
                 &mut self.stats,
             );
+        }
+        // What its `ct(table=)` actions recirculated (copies) goes its passes now.
+        if !self.recirc.next.is_empty() {
+            self.recirculate(in_port, &mut [], sink);
         }
         if table.is_some() && parsed {
             let mut pkts = [pkt];

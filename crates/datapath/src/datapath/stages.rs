@@ -5,8 +5,8 @@
 
 use super::l2_sync::L2Flow;
 use super::{Datapath, UNCACHED};
-use crate::actions::{execute, Ctx};
 use crate::l2::resolve_normal;
+use crate::megaflow::normalize_pass_mask;
 use crate::sink::OutputSink;
 use crate::stats::DatapathDrop;
 use crate::tunnel::{map_tunnel, TUN_FLAGS_BYTE};
@@ -79,6 +79,9 @@ impl Datapath {
         if installed != 0 {
             self.unmark_installed(installed);
         }
+        if self.recirc.moved != 0 || !self.recirc.next.is_empty() {
+            self.recirculate(in_port, pkts, sink);
+        }
         if timed {
             let t5 = rdtsc();
             let c = &mut self.stats.cycles;
@@ -88,6 +91,9 @@ impl Datapath {
             c.upcall += t4 - t3;
             c.actions += t5 - t4;
             c.packets += pkts.len() as u64;
+        }
+        if self.recirc.used {
+            self.ct_housekeeping(t0);
         }
         self.housekeeping();
     }
@@ -199,7 +205,7 @@ impl Datapath {
 
     /// Stage 2: the exact-match cache; returns the bits still unresolved.
     #[inline(always)]
-    fn stage_emc(&mut self, valid: u32) -> u32 {
+    pub(super) fn stage_emc(&mut self, valid: u32) -> u32 {
         if !self.cfg.emc {
             return valid;
         }
@@ -225,7 +231,7 @@ impl Datapath {
 
     /// Stage 3: the megaflow cache, the whole batch per subtable; returns what is left.
     #[inline(always)]
-    fn stage_megaflow(&mut self, n: usize, pending: u32) -> u32 {
+    pub(super) fn stage_megaflow(&mut self, n: usize, pending: u32) -> u32 {
         if pending == 0 {
             return 0;
         }
@@ -256,7 +262,7 @@ impl Datapath {
                 let i = cand.trailing_zeros() as usize;
                 cand &= cand - 1;
                 let slot = sc.slots[i];
-                if let Some(gen) = self.megaflows.verify(slot, &sc.keys[i]) {
+                if let Some(gen) = self.megaflows.verify_pass(slot, &sc.keys[i], sc.recirc) {
                     if self.megaflows.claim(slot, gen) {
                         found |= 1 << i;
                     }
@@ -267,7 +273,7 @@ impl Datapath {
         }
         let left = if pending != 0 {
             self.megaflows
-                .lookup_batch(&sc.keys[..n], pending, &mut sc.slots)
+                .lookup_batch_pass(&sc.keys[..n], pending, &mut sc.slots, sc.recirc)
         } else {
             0
         };
@@ -305,7 +311,7 @@ impl Datapath {
     /// miss, and the hit stages around it keep their registers (inlined, it cost the
     /// exact-match hit ~4 instructions a packet, callgrind).
     #[inline(never)]
-    fn stage_upcall(&mut self, in_port: u32, pending: u32, now: u64) -> (u32, u32, u32) {
+    pub(super) fn stage_upcall(&mut self, in_port: u32, pending: u32, now: u64) -> (u32, u32, u32) {
         if pending == 0 {
             return (0, 0, 0);
         }
@@ -379,6 +385,8 @@ impl Datapath {
     fn upcall(&mut self, in_port: u32, i: usize, t: u64, fresh: &mut SmallVec<[u16; 8]>) -> bool {
         let sc = &mut *self.scratch;
         let mut tr = self.pipeline.translate(&sc.keys[i]);
+        // The pass decides `recirc_id` in the mask (see `megaflow::normalize_pass_mask`).
+        normalize_pass_mask(&sc.keys[i], &mut tr.mask);
         let deps = if tr.actions.contains(&Action::Normal) {
             if self.l2_flows.is_empty() {
                 // Changes from now on concern the megaflow about to be made.
@@ -421,153 +429,20 @@ impl Datapath {
     /// did): the batch's own packets on them do not count as a use for CLOCK, so a
     /// megaflow is marked only by a hit in a later batch. Were it marked by its first
     /// packet, under a stream of new flows the hand would find the whole full cache marked
-    /// once a lap and clear it all in one eviction: 65,536 entries, 16 MB, walked in one
+    /// once a lap and clear it all in one eviction: 65,536 entries, 20 MB, walked in one
     /// batch (3–4 M cycles here, a stall of ~1.5 ms every 65,536 misses, ~4 % of the
     /// misses' cycles), and a flow that came back would go as soon as one that never did.
     /// Unmarked, a new megaflow still has a full lap of the hand to be hit before it can
     /// go.
     #[cold]
     #[inline(never)]
-    fn unmark_installed(&mut self, installed: u32) {
+    pub(super) fn unmark_installed(&mut self, installed: u32) {
         let mut m = installed;
         while m != 0 {
             let i = m.trailing_zeros() as usize;
             m &= m - 1;
             self.megaflows.unmark(self.scratch.slots[i]);
         }
-    }
-
-    /// Stage 5: count every parsed packet against its megaflow and run its actions, in
-    /// packet order. `uncached` has the bits of the packets whose decision was not cached
-    /// (slot [`UNCACHED`]).
-    #[inline(always)]
-    fn stage_execute<S: OutputSink>(
-        &mut self,
-        in_port: u32,
-        pkts: &mut [Packet<'_>],
-        valid: u32,
-        uncached: u32,
-        sink: &mut S,
-    ) {
-        let mut m = valid;
-        if self.cfg.tunnels.is_some() {
-            while m != 0 {
-                let i = m.trailing_zeros() as usize;
-                m &= m - 1;
-                self.execute_packet(in_port, &mut pkts[i], i, false, sink);
-            }
-            return;
-        }
-        // Without tunnel ports most packets hit a megaflow whose actions are one output
-        // to another plain port: this loop sends those straight to the sink and leaves
-        // everything else to `execute_packet` (out of line, so that this loop keeps its
-        // state in registers: with the action interpreter inlined here it kept it on the
-        // stack). Packet order is kept: the others run in their turn.
-        while m != 0 {
-            let i = m.trailing_zeros() as usize;
-            m &= m - 1;
-            let pkt = &mut pkts[i];
-            let counted = uncached & (1 << i) == 0 && self.scratch.metas[i].l2 == 0;
-            if counted {
-                let e = self.megaflows.hit(self.scratch.slots[i], pkt.len() as u64);
-                if let Some(p) = e.direct_out().filter(|&p| p != in_port) {
-                    sink.output(p, pkt.data());
-                    continue;
-                }
-            }
-            self.execute_packet_cold(in_port, pkt, i, counted, sink);
-        }
-    }
-
-    /// [`Datapath::execute_packet`] out of line, for the fast loop's exceptions. The
-    /// tunnel loop inlines it instead: one out-of-line function for both cost
-    /// `vxlan_decap` 35 instructions a packet more and `emc_hit` 7 (callgrind).
-    #[inline(never)]
-    fn execute_packet_cold<S: OutputSink>(
-        &mut self,
-        in_port: u32,
-        pkt: &mut Packet<'_>,
-        i: usize,
-        counted: bool,
-        sink: &mut S,
-    ) {
-        self.execute_packet(in_port, pkt, i, counted, sink);
-    }
-
-    /// Stage 5 for packet `i` of the batch: count it against its megaflow (unless
-    /// `counted`: the caller did) and run its actions, or run its uncached decision.
-    #[inline(always)]
-    fn execute_packet<S: OutputSink>(
-        &mut self,
-        in_port: u32,
-        pkt: &mut Packet<'_>,
-        i: usize,
-        counted: bool,
-        sink: &mut S,
-    ) {
-        let sc = &mut *self.scratch;
-        let tunnels = self.cfg.tunnels.as_deref();
-        let mut ctx = Ctx {
-            in_port,
-            controller: &self.controller,
-            ports: &self.ports,
-            tunnels,
-            encap: &self.encap,
-        };
-        let meta = &mut sc.metas[i];
-        let key = &sc.keys[i];
-        // VXLAN: from here on the packet is its inner frame.
-        meta.strip_outer(pkt);
-        if tunnels.is_some() {
-            // A decapsulated packet came in on its tunnel port.
-            let k = key.bytes();
-            ctx.in_port = u32::from_be_bytes([k[0], k[1], k[2], k[3]]);
-        }
-        if sc.slots[i] == UNCACHED {
-            let Some((_, tr)) = sc.uncached.iter().find(|(p, _)| *p as usize == i) else {
-                return;
-            };
-            let now = flowpath_pipeline::rule::now_ns();
-            for r in &tr.path {
-                self.pipeline
-                    .rule(*r)
-                    .counters
-                    .add_at(1, pkt.len() as u64, now);
-            }
-            execute(
-                &tr.actions,
-                tr.ending,
-                pkt,
-                meta,
-                key,
-                &ctx,
-                sink,
-                &mut self.stats,
-            );
-            return;
-        }
-        let e = if counted {
-            self.megaflows.entry(sc.slots[i])
-        } else {
-            self.megaflows.hit(sc.slots[i], pkt.len() as u64)
-        };
-        // The common megaflow, one output to a plain port: straight to the sink.
-        if let (Some(p), None) = (e.direct_out(), tunnels) {
-            if p != in_port {
-                sink.output(p, pkt.data());
-                return;
-            }
-        }
-        execute(
-            e.actions(),
-            e.ending(),
-            pkt,
-            meta,
-            key,
-            &ctx,
-            sink,
-            &mut self.stats,
-        );
     }
 }
 

@@ -9,7 +9,7 @@ use smallvec::SmallVec;
 /// One cached megaflow. Its fields are the cache's own: other code reads them through the
 /// accessors, and another tier reaches entries only by [`MegaflowId`] (see `tier.rs`).
 ///
-/// Laid out by hand (`repr(C)`, one entry per four cache lines): everything a cache hit
+/// Laid out by hand (`repr(C)`, one entry per five cache lines): everything a cache hit
 /// touches (generation, liveness, the batch pin, counters, actions) is in the first line,
 /// and the key follows, so an exact-match hit reads one line of the entry and a
 /// signature/subtable hit on an IPv4 mask reads two. The compiler's order spread a hit
@@ -176,6 +176,6 @@ mod layout {
             assert!(end <= 64, "a hit field ends at byte {end}");
         }
         assert_eq!(offset_of!(E, key), 64);
-        assert_eq!(size_of::<E>(), 256);
+        assert_eq!(size_of::<E>(), 320);
     }
 }

@@ -4,7 +4,7 @@
 
 use super::entry::NO_DIRECT_OUT;
 use super::subtable::Subtable;
-use super::{MegaflowCache, MegaflowEntry, MegaflowEvent, MIN_FLOW_LIMIT};
+use super::{normalize_pass_mask, MegaflowCache, MegaflowEntry, MegaflowEvent, MIN_FLOW_LIMIT};
 use flowpath_packet::key::wide_hash;
 use flowpath_packet::{Action, FlowKey};
 use flowpath_pipeline::{Pipeline, Translation};
@@ -41,12 +41,16 @@ impl MegaflowCache {
     /// [`MegaflowCache::make_room_for_mask`]; past the limit it is created anyway (the
     /// caller decided), so the limit holds only for callers that ask.
     pub fn install(&mut self, key: &FlowKey, tr: Translation, pipeline: &Pipeline) -> u32 {
+        let mut tr = tr;
+        normalize_pass_mask(key, &mut tr.mask);
         let hint = self.find_subtable(&tr.mask);
         self.install_in(key, tr, pipeline, hint)
     }
 
     /// [`MegaflowCache::install`] with the result of [`MegaflowCache::find_subtable`] for
-    /// `tr.mask`, taken just before (an eviction in between is allowed for).
+    /// `tr.mask`, taken just before (an eviction in between is allowed for). The mask
+    /// should be normalised for `key`'s pass already ([`normalize_pass_mask`]); if it is
+    /// not, it is here, and the subtable found again.
     pub fn install_in(
         &mut self,
         key: &FlowKey,
@@ -54,6 +58,11 @@ impl MegaflowCache {
         pipeline: &Pipeline,
         subtable: Option<u16>,
     ) -> u32 {
+        let mut tr = tr;
+        let mut subtable = subtable;
+        if normalize_pass_mask(key, &mut tr.mask) {
+            subtable = self.find_subtable(&tr.mask);
+        }
         let si = self.room_and_subtable(&tr.mask, pipeline, subtable);
         let st = &self.subtables[si as usize];
         let masked = key.and(st.search.mask());
@@ -138,7 +147,8 @@ impl MegaflowCache {
                 (self.subtables.len() - 1) as u16
             }
         };
-        self.order.push(si);
+        let recirc = self.subtables[si as usize].recirc;
+        self.order[recirc as usize].push(si);
         let subtables = &self.subtables;
         self.by_mask
             .insert_unique(wide_hash(mask.hash(self.seed)), si, |&s| {
@@ -197,8 +207,9 @@ impl MegaflowCache {
             if let Ok(e) = self.by_mask.find_entry(h, |&s| s == si) {
                 e.remove();
             }
-            if let Some(pos) = self.order.iter().position(|&o| o == si) {
-                self.order.remove(pos);
+            let order = &mut self.order[st.recirc as usize];
+            if let Some(pos) = order.iter().position(|&o| o == si) {
+                order.remove(pos);
             }
             self.free_subtables.push(si);
         }
@@ -211,18 +222,24 @@ impl MegaflowCache {
     /// and holds nothing the current batch uses (the least recently ranked such one).
     /// False (counted) when every subtable is busy: then the megaflow is not cached.
     pub fn make_room_for_mask(&mut self, pipeline: &Pipeline) -> bool {
-        if self.order.len() < self.max_masks {
+        if self.subtables() < self.max_masks {
             return true;
         }
-        // The order is most-hit first: the coldest candidates are at the end.
-        let victim = self.order.iter().rev().copied().find(|&si| {
-            let st = &self.subtables[si as usize];
-            st.hits == 0
-                && st
-                    .slots
-                    .iter()
-                    .all(|s| self.entries[s as usize].batch != self.batch)
-        });
+        // Each order is most-hit first: the coldest candidates are at their ends.
+        let (first, recirc) = (&self.order[0], &self.order[1]);
+        let victim = first
+            .iter()
+            .rev()
+            .chain(recirc.iter().rev())
+            .copied()
+            .find(|&si| {
+                let st = &self.subtables[si as usize];
+                st.hits == 0
+                    && st
+                        .slots
+                        .iter()
+                        .all(|s| self.entries[s as usize].batch != self.batch)
+            });
         let Some(si) = victim else {
             self.counters.mask_limit_refusals += 1;
             return false;
@@ -270,7 +287,7 @@ impl MegaflowCache {
 
     /// After an eviction, start loading what the next one will read, while the slow path
     /// classifies the next miss (a thousand cycles and more). The hand moves one entry per
-    /// miss, 256 bytes apart, too slowly for the hardware's stride prefetcher, so without
+    /// miss, 320 bytes apart, too slowly for the hardware's stride prefetcher, so without
     /// help a full cache under new flows takes three misses to memory in every eviction:
     /// the hand's entry (~40 % of `install_in`'s samples in `miss`), its counters' line
     /// (`push_entry_stats`, ~60 % of its samples) and its bucket in the subtable index

@@ -1,7 +1,7 @@
 //! What the cache does for the rules between packets: crediting entries' counts to the
 //! rules they went through, flushing, and revalidating entries after a rule change.
 
-use super::{MegaflowCache, MegaflowEvent};
+use super::{normalize_pass_mask, MegaflowCache, MegaflowEvent};
 use flowpath_packet::FlowKey;
 use flowpath_pipeline::rule::now_ns;
 use flowpath_pipeline::{Pipeline, Translation};
@@ -66,7 +66,7 @@ impl MegaflowCache {
         }
         self.free = (0..self.entries.len() as u32).rev().collect();
         self.subtables.clear();
-        self.order.clear();
+        self.order.iter_mut().for_each(Vec::clear);
         self.by_mask.clear();
         self.free_subtables.clear();
         self.live = 0;
@@ -98,8 +98,11 @@ impl MegaflowCache {
                 continue;
             }
             let key = self.entries[s as usize].key;
+            // The stored key is masked: a recirculated megaflow's has its `recirc_id` (in
+            // its mask) and the ct fields its mask covers, so it re-translates as its pass.
             let mut tr = new.translate(&key);
             resolve(s, &key, &mut tr);
+            normalize_pass_mask(&key, &mut tr.mask);
             if self.keep_if_same(s, tr) {
                 kept += 1;
             } else {
@@ -133,6 +136,8 @@ impl MegaflowCache {
         if !self.entries[slot as usize].live {
             return false;
         }
+        let mut tr = tr;
+        normalize_pass_mask(&self.entries[slot as usize].key, &mut tr.mask);
         if self.keep_if_same(slot, tr) {
             self.counters.revalidated_kept += 1;
             true

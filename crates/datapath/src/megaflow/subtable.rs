@@ -2,10 +2,10 @@
 //! finding a mask's subtable, the batch lookup subtable by subtable, one-key lookups, and
 //! the ranking that orders the search by hits.
 
-use super::{MegaflowCache, MegaflowEntry};
+use super::{is_recirculated, MegaflowCache, MegaflowEntry};
 use crate::slot_index::SlotIndex;
 use flowpath_packet::key::wide_hash;
-use flowpath_packet::{FlowKey, SubtableMask};
+use flowpath_packet::{Field, FlowKey, SubtableMask};
 
 /// The entries of one mask: the mask's search form, an index of their masked keys'
 /// hashes, and its hits since the last ranking.
@@ -13,12 +13,15 @@ pub(super) struct Subtable {
     pub(super) search: SubtableMask,
     pub(super) slots: SlotIndex,
     pub(super) hits: u64,
+    /// Whether the mask has `recirc_id` (the subtable of a recirculated pass).
+    pub(super) recirc: bool,
 }
 
 impl Subtable {
     /// A subtable for `mask` in a cache of at most `max_entries`.
     pub(super) fn new(mask: FlowKey, max_entries: usize) -> Subtable {
         Subtable {
+            recirc: mask.get(Field::RecircId) != 0,
             search: SubtableMask::new(mask),
             slots: SlotIndex::holding_at_most(max_entries),
             hits: 0,
@@ -102,9 +105,25 @@ impl MegaflowCache {
 
     /// Look up every packet whose bit is set in `pending`, subtable by subtable (each
     /// subtable's mask and table stay hot while the whole batch is probed against it).
-    /// Found slots go to `out`; returns the bits still unresolved.
+    /// Found slots go to `out`; returns the bits still unresolved. The keys are first-pass
+    /// keys (`recirc_id` 0, as parsed); a recirculated pass's batch uses
+    /// [`MegaflowCache::lookup_batch_pass`].
     #[inline]
     pub fn lookup_batch(&mut self, keys: &[FlowKey], pending: u32, out: &mut [u32]) -> u32 {
+        self.lookup_batch_pass(keys, pending, out, false)
+    }
+
+    /// [`MegaflowCache::lookup_batch`] for a batch of one pass: `recirc` false, first-pass
+    /// keys, searched in the first-pass subtables; true, recirculated keys, searched in
+    /// the subtables whose mask has `recirc_id`.
+    #[inline]
+    pub fn lookup_batch_pass(
+        &mut self,
+        keys: &[FlowKey],
+        pending: u32,
+        out: &mut [u32],
+        recirc: bool,
+    ) -> u32 {
         // Bits past the keys (or past 32) name no packet; checked once here so the loops
         // below index without bounds checks.
         let n = keys.len().min(32);
@@ -119,7 +138,7 @@ impl MegaflowCache {
             pending & ((1u32 << n) - 1)
         };
         let mut hashes = [0u32; 32];
-        for &si in &self.order {
+        for &si in &self.order[recirc as usize] {
             if pending == 0 {
                 break;
             }
@@ -160,16 +179,21 @@ impl MegaflowCache {
     /// Look up one key: what [`MegaflowCache::lookup_batch`] does for one packet, without
     /// its per-batch arrays.
     pub fn lookup(&mut self, key: &FlowKey) -> Option<u32> {
-        (0..self.order.len()).find_map(|j| self.probe_subtable(self.order[j], key))
+        let pass = is_recirculated(key) as usize;
+        (0..self.order[pass].len()).find_map(|j| self.probe_subtable(self.order[pass][j], key))
     }
 
     /// [`MegaflowCache::lookup`] in the subtables `subtables` only (indices as
     /// [`MegaflowCache::subtable_of`] gives them; an emptied one is skipped): the slow
-    /// path's check before an upcall, in the subtables its batch installed into.
+    /// path's check before an upcall, in the subtables its batch installed into. A
+    /// subtable of the other pass than `key`'s is skipped.
     pub fn lookup_in(&mut self, key: &FlowKey, subtables: &[u16]) -> Option<u32> {
-        subtables
-            .iter()
-            .find_map(|&si| self.probe_subtable(si, key))
+        let recirc = is_recirculated(key);
+        subtables.iter().find_map(|&si| {
+            (self.subtables[si as usize].recirc == recirc)
+                .then(|| self.probe_subtable(si, key))
+                .flatten()
+        })
     }
 
     /// One key in subtable `si` (none when it is empty).
@@ -186,8 +210,9 @@ impl MegaflowCache {
     /// Re-rank subtables by hits since the last ranking (most hit first).
     pub fn rerank(&mut self) {
         let subtables = &self.subtables;
-        self.order
-            .sort_by_key(|&si| std::cmp::Reverse(subtables[si as usize].hits));
+        for order in &mut self.order {
+            order.sort_by_key(|&si| std::cmp::Reverse(subtables[si as usize].hits));
+        }
         for st in &mut self.subtables {
             st.hits = 0;
         }
