@@ -70,7 +70,6 @@ fn security_group_in_one_table_over_two_passes() {
 }
 
 #[test]
-#[ignore = "needs the walk to start in the recirculation table"]
 fn security_group_over_two_tables() {
     security_group_udp(1);
 }
@@ -104,7 +103,6 @@ fn tcp_through_the_security_group_in_one_table() {
 }
 
 #[test]
-#[ignore = "needs the walk to start in the recirculation table"]
 fn tcp_through_the_security_group_over_two_tables() {
     security_group_tcp(1);
 }
