@@ -192,7 +192,25 @@ fn zeroed_buckets(n: usize) -> Box<[Bucket]> {
         if p.is_null() {
             alloc::handle_alloc_error(layout);
         }
+        advise_huge_pages(p.cast(), layout.size());
         Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n))
+    }
+}
+
+/// Ask for transparent huge pages over the block's whole 2 MB regions (hosts where they
+/// are `madvise`-only). Every lookup lands on a random bucket: on 4 KB pages a table of a
+/// few thousand connections is spread over as many pages, more than the TLB holds. The
+/// memory is still faulted in as it is used, 2 MB at a time.
+fn advise_huge_pages(p: *mut u8, len: usize) {
+    const HUGE: usize = 2 << 20;
+    let start = (p as usize).next_multiple_of(HUGE);
+    let end = (p as usize + len) & !(HUGE - 1);
+    if end > start {
+        // SAFETY: [start, end) lies inside the block just allocated; MADV_HUGEPAGE only
+        // changes how the kernel backs it, not its contents. Failure (no THP) is harmless.
+        unsafe {
+            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+        }
     }
 }
 
