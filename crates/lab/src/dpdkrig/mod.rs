@@ -270,6 +270,12 @@ const HEAD: [&str; 8] = [
 /// What the figures are, under the table.
 fn notes(rows: &[RigRow]) -> String {
     let mut s = String::new();
+    if cfg!(debug_assertions) {
+        s.push_str(
+            "- flowpath's side was built without optimisations: its cycles mean nothing; \
+             build with --release\n",
+        );
+    }
     for r in rows {
         for (who, f) in [("OVS-DPDK", &r.ovs), ("flowpath", &r.flowpath)] {
             if let Ok(f) = f {

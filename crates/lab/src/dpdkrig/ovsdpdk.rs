@@ -166,6 +166,8 @@ impl OvsDpdk {
             .map(HugePages::dir)
             .ok_or("no huge pages")?;
         let prefix = format!("{}-rig", crate::topo::run_id());
+        // DPDK's runtime directory for the prefix (sockets, config), left behind by EAL.
+        crate::topo::register_dir(&Path::new("/var/run/dpdk").join(&prefix));
         let extra = format!(
             "other_config:dpdk-extra=\"--no-pci --file-prefix={prefix} --huge-dir={}\"",
             huge.display()
@@ -245,7 +247,7 @@ impl OvsDpdk {
             return Err(interrupted());
         }
         let mut f = Figures::default();
-        let (mut rx, mut tx, mut emc, mut mf, mut up) = (0u64, 0u64, 0u64, 0u64, 0u64);
+        let (mut rx, mut tx, mut emc, mut smc, mut mf, mut up) = (0u64, 0, 0, 0, 0, 0);
         for _ in 0..cfg.runs {
             self.alive()?;
             self.appctl(&["dpif-netdev/pmd-stats-clear"])?;
@@ -265,17 +267,13 @@ impl OvsDpdk {
             for t in &p.pmds {
                 tx += t.tx_packets;
                 emc += t.emc_hits;
+                smc += t.smc_hits;
                 mf += t.megaflow_hits;
             }
             up += p.upcalls();
         }
         f.forwarded_share = tx as f64 / rx.max(1) as f64;
-        let pct = |n: u64| 100.0 * n as f64 / rx.max(1) as f64;
-        f.note = format!(
-            "EMC hits {:.1} %, megaflow hits {:.1} %, upcalls {up}",
-            pct(emc),
-            pct(mf)
-        );
+        f.note = lookups(rx, emc, smc, mf, up);
         Ok(f)
     }
 
@@ -287,6 +285,20 @@ impl OvsDpdk {
         }
         Ok(())
     }
+}
+
+/// How packets were looked up: per received packet (a recirculated packet is looked up
+/// once a pass), and each cache's share of the lookups.
+fn lookups(rx: u64, emc: u64, smc: u64, mf: u64, up: u64) -> String {
+    let all = (emc + smc + mf + up).max(1) as f64;
+    let pct = |n: u64| 100.0 * n as f64 / all;
+    format!(
+        "{:.2} lookups a packet: EMC {:.1} %, SMC {:.1} %, megaflow {:.1} %, upcalls {up}",
+        all / rx.max(1) as f64,
+        pct(emc),
+        pct(smc),
+        pct(mf)
+    )
 }
 
 impl Drop for OvsDpdk {
@@ -302,5 +314,7 @@ impl Drop for OvsDpdk {
             h.release();
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+        let prefix = format!("{}-rig", crate::topo::run_id());
+        let _ = std::fs::remove_dir_all(Path::new("/var/run/dpdk").join(prefix));
     }
 }
