@@ -69,6 +69,7 @@ wanted=(
     "sysctl procps"
     "ovs-vswitchd openvswitch-switch"
     "ovs-ofctl openvswitch-common"
+    "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk openvswitch-switch-dpdk"
     "dpdk-testpmd dpdk dpdk-dev"
     "dpdk-test-acl dpdk dpdk-dev"
     "trafgen netsniff-ng"
@@ -110,7 +111,8 @@ if [[ " ${need[*]} " == *" bpftool "* ]]; then
 fi
 
 # DPDK's poll-mode drivers: net_af_xdp (the lab's testpmd row), net_af_packet and net_null
-# (testpmd by hand, on any interface or none), and the ring mempool every testpmd run needs.
+# (testpmd by hand, on any interface or none), net_pcap and net_null (`flowpath rig`'s
+# in-memory OVS-DPDK), and the ring mempool every testpmd run needs.
 # They are plugins in their own packages: a testpmd without them starts and finds no port.
 have_pmd() {
     local f
@@ -120,7 +122,7 @@ have_pmd() {
     return 1
 }
 pmd_missing=()
-for drv in net_af_xdp net_af_packet net_null mempool_ring; do
+for drv in net_af_xdp net_af_packet net_null net_pcap mempool_ring; do
     have_pmd "$drv" || pmd_missing+=("$drv")
 done
 if [ ${#pmd_missing[@]} -gt 0 ]; then
@@ -149,7 +151,7 @@ if [ ${#need[@]} -gt 0 ]; then
     say "installing ${need[*]}"
     apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 else
-    say "packages: all there (Open vSwitch, DPDK testpmd/test-acl and PMDs, netsniff-ng, clang/llvm/libbpf-dev, bpftool, tshark, iproute2, ethtool)"
+    say "packages: all there (Open vSwitch and its DPDK build, DPDK testpmd/test-acl and PMDs, netsniff-ng, clang/llvm/libbpf-dev, bpftool, tshark, iproute2, ethtool)"
 fi
 
 # Open vSwitch's package starts its system daemons; the lab runs its own, in its own

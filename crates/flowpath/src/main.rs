@@ -14,6 +14,7 @@ mod cmd_inspect;
 mod cmd_lab;
 mod cmd_openflow;
 mod cmd_plan;
+mod cmd_rig;
 mod cmd_suite;
 mod cmd_switch;
 mod cmd_xdp_forward;
@@ -65,6 +66,8 @@ enum Command {
     XdpForward(cmd_xdp_forward::XdpForwardArgs),
     /// Build a netns topology and measure flowpath against Open vSwitch, DPDK and Linux.
     Lab(cmd_lab::LabArgs),
+    /// OVS-DPDK on in-memory DPDK devices beside flowpath: connection tracking's cost in both.
+    Rig(cmd_rig::RigArgs),
     /// How many cores a service needs at a rate, frame size and miss rate; what-if scenarios.
     Plan(cmd_plan::PlanArgs),
     /// Measure this machine into a planner profile (cycles per hit and miss, scaling).
@@ -249,6 +252,7 @@ fn main() -> ExitCode {
         Command::DumpMegaflows(args) => cmd_inspect::megaflows(args),
         Command::Explain(args) => cmd_inspect::explain(args),
         Command::Lab(args) => cmd_lab::run(args),
+        Command::Rig(args) => cmd_rig::run(args),
         Command::XdpForward(args) => cmd_xdp_forward::run(args),
         Command::Plan(args) => cmd_plan::run(args),
         Command::Calibrate(args) => cmd_plan::calibrate(args),

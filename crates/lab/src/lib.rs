@@ -4,6 +4,7 @@
 mod annotate;
 pub mod bpfmap;
 mod config;
+pub mod dpdkrig;
 pub mod generator;
 mod measure;
 pub mod peers;

@@ -13,6 +13,7 @@ pub use flowpath::{
 };
 pub use linux::{Linux, LINUX_BACKLOG};
 pub use ovs::Ovs;
+pub(crate) use testpmd::HugePages;
 pub use testpmd::Testpmd;
 
 use crate::pmdperf;

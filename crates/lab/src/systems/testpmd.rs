@@ -3,7 +3,7 @@
 use super::*;
 
 /// Reserve huge pages and mount a private hugetlbfs; undone by `release`.
-pub(super) struct HugePages {
+pub(crate) struct HugePages {
     mount: PathBuf,
     restore: Option<u64>,
 }
@@ -26,7 +26,7 @@ pub(super) fn free_hugepages() -> u64 {
 }
 
 impl HugePages {
-    fn reserve(dir: &Path, pages: u64) -> Result<HugePages, String> {
+    pub(crate) fn reserve(dir: &Path, pages: u64) -> Result<HugePages, String> {
         let before = read_u64(NR_HUGEPAGES).ok_or("cannot read nr_hugepages")?;
         let mut restore = None;
         if free_hugepages() < pages {
@@ -59,7 +59,12 @@ impl HugePages {
         Ok(HugePages { mount, restore })
     }
 
-    fn release(self) {
+    /// The private hugetlbfs mount (DPDK's `--huge-dir`).
+    pub(crate) fn dir(&self) -> &Path {
+        &self.mount
+    }
+
+    pub(crate) fn release(self) {
         let _ = sh::run(None, "umount", &[&self.mount.to_string_lossy()]);
         topo::unregister_mount(&self.mount);
         if let Some(n) = self.restore {
