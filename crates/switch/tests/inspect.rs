@@ -158,7 +158,11 @@ fn a_trace_follows_ct_into_its_passes_on_the_switch() {
         ct_next: flags.iter().map(|f| f.to_string()).collect(),
         ..TraceRequest::new(TraceInput::Flow("udp,nw_dst=10.0.0.2".into()))
     };
-    let r = ask(&sw, Op::Trace, serde_json::to_string(&req(&["+trk+est"])).unwrap());
+    let r = ask(
+        &sw,
+        Op::Trace,
+        serde_json::to_string(&req(&["+trk+est"])).unwrap(),
+    );
     assert!(
         r.lines
             .iter()
