@@ -3,7 +3,8 @@
 
 use flowpath_base::capture::read_capture_file;
 use flowpath_inspect::{
-    explain_frame, trace_request, MegaflowFilter, Trace, TraceInput, TraceRequest, WorkerMegaflows,
+    explain_frame, parse_ct_next, trace_request, MegaflowFilter, Trace, TraceInput, TraceRequest,
+    WorkerMegaflows,
 };
 use flowpath_packet::parse::ParseOptions;
 use flowpath_pipeline::{Backend, Pipeline, RuleStore};
@@ -35,7 +36,14 @@ The packet is one of:
 
 Against a running switch (its rules now; --control as for `flowpath flows`), or offline
 against a flows file with --flows FILE (no switch needed). `flowpath explain FILE.pcap`
-prints each frame's key in the same syntax, ready to paste here.";
+prints each frame's key in the same syntax, ready to paste here.
+
+Connection tracking, like `ofproto/trace --ct-next`: a ct(table=T) action starts another
+pass, traced after this one as `Pass 2 (recirculated to table T, ct_state=..., ct_zone=Z)`
+with the same detail. The tracker is not run: each pass takes the next --ct-next flags as
+its ct_state (trk,new when none are left), its zone from the ct action; NAT is named, not
+applied. At most 8 passes.
+  flowpath trace --flows fw.txt --ct-next trk,new --ct-next +trk+est 'udp,nw_dst=10.0.0.2'";
 
 #[derive(clap::Args)]
 #[command(long_about = TRACE_ABOUT)]
@@ -64,6 +72,10 @@ pub struct TraceArgs {
     /// The running switch's control socket [default: as `flowpath flows`].
     #[arg(long, conflicts_with = "flows")]
     control: Option<PathBuf>,
+    /// The ct_state of the next pass after a ct(table=T) (repeat for later passes):
+    /// flags as `trk,new` or `+trk+new` [default: trk,new].
+    #[arg(long = "ct-next", value_name = "FLAGS")]
+    ct_next: Vec<String>,
     /// Print the trace as JSON.
     #[arg(long)]
     json: bool,
@@ -87,9 +99,15 @@ pub fn trace(args: TraceArgs) -> ExitCode {
         eprintln!("flowpath trace: give the packet: match fields, --packet HEX or --pcap FILE");
         return ExitCode::from(2);
     };
+    // Checked here too, so bad flags are refused before a switch is asked.
+    if let Some(e) = args.ct_next.iter().find_map(|f| parse_ct_next(f).err()) {
+        eprintln!("flowpath trace: {e}");
+        return ExitCode::from(2);
+    }
     let req = TraceRequest {
-        input,
         in_port: args.in_port,
+        ct_next: args.ct_next,
+        ..TraceRequest::new(input)
     };
     let t: Trace = match &args.flows {
         Some(path) => {

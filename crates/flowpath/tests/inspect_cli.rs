@@ -187,3 +187,101 @@ fn bad_input_gets_an_error_that_names_the_position() {
     assert!(out.contains("Parse: dropped (eth_truncated)"), "{out}");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A stateful firewall in two zones: each `ct(table=T)` starts a pass of its own.
+const CT_FLOWS: &str = "table=0,priority=10,ip,ct_state=-trk actions=ct(table=1,zone=1)
+table=1,priority=10,ip,ct_state=+trk+new actions=ct(commit,zone=1),ct(table=2,zone=2)
+table=1,priority=10,ip,ct_state=+trk+est actions=output:2
+table=2,priority=10,ip,ct_state=+trk+est actions=output:3
+table=2,priority=0 actions=drop
+";
+
+#[test]
+fn trace_follows_ct_into_further_passes_with_ct_next() {
+    let d = dir("ct");
+    let flows = d.join("fw.txt");
+    std::fs::write(&flows, CT_FLOWS).unwrap();
+    let f = flows.to_str().unwrap();
+    let udp = "udp,nw_src=10.0.0.1,nw_dst=10.0.0.2,tp_src=1000,tp_dst=53";
+
+    // Three passes: the flags in the order given, in either of OVS's forms.
+    let args = [
+        "trace",
+        "--flows",
+        f,
+        "--ct-next",
+        "trk,new",
+        "--ct-next",
+        "+trk+est",
+        udp,
+    ];
+    let o = run(&args);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let want = [
+        "Datapath actions: ct(table=1,zone=1)",
+        "Pass 2 (recirculated to table 1, ct_state=+new+trk, ct_zone=1)",
+        "from pass 1, table 0: ct(table=1,zone=1)",
+        "table 1: priority=10,ct_state=+new+trk,ip",
+        "Datapath actions: ct(commit,zone=1),ct(table=2,zone=2)",
+        "Pass 3 (recirculated to table 2, ct_state=+est+trk, ct_zone=2)",
+        "from pass 2, table 1: ct(table=2,zone=2)",
+        "table 2: priority=10,ct_state=+est+trk,ip",
+        "Datapath actions: output:3",
+        "Result: sent to port 3",
+    ];
+    let mut at = 0;
+    for w in want {
+        let i = out[at..]
+            .find(w)
+            .unwrap_or_else(|| panic!("'{w}' missing (in this order) from:\n{out}"));
+        at += i + w.len();
+    }
+
+    // No --ct-next: OVS's default, trk,new, for every pass.
+    let out = text(&run(&["trace", "--flows", f, udp])).0;
+    assert!(
+        out.contains("Pass 3 (recirculated to table 2, ct_state=+new+trk, ct_zone=2)"),
+        "{out}"
+    );
+    assert!(out.contains("ct_state +new+trk: the default"), "{out}");
+    assert!(
+        out.ends_with("Result: dropped by the rules' actions (drop)\n"),
+        "{out}"
+    );
+
+    // --json carries the passes.
+    let json = text(&run(&[
+        "trace",
+        "--flows",
+        f,
+        "--ct-next",
+        "trk,est",
+        udp,
+        "--json",
+    ]))
+    .0;
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["passes"].as_array().unwrap().len(), 1, "{json}");
+    assert_eq!(v["passes"][0]["ct_state"], "+est+trk");
+    assert_eq!(v["passes"][0]["actions"], "output:2");
+
+    // Bad flags are named, offline and before a switch is asked.
+    fails_with(
+        &["trace", "--flows", f, "--ct-next", "trk,nwe", udp],
+        "--ct-next 'trk,nwe': unknown ct_state flag 'nwe'",
+    );
+    let sock = d.join("none.sock");
+    fails_with(
+        &[
+            "trace",
+            "--control",
+            sock.to_str().unwrap(),
+            "--ct-next",
+            "est",
+            udp,
+        ],
+        "without trk",
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}

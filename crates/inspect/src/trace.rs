@@ -3,9 +3,14 @@
 //! key, the goto; then the megaflow the datapath would install and the final actions.
 //!
 //! The walk is [`Pipeline::translate_traced`], the slow path's own, so a trace always
-//! tells what the datapath does.
+//! tells what the datapath does. A `ct(table=T)` starts another pass, traced after the
+//! first like `ofproto/trace --ct-next` (the `ct_state` of each from the request's
+//! `ct_next`, see [`crate::ctnext`]), at most [`MAX_PASSES`] in all.
 
-use crate::fields::{format_key, key_fields};
+use crate::ctnext::{
+    nat_note, parse_ct_next, recirculations, Recirculation, DEFAULT_CT_NEXT, MAX_PASSES,
+};
+use crate::fields::{ct_state_flags, format_key, key_fields};
 use crate::hex::parse_hex;
 use crate::render::{describe_ending, format_action_list, format_megaflow_match, sent_to};
 use flowpath_flowsyntax::{format_actions, format_match, parse_flow, FlowCommand};
@@ -13,6 +18,7 @@ use flowpath_packet::parse::{parse, ParseOptions};
 use flowpath_packet::{Action, Field, FlowKey};
 use flowpath_pipeline::{Pipeline, TableVisit};
 use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
 
 /// What to trace: a packet described by flow-syntax match fields, or a frame's bytes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,6 +37,21 @@ pub struct TraceRequest {
     /// The ingress port for a frame, or for a flow that gives no `in_port` (default 1).
     #[serde(default)]
     pub in_port: Option<u32>,
+    /// `--ct-next`: the `ct_state` flags each recirculated pass gets, in the order the
+    /// passes are traced (`trk,new` or `+trk+new`); when they run out, `trk,new`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ct_next: Vec<String>,
+}
+
+impl TraceRequest {
+    /// A request for `input` on the default port, with no `--ct-next` flags.
+    pub fn new(input: TraceInput) -> TraceRequest {
+        TraceRequest {
+            input,
+            in_port: None,
+            ct_next: Vec::new(),
+        }
+    }
 }
 
 /// The port a packet is traced on when nothing says otherwise.
@@ -64,6 +85,9 @@ pub struct TraceStep {
     /// packet as it was before tracking).
     #[serde(default)]
     pub recirculate: Vec<u8>,
+    /// What the rule's `ct` actions with NAT would rewrite (a trace does not run NAT).
+    #[serde(default)]
+    pub nat: Vec<String>,
 }
 
 /// A whole trace.
@@ -83,6 +107,42 @@ pub struct Trace {
     /// What happens to the packet, in words.
     pub verdict: String,
     /// Whether the packet is dropped (sent nowhere).
+    pub dropped: bool,
+    /// The passes after this one (the first): one per `ct(table=T)` met, first in first
+    /// traced, as OVS's trace takes them.
+    #[serde(default)]
+    pub passes: Vec<TracePass>,
+    /// Recirculations left untraced: the trace stopped at [`MAX_PASSES`] passes.
+    #[serde(default)]
+    pub untraced: usize,
+}
+
+/// A pass after a `ct(table=T)`: the packet back from the tracker (not run: its
+/// `ct_state` is the request's next `ct_next`), through the tables from table T.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TracePass {
+    /// Its number: 2 for the first recirculation.
+    pub pass: usize,
+    /// The pass whose actions recirculated it, and the table whose rule had the `ct`.
+    pub from_pass: usize,
+    pub from_table: u8,
+    /// The `ct` action, in flow syntax.
+    pub ct: String,
+    /// The table it resumes in.
+    pub table: u8,
+    /// The `ct_state` it was given (`+new+trk`).
+    pub ct_state: String,
+    /// Whether that is the default (`trk,new`: no `ct_next` flags were left).
+    pub default_ct_state: bool,
+    pub ct_zone: u16,
+    /// What the `ct`'s NAT would rewrite (not simulated).
+    pub nat: Option<String>,
+    /// The key it starts with, in flow syntax.
+    pub flow: String,
+    pub steps: Vec<TraceStep>,
+    pub megaflow: Option<String>,
+    pub actions: String,
+    pub verdict: String,
     pub dropped: bool,
 }
 
@@ -118,10 +178,16 @@ pub fn resolve(req: &TraceRequest) -> Result<Result<FlowKey, String>, String> {
     }
 }
 
-/// [`resolve`] then [`trace`] (a parse drop is a trace with no steps).
+/// [`resolve`] then [`trace_passes`] with the request's `ct_next` flags (a parse drop is
+/// a trace with no steps); bad flags are an error that quotes them.
 pub fn trace_request(pipeline: &Pipeline, req: &TraceRequest) -> Result<Trace, String> {
+    let ct_next = req
+        .ct_next
+        .iter()
+        .map(|f| parse_ct_next(f))
+        .collect::<Result<Vec<u8>, String>>()?;
     Ok(match resolve(req)? {
-        Ok(key) => trace(pipeline, &key),
+        Ok(key) => trace_passes(pipeline, &key, &ct_next),
         Err(drop) => Trace {
             flow: match &req.input {
                 TraceInput::Flow(t) | TraceInput::Packet(t) => t.clone(),
@@ -133,12 +199,80 @@ pub fn trace_request(pipeline: &Pipeline, req: &TraceRequest) -> Result<Trace, S
             actions: "drop".into(),
             verdict: format!("dropped by the parser: {drop} (it never reaches the tables)"),
             dropped: true,
+            passes: Vec::new(),
+            untraced: 0,
         },
     })
 }
 
-/// Trace `key` through `pipeline`.
+/// Trace `key` through `pipeline`, and its recirculations with the default `ct_state`.
 pub fn trace(pipeline: &Pipeline, key: &FlowKey) -> Trace {
+    trace_passes(pipeline, key, &[])
+}
+
+/// Trace `key` through `pipeline`, then every pass its `ct(table=T)` actions start, first
+/// in first traced (OVS's order), each with the next of `ct_next` as its `ct_state`
+/// ([`DEFAULT_CT_NEXT`] when they run out), at most [`MAX_PASSES`] passes in all.
+pub fn trace_passes(pipeline: &Pipeline, key: &FlowKey, ct_next: &[u8]) -> Trace {
+    let (first, recircs) = walk(pipeline, key);
+    let mut queue: VecDeque<(usize, u8, Recirculation)> =
+        recircs.into_iter().map(|(t, r)| (1, t, r)).collect();
+    let mut flags = ct_next.iter().copied();
+    let mut passes = Vec::new();
+    while passes.len() + 1 < MAX_PASSES {
+        let Some((from_pass, from_table, r)) = queue.pop_front() else {
+            break;
+        };
+        let next = flags.next();
+        let state = next.unwrap_or(DEFAULT_CT_NEXT);
+        let (w, more) = walk(pipeline, &r.resumed_key(state));
+        let pass = passes.len() + 2;
+        queue.extend(more.into_iter().map(|(t, m)| (pass, t, m)));
+        passes.push(TracePass {
+            pass,
+            from_pass,
+            from_table,
+            ct: format_action_list(&[Action::Ct(r.ct)]),
+            table: r.table,
+            ct_state: ct_state_flags(state),
+            default_ct_state: next.is_none(),
+            ct_zone: r.zone(),
+            nat: r.nat_note(),
+            flow: w.flow,
+            steps: w.steps,
+            megaflow: w.megaflow,
+            actions: w.actions,
+            verdict: w.verdict,
+            dropped: w.dropped,
+        });
+    }
+    Trace {
+        flow: first.flow,
+        parse_drop: None,
+        rule_version: pipeline.version(),
+        steps: first.steps,
+        megaflow: first.megaflow,
+        actions: first.actions,
+        verdict: first.verdict,
+        dropped: first.dropped,
+        passes,
+        untraced: queue.len(),
+    }
+}
+
+/// One pass as a trace shows it.
+struct Walk {
+    flow: String,
+    steps: Vec<TraceStep>,
+    megaflow: Option<String>,
+    actions: String,
+    verdict: String,
+    dropped: bool,
+}
+
+/// One pass of `key` through the tables, and the recirculations its actions start (each
+/// with the table of the rule that added its `ct`).
+fn walk(pipeline: &Pipeline, key: &FlowKey) -> (Walk, Vec<(u8, Recirculation)>) {
     let mut visits: Vec<TableVisit> = Vec::new();
     let tr = pipeline.translate_traced(key, |v| visits.push(*v));
     let steps = visits
@@ -156,30 +290,50 @@ pub fn trace(pipeline: &Pipeline, key: &FlowKey) -> Trace {
                 set: changed(&v.key_before, &v.key_after),
                 actions_so_far: format_action_list(&tr.actions[..v.actions_after]),
                 goto: rule.and_then(|r| r.spec.goto),
-                recirculate: rule.map_or_else(Vec::new, |r| recirculations(&r.spec.actions)),
+                recirculate: rule.map_or_else(Vec::new, |r| recirculated_tables(&r.spec.actions)),
+                nat: rule.map_or_else(Vec::new, |r| nat_notes(&r.spec.actions)),
             }
         })
         .collect();
+    let recircs = recirculations(key, &tr.actions)
+        .into_iter()
+        .map(|r| {
+            let from = visits
+                .iter()
+                .find(|v| v.actions_after > r.at)
+                .map_or(0, |v| v.table);
+            (from, r)
+        })
+        .collect();
     let in_port = key.get(Field::InPort) as u32;
-    let verdict = describe_ending(&tr.actions, tr.ending, in_port);
-    Trace {
+    let walk = Walk {
         flow: format_key(key),
-        parse_drop: None,
-        rule_version: pipeline.version(),
         steps,
         megaflow: Some(format_megaflow_match(&key.and(&tr.mask), &tr.mask)),
         actions: format_action_list(&tr.actions),
+        verdict: describe_ending(&tr.actions, tr.ending, in_port),
         dropped: sent_to(&tr.actions, in_port).is_empty(),
-        verdict,
-    }
+    };
+    (walk, recircs)
 }
 
 /// The tables the `ct(table=T)` actions among `actions` send the packet to.
-fn recirculations(actions: &[Action]) -> Vec<u8> {
+fn recirculated_tables(actions: &[Action]) -> Vec<u8> {
     actions
         .iter()
         .filter_map(|a| match a {
             Action::Ct(id) => id.spec().table,
+            _ => None,
+        })
+        .collect()
+}
+
+/// What the `ct` actions with NAT among `actions` would do, in words.
+fn nat_notes(actions: &[Action]) -> Vec<String> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Ct(id) => nat_note(id.spec()),
             _ => None,
         })
         .collect()
@@ -196,7 +350,8 @@ fn changed(before: &FlowKey, after: &FlowKey) -> Vec<String> {
 }
 
 impl Trace {
-    /// The trace for people, `ofproto/trace` style.
+    /// The trace for people, `ofproto/trace` style: the first pass, then each
+    /// recirculated pass under its own heading.
     pub fn text(&self) -> String {
         let mut s = format!("Flow: {}\n", self.flow);
         if let Some(d) = &self.parse_drop {
@@ -204,41 +359,109 @@ impl Trace {
                 "\nParse: dropped ({d}): the packet never reaches the tables\n"
             ));
         }
-        for st in &self.steps {
-            s.push('\n');
-            match &st.rule {
-                Some(r) => {
-                    s.push_str(&format!("table {}: {}", st.table, r.matches));
-                    if r.cookie != 0 {
-                        s.push_str(&format!(", cookie={:#x}", r.cookie));
-                    }
-                    s.push_str(&format!("\n    rule actions: {}\n", r.actions));
-                    if !st.set.is_empty() {
-                        s.push_str(&format!("    key now: {}\n", st.set.join(",")));
-                    }
-                    s.push_str(&format!("    actions so far: {}\n", st.actions_so_far));
-                    for t in &st.recirculate {
-                        s.push_str(&format!(
-                            "    ct(table={t}): the packet goes through the connection tracker and is recirculated to table {t} (a new pass, with its ct_state)\n"
-                        ));
-                    }
-                    if let Some(g) = st.goto {
-                        s.push_str(&format!("    goto_table:{g}\n"));
-                    }
-                }
-                None => s.push_str(&format!(
-                    "table {}: no rule matched: table-miss, the packet is dropped\n",
-                    st.table
-                )),
-            }
+        write_pass(
+            &mut s,
+            &self.steps,
+            self.megaflow.as_deref(),
+            &self.actions,
+            &self.verdict,
+        );
+        for p in &self.passes {
+            p.write(&mut s);
         }
-        s.push('\n');
-        if let Some(m) = &self.megaflow {
-            s.push_str(&format!("Megaflow: {m}\n"));
+        if self.untraced > 0 {
+            s.push_str(&format!(
+                "\n{} more recirculation(s) not traced: a trace follows at most {MAX_PASSES} passes\n",
+                self.untraced
+            ));
         }
-        s.push_str(&format!("Datapath actions: {}\n", self.actions));
-        s.push_str(&format!("Result: {}\n", self.verdict));
         s
+    }
+}
+
+impl TracePass {
+    /// `Pass N (recirculated to table T, ct_state=..., ct_zone=Z)`, where it came from,
+    /// then the pass as the first one prints.
+    fn write(&self, s: &mut String) {
+        let head = format!(
+            "Pass {} (recirculated to table {}, ct_state={}, ct_zone={})",
+            self.pass, self.table, self.ct_state, self.ct_zone
+        );
+        s.push_str(&format!("\n{head}\n{}\n", "=".repeat(head.len())));
+        s.push_str(&format!(
+            "from pass {}, table {}: {}\n",
+            self.from_pass, self.from_table, self.ct
+        ));
+        if self.default_ct_state {
+            s.push_str(&format!(
+                "ct_state {}: the default, no --ct-next flags left (give --ct-next to choose)\n",
+                self.ct_state
+            ));
+        } else {
+            s.push_str(&format!("ct_state {}: from --ct-next\n", self.ct_state));
+        }
+        if let Some(n) = &self.nat {
+            s.push_str(&format!("NAT: {n}\n"));
+        }
+        s.push_str(&format!("\nFlow: {}\n", self.flow));
+        write_pass(
+            s,
+            &self.steps,
+            self.megaflow.as_deref(),
+            &self.actions,
+            &self.verdict,
+        );
+    }
+}
+
+/// One pass's tables, megaflow, actions and result.
+fn write_pass(
+    s: &mut String,
+    steps: &[TraceStep],
+    megaflow: Option<&str>,
+    actions: &str,
+    verdict: &str,
+) {
+    for st in steps {
+        s.push('\n');
+        write_step(s, st);
+    }
+    s.push('\n');
+    if let Some(m) = megaflow {
+        s.push_str(&format!("Megaflow: {m}\n"));
+    }
+    s.push_str(&format!("Datapath actions: {actions}\n"));
+    s.push_str(&format!("Result: {verdict}\n"));
+}
+
+/// One table: the rule, its actions, what they changed, where the packet goes next.
+fn write_step(s: &mut String, st: &TraceStep) {
+    let Some(r) = &st.rule else {
+        s.push_str(&format!(
+            "table {}: no rule matched: table-miss, the packet is dropped\n",
+            st.table
+        ));
+        return;
+    };
+    s.push_str(&format!("table {}: {}", st.table, r.matches));
+    if r.cookie != 0 {
+        s.push_str(&format!(", cookie={:#x}", r.cookie));
+    }
+    s.push_str(&format!("\n    rule actions: {}\n", r.actions));
+    if !st.set.is_empty() {
+        s.push_str(&format!("    key now: {}\n", st.set.join(",")));
+    }
+    s.push_str(&format!("    actions so far: {}\n", st.actions_so_far));
+    for t in &st.recirculate {
+        s.push_str(&format!(
+            "    ct(table={t}): the packet goes through the connection tracker and is recirculated to table {t} (a new pass, with its ct_state)\n"
+        ));
+    }
+    for n in &st.nat {
+        s.push_str(&format!("    nat: {n}\n"));
+    }
+    if let Some(g) = st.goto {
+        s.push_str(&format!("    goto_table:{g}\n"));
     }
 }
 
@@ -256,17 +479,11 @@ mod tests {
     }
 
     fn flow(t: &str) -> TraceRequest {
-        TraceRequest {
-            input: TraceInput::Flow(t.into()),
-            in_port: None,
-        }
+        TraceRequest::new(TraceInput::Flow(t.into()))
     }
 
     fn packet(hex: &str) -> TraceRequest {
-        TraceRequest {
-            input: TraceInput::Packet(hex.into()),
-            in_port: None,
-        }
+        TraceRequest::new(TraceInput::Packet(hex.into()))
     }
 
     const FLOWS: &str = "\
@@ -355,3 +572,6 @@ mod tests {
         assert!(short.dropped);
     }
 }
+
+#[cfg(test)]
+mod ct_tests;

@@ -16,7 +16,7 @@ proptest! {
     fn a_printed_key_reads_back_as_the_same_key(h in arb_headers()) {
         let key = key_of(&h);
         let text = format_key(&key);
-        let req = TraceRequest { input: TraceInput::Flow(text.clone()), in_port: None };
+        let req = TraceRequest::new(TraceInput::Flow(text.clone()));
         let back = resolve(&req).map_err(|e| TestCaseError::fail(format!("{e}: {text}")))?;
         prop_assert!(back == Ok(key), "{}", text);
     }

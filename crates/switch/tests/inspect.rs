@@ -25,10 +25,7 @@ fn megaflows(sw: &Switch, filter: MegaflowFilter) -> Vec<WorkerMegaflows> {
 }
 
 fn trace(sw: &Switch, flow: &str) -> Trace {
-    let req = TraceRequest {
-        input: TraceInput::Flow(flow.into()),
-        in_port: None,
-    };
+    let req = TraceRequest::new(TraceInput::Flow(flow.into()));
     let r = ask(sw, Op::Trace, serde_json::to_string(&req).unwrap());
     serde_json::from_value(r.data.expect("data")).unwrap()
 }
@@ -142,4 +139,43 @@ fn dump_and_trace_show_what_the_worker_cached() {
     worker.thread.join().unwrap();
     // No workers left: an empty answer, not a hang.
     assert!(megaflows(&sw, MegaflowFilter::default()).is_empty());
+}
+
+/// `--ct-next` against the running switch: the request carries the flags, the switch
+/// traces every pass and sends them back; bad flags come back as an error naming them.
+#[test]
+fn a_trace_follows_ct_into_its_passes_on_the_switch() {
+    let sw = Switch::open(SwitchConfig::default()).unwrap();
+    ask(
+        &sw,
+        Op::Add,
+        "ip,ct_state=-trk actions=ct(table=1,zone=1)\n\
+         table=1,ip,ct_state=+trk+est actions=output:3\n\
+         table=1,ip,ct_state=+trk+new actions=ct(commit,zone=1),output:2\n"
+            .into(),
+    );
+    let req = |flags: &[&str]| TraceRequest {
+        ct_next: flags.iter().map(|f| f.to_string()).collect(),
+        ..TraceRequest::new(TraceInput::Flow("udp,nw_dst=10.0.0.2".into()))
+    };
+    let r = ask(
+        &sw,
+        Op::Trace,
+        serde_json::to_string(&req(&["+trk+est"])).unwrap(),
+    );
+    assert!(
+        r.lines
+            .iter()
+            .any(|l| l == "Pass 2 (recirculated to table 1, ct_state=+est+trk, ct_zone=1)"),
+        "{:?}",
+        r.lines
+    );
+    let t: Trace = serde_json::from_value(r.data.expect("data")).unwrap();
+    assert_eq!(t.passes.len(), 1);
+    assert_eq!(t.passes[0].actions, "output:3");
+    let bad = sw.handle(&Request {
+        op: Op::Trace,
+        text: serde_json::to_string(&req(&["trk,bogus"])).unwrap(),
+    });
+    assert!(bad.error.unwrap().contains("'bogus'"));
 }
