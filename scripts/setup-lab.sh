@@ -78,6 +78,8 @@ wanted=(
     "/usr/include/bpf/bpf_helpers.h libbpf-dev"
     "bpftool bpftool"
     "tshark tshark"
+    "conntrack conntrack"
+    "nft nftables"
     "cc build-essential"
 )
 
