@@ -139,7 +139,8 @@ pub struct LabArgs {
     /// Cases, comma-separated: hit, miss [default: hit,miss].
     #[arg(long, value_delimiter = ',')]
     cases: Vec<String>,
-    /// Traffic classes, comma-separated: ipv4, ipv6, vxlan_decap, vxlan_encap
+    /// Traffic classes, comma-separated: ipv4, ipv6, vxlan_decap, vxlan_encap, ipv4_ct (the
+    /// IPv4 frames through a stateful security group: connection tracking)
     /// [default: ipv4].
     #[arg(long = "class", value_delimiter = ',', value_name = "CLASSES")]
     classes: Vec<String>,
