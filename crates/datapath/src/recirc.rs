@@ -154,9 +154,10 @@ pub(crate) fn ct_action(
         // The packet goes on; its key for the rest of this pass is unchanged.
         let mut k = *key;
         st.ct_executed += 1;
-        track(pkt, spec.nat.is_some(), |f| {
+        let s = track(pkt, spec.nat.is_some(), |f| {
             tracker.execute(f, meta, &mut k, spec, now)
         });
+        count_new(st, s);
         return false;
     };
     let fork = rest.iter().any(|a| !inert(a));
@@ -169,9 +170,10 @@ pub(crate) fn ct_action(
         // offsets in the pass's scratch (no copy at all).
         st.ct_executed += 1;
         st.recirculations += 1;
-        track(pkt, spec.nat.is_some(), |f| {
+        let s = track(pkt, spec.nat.is_some(), |f| {
             tracker.execute(f, meta, key, spec, now)
         });
+        count_new(st, s);
         key.set(Field::RecircId, u128::from(recirc_id(table)));
         rc.moved |= 1 << i;
         return true;
@@ -199,15 +201,16 @@ pub(crate) fn ct_action(
         return !fork;
     };
     let rk = &mut q.key;
-    match src {
+    let s = match src {
         Src::Copy { buf, len } => {
             let f = &mut rc.next_bufs[buf as usize][HEADROOM..HEADROOM + len as usize];
-            tracker.execute(f, meta, rk, spec, now);
+            tracker.execute(f, meta, rk, spec, now)
         }
         _ => track(pkt, spec.nat.is_some(), |f| {
             tracker.execute(f, meta, rk, spec, now)
         }),
-    }
+    };
+    count_new(st, s);
     rk.set(Field::RecircId, u128::from(recirc_id(table)));
     !fork
 }
@@ -216,10 +219,18 @@ pub(crate) fn ct_action(
 /// the packet is not marked modified (a source that replays its frames restores the
 /// modified ones).
 #[inline(always)]
-fn track(pkt: &mut Packet<'_>, nat: bool, exec: impl FnOnce(&mut [u8]) -> u8) {
+fn track(pkt: &mut Packet<'_>, nat: bool, exec: impl FnOnce(&mut [u8]) -> u8) -> u8 {
     let was = pkt.modified;
-    exec(pkt.data_mut());
+    let s = exec(pkt.data_mut());
     if !nat {
         pkt.modified = was;
     }
+    s
+}
+
+/// Count a `+new` packet (not one the tracker refused as `+inv`).
+#[inline(always)]
+fn count_new(st: &mut DatapathStats, ct_state: u8) {
+    use flowpath_packet::ct::state::{INVALID, NEW};
+    st.ct_new += u64::from(ct_state & (NEW | INVALID) == NEW);
 }

@@ -133,6 +133,10 @@ pub struct DatapathStats {
     pub tunnel_released: u64,
     /// `ct` actions run through the tracker.
     pub ct_executed: u64,
+    /// Packets the tracker found starting a connection (`+new`): the stateful switch's
+    /// miss. The worker's cycle-fair polling charges a port for batches that have them,
+    /// as for batches with flow misses.
+    pub ct_new: u64,
     /// Packets `ct(table=)` sent back through the lookup stages (each one pass more).
     pub recirculations: u64,
     /// Recirculated passes run: batches of recirculated packets through the lookup stages

@@ -17,8 +17,8 @@
 //! [`MAX_BATCHES_PER_TURN`] full batches in one turn. A batch whose every packet hit a
 //! cache costs no credit: established traffic is never throttled for being busy (forwarding
 //! it is the switch's job), and a port with a backlog of hits drains up to eight batches a
-//! turn. A batch with misses (each 10–40x a hit) or packets that did not parse costs its
-//! whole TSC time, so a port flooding new flows or garbage is received from only about one
+//! turn. A batch with misses (each 10–40x a hit), packets that did not parse, or packets
+//! that start a tracked connection (`+new`: the stateful miss) costs its whole TSC time, so a port flooding new flows or garbage is received from only about one
 //! quantum's worth of cycles per round, not 32 packets' worth; what it cannot be given
 //! waits in its receive ring and overflows there, counted by the port, as on a NIC. A
 //! round in which no port had anything forgives every debt (work conserving: fairness
@@ -323,7 +323,9 @@ impl<P: Port, O: Outputs> Worker<P, O> {
             let mut batches = 0;
             while self.credit[i] > 0 && batches < MAX_BATCHES_PER_TURN && got < max {
                 let t0 = flowpath_base::clock::rdtsc();
-                let hits0 = self.dp.stats().emc_hits + self.dp.stats().megaflow_hits;
+                let s0 = self.dp.stats();
+                let (hits0, rec0, new0) =
+                    (s0.emc_hits + s0.megaflow_hits, s0.recirculations, s0.ct_new);
                 let Some((n, f)) = self.turn(i, max - got) else {
                     // Empty: an idle port banks nothing.
                     self.credit[i] = self.credit[i].min(q);
@@ -332,8 +334,12 @@ impl<P: Port, O: Outputs> Worker<P, O> {
                 got += n;
                 to_flush |= f;
                 batches += 1;
-                let hits = self.dp.stats().emc_hits + self.dp.stats().megaflow_hits - hits0;
-                if hits < n as u64 {
+                let s1 = self.dp.stats();
+                let hits = s1.emc_hits + s1.megaflow_hits - hits0;
+                // Each recirculated packet is one more lookup that should have hit; a new
+                // connection is the stateful miss.
+                let lookups = n as u64 + (s1.recirculations - rec0);
+                if hits < lookups || s1.ct_new != new0 {
                     self.credit[i] -= (flowpath_base::clock::rdtsc() - t0) as i64;
                 }
                 if n < flowpath_base::BATCH {
