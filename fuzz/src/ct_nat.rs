@@ -181,8 +181,11 @@ fn l4_ok(f: &[u8], l3: usize, l4: usize, v6: bool, proto: u8) -> Option<bool> {
     }
     let (src, plen) = if v6 { (l3 + 8, 32) } else { (l3 + 12, 8) };
     // (An IPv4 fragment after the first has no transport header to verify.)
+    if l4 < src + plen || f.len() < l3 + 10 {
+        return None;
+    }
     let later_fragment = !v6 && u16::from_be_bytes([f[l3 + 6], f[l3 + 7]]) & 0x1fff != 0;
-    if l4 < src + plen || (!v6 && f[l3 + 9] != proto) || later_fragment {
+    if (!v6 && f[l3 + 9] != proto) || later_fragment {
         return None;
     }
     let len = (seg.len() as u32).to_be_bytes();
