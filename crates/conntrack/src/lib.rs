@@ -11,6 +11,7 @@ mod admin;
 mod config;
 mod conn;
 mod expire;
+mod hint;
 mod icmp;
 mod index;
 mod info;
@@ -23,6 +24,7 @@ mod tuple;
 mod zones;
 
 pub use config::{CtConfig, Timeouts};
+pub use hint::ConnHint;
 pub use info::{ConnInfo, CtStats, CtSummary, ZoneLimits};
 pub use table::{Tracker, MAX_CONNECTIONS};
 pub use tcp::TcpState;

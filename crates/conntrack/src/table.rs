@@ -8,6 +8,7 @@
 
 use crate::config::CtConfig;
 use crate::conn::{write_conn_fields, Conn, Life, Nat, Slab};
+use crate::hint::{at_hint, ConnHint, Found};
 use crate::icmp::{self, IcmpKind};
 use crate::index::Index;
 use crate::info::Counters;
@@ -60,10 +61,6 @@ enum Lost {
     Reply,
 }
 
-/// What a packet's lookup found: its slot, the locked connection, and whether the packet
-/// is in the reply direction.
-type Found<'a> = (u32, MutexGuard<'a, Conn>, bool);
-
 impl Tracker {
     pub fn new(cfg: CtConfig) -> Tracker {
         let max = match cfg.max_connections {
@@ -112,20 +109,39 @@ impl Tracker {
         spec: &CtSpec,
         now_ms: u64,
     ) -> u8 {
+        self.execute_hinted(None, frame, meta, key, spec, now_ms).0
+    }
+
+    /// [`Tracker::execute`], trying `hint`'s connection before the index (a worker's
+    /// memory of the connection this flow's last packet belonged to; verified under the
+    /// slot's lock, so a stale hint only costs the lookup it meant to save). Also returns
+    /// the hint for the connection that answered, if an existing one did.
+    pub fn execute_hinted(
+        &self,
+        hint: Option<ConnHint>,
+        frame: &mut [u8],
+        meta: &PacketMeta,
+        key: &mut FlowKey,
+        spec: &CtSpec,
+        now_ms: u64,
+    ) -> (u8, Option<ConnHint>) {
         let zone = spec.zone.zone(key);
-        let st = match self.track(frame, meta, key, spec, zone, now_ms) {
+        let mut found = None;
+        let st = match self.track(frame, meta, key, spec, zone, now_ms, (hint, &mut found)) {
             Ok(st) => st,
             Err(why) => {
                 self.stats.invalid(why);
                 write_conn_fields(key, &Conn::FREE.orig, 0, 0);
+                found = None;
                 state::TRACKED | state::INVALID
             }
         };
         key.set(Field::CtState, st as u128);
         key.set(Field::CtZone, zone as u128);
-        st
+        (st, found)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn track(
         &self,
         frame: &mut [u8],
@@ -134,6 +150,7 @@ impl Tracker {
         spec: &CtSpec,
         zone: u16,
         now_ms: u64,
+        (hint, found): (Option<ConnHint>, &mut Option<ConnHint>),
     ) -> Result<u8, InvalidReason> {
         let ipv6 = match key.get(Field::EthType) as u16 {
             ethertype::IPV4 => false,
@@ -161,15 +178,24 @@ impl Tracker {
         } else {
             None
         };
-        let h = t.hash(self.seed);
         let mut pkt = Pkt { frame, meta, key };
+        if let Some(at) = hint.and_then(|hn| at_hint(&self.slab, hn, &t)) {
+            let hn = ConnHint::of(&at);
+            if let Some(st) = self.update(at, pkt.reborrow(), seg, spec, now_ms)? {
+                *found = Some(hn);
+                return Ok(st);
+            }
+        }
+        let h = t.hash(self.seed);
         let mut lost = Lost::Orig;
         for attempt in 0..RACE_TRIES {
             if attempt > 0 {
                 self.back_off(attempt);
             }
-            if let Some(found) = self.lookup(&t, h) {
-                if let Some(st) = self.update(found, pkt.reborrow(), seg, spec, now_ms)? {
+            if let Some(at) = self.lookup(&t, h) {
+                let hn = ConnHint::of(&at);
+                if let Some(st) = self.update(at, pkt.reborrow(), seg, spec, now_ms)? {
+                    *found = Some(hn);
                     return Ok(st);
                 }
             }
@@ -243,12 +269,15 @@ impl Tracker {
             set_mark_label(&mut c, spec);
         }
         c.expires_ms = now_ms + 1000 * u64::from(c.timeout(&self.cfg.timeouts));
-        let snap = *c;
-        drop(c);
-        if spec.nat.is_some() && snap.nat != Nat::None {
+        if spec.nat.is_some() && c.nat != Nat::None {
+            let snap = *c;
+            drop(c);
             st |= self.apply_nat(pkt.frame, pkt.meta, pkt.key, &snap, reply, false);
+            write_conn_fields(pkt.key, &snap.orig, snap.mark, snap.label);
+        } else {
+            // Written under the slot's lock: no copy of the connection.
+            write_conn_fields(pkt.key, &c.orig, c.mark, c.label);
         }
-        write_conn_fields(pkt.key, &snap.orig, snap.mark, snap.label);
         Ok(Some(st))
     }
 

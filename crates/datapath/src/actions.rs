@@ -108,7 +108,7 @@ pub(crate) fn execute<S: OutputSink>(
 }
 
 /// Why a packet whose actions sent it nowhere was dropped.
-fn no_output_drop(ending: Ending) -> DatapathDrop {
+pub(crate) fn no_output_drop(ending: Ending) -> DatapathDrop {
     match ending {
         Ending::TableMiss(_) => DatapathDrop::TableMiss,
         _ => DatapathDrop::RuleDrop,

@@ -14,6 +14,7 @@
 //! NORMAL's megaflows exact (`l2_sync.rs`), and packet-outs and held packets
 //! (`packet_out.rs`).
 
+mod ct_first;
 mod execute;
 mod l2_sync;
 mod packet_out;
@@ -22,6 +23,7 @@ mod stages;
 mod tuning;
 
 use crate::controller::ControllerQueue;
+use crate::ct_memo::{CtMemo, MemoSeed};
 use crate::emc::ExactMatchCache;
 use crate::encap::EncapState;
 use crate::guard::{MissGuard, MissLimits, PortMissStats};
@@ -64,6 +66,10 @@ struct Scratch {
     /// Whether the batch in the arrays is a recirculated pass (its keys have `recirc_id`):
     /// the megaflow stage searches that pass's subtables.
     recirc: bool,
+    /// Packets `Datapath::ct_first` moved to the next pass (bit i), and where their
+    /// second pass is to be remembered.
+    memo_seeded: u32,
+    memo_seeds: [MemoSeed; BATCH],
 }
 
 /// `slots[i]` of a packet whose decision was not cached (see `Scratch::uncached`).
@@ -80,6 +86,8 @@ impl Scratch {
             smc_prefetched: false,
             uncached: Vec::with_capacity(BATCH),
             recirc: false,
+            memo_seeded: 0,
+            memo_seeds: [MemoSeed::NONE; BATCH],
         }
     }
 }
@@ -133,6 +141,8 @@ pub struct Datapath {
     tracker: Option<Arc<Tracker>>,
     /// What `ct(table=)` recirculates, pass by pass (see `recirc.rs`).
     recirc: Recirc,
+    /// Second passes of `ct(table=)` flows, remembered (see `ct_memo.rs`).
+    ct_memo: CtMemo,
 }
 
 impl Datapath {
@@ -183,6 +193,7 @@ impl Datapath {
             stats: DatapathStats::default(),
             tracker: None,
             recirc: Recirc::new(),
+            ct_memo: CtMemo::new(cfg.emc_entries),
             cfg,
             store,
             pipeline,
@@ -193,6 +204,7 @@ impl Datapath {
     /// connection's two directions may arrive on different workers).
     pub fn set_tracker(&mut self, t: Arc<Tracker>) {
         self.tracker = Some(t);
+        self.ct_memo.clear();
     }
 
     /// The tracker `ct` actions use, made (with the default configuration) if none was set.
@@ -396,6 +408,7 @@ impl Datapath {
         self.megaflows.flush(&self.pipeline);
         self.l2_flows.clear();
         self.emc.clear();
+        self.ct_memo.clear();
         if let Some(smc) = &mut self.smc {
             smc.clear();
         }

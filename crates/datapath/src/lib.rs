@@ -7,6 +7,7 @@
 mod actions;
 pub mod config;
 pub mod controller;
+mod ct_memo;
 pub mod datapath;
 pub mod emc;
 mod encap;

@@ -119,7 +119,7 @@ pub(crate) struct CtRun<'a> {
 /// Whether an action after `ct(table=)` leaves the packet as it is and sends nothing:
 /// then the packet itself is recirculated, not a copy.
 #[inline]
-fn inert(a: &Action) -> bool {
+pub(crate) fn inert(a: &Action) -> bool {
     matches!(
         a,
         Action::SetTunnel(_)
@@ -230,7 +230,7 @@ fn track(pkt: &mut Packet<'_>, nat: bool, exec: impl FnOnce(&mut [u8]) -> u8) ->
 
 /// Count a `+new` packet (not one the tracker refused as `+inv`).
 #[inline(always)]
-fn count_new(st: &mut DatapathStats, ct_state: u8) {
+pub(crate) fn count_new(st: &mut DatapathStats, ct_state: u8) {
     use flowpath_packet::ct::state::{INVALID, NEW};
     st.ct_new += u64::from(ct_state & (NEW | INVALID) == NEW);
 }

@@ -144,6 +144,9 @@ pub struct DatapathStats {
     pub recirc_passes: u64,
     /// Connections the tracker expired in this worker's expiry steps.
     pub ct_expired: u64,
+    /// Second passes the ct memo answered (each also counted as an exact-match hit, and
+    /// in `recirculations`: the packet did go on to its second pass, without a lookup).
+    pub ct_memo_hits: u64,
     pub cycles: StageCycles,
 }
 

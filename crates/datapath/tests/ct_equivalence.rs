@@ -2,8 +2,9 @@
 //! `ct` (recirculating, committing, in zones), `ct_clear`, outputs and `ct_state` matches,
 //! and random UDP traffic both ways, through a datapath with every cache on and through
 //! one where (nearly) every pass is classified afresh (no EMC, no SMC, a one-megaflow
-//! cache). Both track the same packets in the same order, so the bytes sent to each port
-//! must be identical. The rules are in table 0, where `ct(table=0)` recirculates, so the
+//! cache). Both track the same packets in the same order, so each flow's packets sent to
+//! each port must be identical, in the same order (the cached one answers second passes
+//! from its ct memo too). The rules are in table 0, where `ct(table=0)` recirculates, so the
 //! decisions do not depend on the table a recirculated walk starts in.
 
 mod ct_common;
@@ -94,12 +95,37 @@ fn frame(conn: u16, reply: bool) -> Vec<u8> {
     }
 }
 
-fn run(dp: &mut Datapath, batches: &[(u32, Vec<(u16, bool)>)]) -> Vec<Vec<(u32, Vec<u8>)>> {
+/// Where the IPv4 identification is in [`frame`]'s frames: not in the flow key, so each
+/// packet carries its sequence number there and the flows stay the same.
+const IP_ID: usize = 14 + 4;
+
+/// What each batch sent: per (port, flow: the frame without its sequence number), the
+/// sequence numbers in the order they left. Packets of different flows may leave a batch
+/// in another order (the ct memo sends a packet in its first pass, the slow path after
+/// it), a flow's own packets may not.
+type Sent = Vec<std::collections::BTreeMap<(u32, Vec<u8>), Vec<u16>>>;
+
+fn run(dp: &mut Datapath, batches: &[(u32, Vec<(u16, bool)>)]) -> Sent {
+    let mut seq = 0u16;
     batches
         .iter()
         .map(|(port, pkts)| {
-            let frames: Vec<Vec<u8>> = pkts.iter().map(|&(c, r)| frame(c, r)).collect();
-            send(dp, *port, &frames)
+            let frames: Vec<Vec<u8>> = pkts
+                .iter()
+                .map(|&(c, r)| {
+                    let mut f = frame(c, r);
+                    seq += 1;
+                    f[IP_ID..IP_ID + 2].copy_from_slice(&seq.to_be_bytes());
+                    f
+                })
+                .collect();
+            let mut by_flow = std::collections::BTreeMap::new();
+            for (p, mut f) in send(dp, *port, &frames) {
+                let n = u16::from_be_bytes([f[IP_ID], f[IP_ID + 1]]);
+                f[IP_ID..IP_ID + 2].fill(0);
+                by_flow.entry((p, f)).or_insert_with(Vec::new).push(n);
+            }
+            by_flow
         })
         .collect()
 }

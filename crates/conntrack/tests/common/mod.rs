@@ -3,13 +3,19 @@
 
 #![allow(dead_code)]
 
-use flowpath_conntrack::Tracker;
+use flowpath_conntrack::{ConnHint, Tracker};
 use flowpath_packet::ct::CtZoneSrc;
 use flowpath_packet::{parse, CtSpec, FlowKey, PacketMeta, ParseOptions};
 use std::net::IpAddr;
 
 pub const TCP: u8 = 6;
 pub const UDP: u8 = 17;
+
+thread_local! {
+    /// Hints the tracker returned on this thread, and packets run.
+    static HINTS: std::cell::RefCell<(Vec<ConnHint>, usize)> =
+        const { std::cell::RefCell::new((Vec::new(), 0)) };
+}
 
 /// One test packet: its frame, parse offsets and key.
 pub struct Pkt {
@@ -26,9 +32,27 @@ impl Pkt {
         Pkt { frame, meta, key }
     }
 
-    /// Run through `t` with `spec` at `now`; returns ct_state.
+    /// Run through `t` with `spec` at `now`; returns ct_state. Every other packet goes
+    /// with a connection hint from earlier packets (of any connection, direction or
+    /// tracker of this thread, mostly stale): a hint may save a lookup, never change
+    /// what the tracker decides, so every test here checks that too.
     pub fn run(&mut self, t: &Tracker, spec: &CtSpec, now: u64) -> u8 {
-        t.execute(&mut self.frame, &self.meta, &mut self.key, spec, now)
+        HINTS.with(|h| {
+            let mut h = h.borrow_mut();
+            h.1 += 1;
+            let hint = (h.1 % 2 == 0 && !h.0.is_empty()).then(|| h.0[(h.1 * 7) % h.0.len()]);
+            let (st, found) =
+                t.execute_hinted(hint, &mut self.frame, &self.meta, &mut self.key, spec, now);
+            if let Some(f) = found {
+                let n = h.1;
+                if h.0.len() < 64 {
+                    h.0.push(f);
+                } else {
+                    h.0[n % 64] = f;
+                }
+            }
+            st
+        })
     }
 }
 

@@ -78,6 +78,8 @@ impl Datapath {
             self.scratch.recirc = false;
             cur.clear();
         }
+        // Moved packets whose second pass ran gathered are not remembered.
+        self.scratch.memo_seeded = 0;
         self.recirc.cur = cur;
         self.recirc.cur_bufs = bufs;
         self.recirc.in_place = true;
@@ -181,6 +183,9 @@ impl Datapath {
             }
         }
         self.pass_stages(in_port, pkts, moved, pkts.len(), sink);
+        if self.scratch.memo_seeded != 0 && self.recirc.pass == 2 {
+            self.remember_second_passes(in_port, moved);
+        }
     }
 
     /// The packets `valid` of a recirculated batch of `n` (scratch loaded, hashes taken)

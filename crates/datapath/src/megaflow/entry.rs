@@ -106,6 +106,11 @@ impl MegaflowId {
     pub fn slot(&self) -> u32 {
         self.slot
     }
+
+    /// The slot's generation when this megaflow was installed there.
+    pub fn generation(&self) -> u32 {
+        self.gen
+    }
 }
 
 /// What the megaflow cache did, in order.
