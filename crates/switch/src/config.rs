@@ -511,4 +511,27 @@ mod tests {
         assert!(e.contains("more than the 200 MB"), "{e}");
         assert!(cfg.check_memory(want << 21).is_ok());
     }
+
+    #[test]
+    fn openflow_tls_and_connection_limit_keys() {
+        let port = "[[port]]\nname = \"a\"\nnumber = 1\ntype = \"generator\"\n";
+        let text = format!(
+            "[switch]\nopenflow = [\"pssl:6653\", \"ssl:10.0.0.9\"]\n\
+             openflow_private_key = \"k.pem\"\nopenflow_certificate = \"c.pem\"\n\
+             openflow_ca_cert = \"ca.pem\"\nopenflow_max_connections = 5\n{port}"
+        );
+        let of = DaemonConfig::parse(&text).unwrap().openflow_config().unwrap();
+        assert_eq!(of.max_connections, 5);
+        let tls = of.tls.unwrap();
+        assert_eq!(tls.ca_cert, Path::new("ca.pem"));
+        assert_eq!(of.targets[1].to_string(), "ssl:10.0.0.9:6653");
+        let e = DaemonConfig::parse(&format!(
+            "[switch]\nopenflow_private_key = \"k.pem\"\n{port}"
+        ))
+        .unwrap_err();
+        assert!(e.contains("switch.openflow_private_key") && e.contains("all three"), "{e}");
+        let e = DaemonConfig::parse(&format!("[switch]\nopenflow_max_connections = 0\n{port}"))
+            .unwrap_err();
+        assert!(e.contains("switch.openflow_max_connections"), "{e}");
+    }
 }

@@ -2,6 +2,7 @@
 //! controller certificate it signed, a client certificate it signed that has expired, and
 //! a second CA with a certificate of its own (the wrong CA). Also the rustls ends a test
 //! plays: a client of a `pssl:` listener and a controller for an `ssl:` target.
+#![allow(dead_code)] // each test file uses its own part of it
 
 use rcgen::{
     date_time_ymd, BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose,
