@@ -2,30 +2,27 @@
 //! --openflow pssl:...` over `ssl:` with certificates made at test time, and is refused
 //! with a certificate from another CA, an expired one, or none over plain TCP, while the
 //! switch goes on serving; and `flowpath run --openflow ssl:...` reaches a controller the
-//! test plays with rustls (HELLO, FEATURES_REQUEST).
+//! test plays with rustls (HELLO, FEATURES_REQUEST), and os-ken listening for TLS
+//! (`--ofp-ssl-listen-port`) programs it.
 //!
-//! Everything is on 127.0.0.1 with ports the system picks. Needs ovs-ofctl (from
-//! `scripts/setup-openflow-peers.sh`) for the first test: it says it skips when it is
+//! Everything is on 127.0.0.1 with ports the system picks. Needs ovs-ofctl and os-ken (from
+//! `scripts/setup-openflow-peers.sh`) for those tests: each says it skips when its peer is
 //! missing, unless `FLOWPATH_OPENFLOW_REQUIRED=1`, where it fails.
 
 #[path = "../../switch/tests/common/certs.rs"]
 mod certs;
 mod common;
+mod openflow_support;
 use certs::{Cert, Pki};
-use common::harness::{need, out_text, tail, wait_for, Harness, Proc};
+use common::harness::{need, out_text, tail, wait_for, Proc};
 use common::BIN;
 use flowpath_openflow::{decode, message_len, Message};
+use openflow_support::{venv_bin, DATA, H};
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
-
-const H: Harness = Harness {
-    required_var: "FLOWPATH_OPENFLOW_REQUIRED",
-    setup_script: "scripts/setup-openflow-peers.sh",
-    keep_var: "FLOWPATH_OPENFLOW_KEEP",
-};
 
 /// `flowpath run --openflow TARGET` with the switch's key, certificate and the CA.
 fn run_switch(dir: &Path, pki: &Pki, target: &str) -> (Proc, PathBuf) {
@@ -167,4 +164,63 @@ fn an_ssl_target_reaches_a_tls_controller() {
         "flowpath run's datapath id"
     );
     sw.stop();
+}
+
+/// A port nothing listens on now (the system's pick, let go).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn os_ken_over_tls_programs_the_switch() {
+    need!(H, venv_bin("osken-manager"));
+    let manager = venv_bin("osken-manager").unwrap();
+    let tmp = H.scratch(&format!("fpoftls-osken-{}", std::process::id()));
+    let pki = Pki::new(&tmp.0.join("pki"));
+    let (tcp, ssl) = (free_port(), free_port());
+    let log = tmp.0.join("osken.log");
+    let mut c = Command::new(&manager);
+    c.args(["--ofp-listen-host", "127.0.0.1", "--ofp-tcp-listen-port"])
+        .arg(tcp.to_string())
+        .arg("--ofp-ssl-listen-port")
+        .arg(ssl.to_string())
+        .arg("--ctl-privkey")
+        .arg(&pki.controller.key)
+        .arg("--ctl-cert")
+        .arg(&pki.controller.cert)
+        .arg("--ca-certs")
+        .arg(&pki.ca)
+        .arg(format!("{DATA}/simple_switch_13.py"));
+    let _osken = Proc::spawn(c, "osken-manager", &log);
+    let (_sw, swlog) = run_switch(&tmp.0, &pki, &format!("ssl:127.0.0.1:{ssl}"));
+    // The app answers the switch's features with its table-miss flow, over TLS.
+    let dump = || {
+        let o = Command::new(BIN)
+            .args(["flows", "dump", "--control"])
+            .arg(tmp.0.join("ctl.sock"))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).to_lowercase()
+    };
+    let t = std::time::Instant::now();
+    loop {
+        let flows = dump();
+        if flows
+            .lines()
+            .any(|l| l.contains("priority=0") && l.contains("controller"))
+        {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "os-ken did not install its table-miss flow over TLS: {flows}\n--- os-ken:\n{}\n--- switch:\n{}",
+            tail(&log, 20),
+            tail(&swlog, 20)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }

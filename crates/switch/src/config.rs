@@ -520,7 +520,10 @@ mod tests {
              openflow_private_key = \"k.pem\"\nopenflow_certificate = \"c.pem\"\n\
              openflow_ca_cert = \"ca.pem\"\nopenflow_max_connections = 5\n{port}"
         );
-        let of = DaemonConfig::parse(&text).unwrap().openflow_config().unwrap();
+        let of = DaemonConfig::parse(&text)
+            .unwrap()
+            .openflow_config()
+            .unwrap();
         assert_eq!(of.max_connections, 5);
         let tls = of.tls.unwrap();
         assert_eq!(tls.ca_cert, Path::new("ca.pem"));
@@ -529,7 +532,10 @@ mod tests {
             "[switch]\nopenflow_private_key = \"k.pem\"\n{port}"
         ))
         .unwrap_err();
-        assert!(e.contains("switch.openflow_private_key") && e.contains("all three"), "{e}");
+        assert!(
+            e.contains("switch.openflow_private_key") && e.contains("all three"),
+            "{e}"
+        );
         let e = DaemonConfig::parse(&format!("[switch]\nopenflow_max_connections = 0\n{port}"))
             .unwrap_err();
         assert!(e.contains("switch.openflow_max_connections"), "{e}");
