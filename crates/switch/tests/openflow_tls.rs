@@ -246,3 +246,32 @@ fn tls_settings_that_cannot_work_are_errors_naming_the_file() {
     let e = start(Some(f));
     assert!(e.contains(&junk.display().to_string()), "{e}");
 }
+
+#[test]
+fn a_peer_that_never_finishes_the_handshake_is_closed_by_the_keepalive() {
+    let p = pki("stuck");
+    let sw = Switch::open(SwitchConfig::default()).unwrap();
+    let cfg = OpenFlowConfig {
+        targets: vec![Target::parse("pssl:127.0.0.1:0").unwrap()],
+        tls: Some(files(&p, &p.switch)),
+        probe_interval: Duration::from_millis(200),
+        max_connections: 1,
+        ..OpenFlowConfig::default()
+    };
+    let (ch, st) = start_with(&sw, cfg);
+    let addr = ch.listening[0];
+    // Connects and says nothing: it holds the only connection slot, for a while.
+    let mut quiet = TcpStream::connect(addr).unwrap();
+    quiet
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    // The switch closes it (with a TLS close_notify alert at most).
+    let mut b = Vec::new();
+    quiet.read_to_end(&mut b).expect("closed, not timed out");
+    assert!(b.len() < 64, "{} bytes", b.len());
+    wait_until("the slot is free again", || ch.connections() == 0);
+    Of::new(p.connect(addr, Some(&p.controller)))
+        .works()
+        .unwrap();
+    stop(ch, st);
+}
