@@ -173,11 +173,14 @@ impl Shared {
     /// A connection ended: say (and count) why, when the peer was at fault.
     pub(super) fn note_end(&self, out: &ConnOut, tls_refused: Option<&str>) {
         if let Some(why) = tls_refused {
-            bump(&self.counters.tls_refused);
-            eprintln!(
-                "flowpath: openflow {}: TLS handshake refused: {why}",
-                out.peer
-            );
+            // Each said, up to a point: a flood of bad handshakes must not flood the log.
+            let n = self.counters.tls_refused.fetch_add(1, Ordering::Relaxed) + 1;
+            if n <= 100 || n.is_power_of_two() {
+                eprintln!(
+                    "flowpath: openflow {}: TLS handshake refused: {why} ({n} so far)",
+                    out.peer
+                );
+            }
         }
         if out.overflowed() {
             bump(&self.counters.output_overflows);
