@@ -6,7 +6,8 @@ use flowpath_gen::{GeneratedPort, InMemorySource};
 use flowpath_pipeline::Backend;
 use flowpath_switch::control::{default_socket, default_state};
 use flowpath_switch::openflow::{
-    parse_datapath_id, FailMode, NoPacketIo, NoPorts, OpenFlowChannel, OpenFlowConfig,
+    parse_datapath_id, FailMode, NoPacketIo, NoPorts, OpenFlowChannel, OpenFlowConfig, TlsFiles,
+    DEFAULT_MAX_CONNECTIONS,
 };
 use flowpath_switch::pmd::WorkerHandle;
 use flowpath_switch::{
@@ -196,8 +197,9 @@ pub struct RunArgs {
     gen_pace_us: u64,
     /// Speak OpenFlow 1.3 (repeatable): `ptcp:[IP:]PORT` listens for clients such as
     /// `ovs-ofctl -O OpenFlow13 dump-flows tcp:127.0.0.1:PORT` (IP defaults to
-    /// 127.0.0.1); `tcp:HOST:PORT` connects to a controller, reconnecting with backoff.
-    /// Flows added over OpenFlow and over the control socket are one rule set.
+    /// 127.0.0.1); `tcp:HOST:PORT` connects to a controller, reconnecting with backoff;
+    /// `pssl:` and `ssl:` do the same over TLS (with --private-key, --certificate,
+    /// --ca-cert). Flows added over OpenFlow and over the control socket are one rule set.
     #[arg(long, value_name = "TARGET")]
     openflow: Vec<String>,
     /// With a `tcp:` controller: `secure` keeps the flows while it is away (default),
@@ -207,6 +209,18 @@ pub struct RunArgs {
     /// The datapath id controllers see (hex) [default: 0000f10e9a700001].
     #[arg(long, value_name = "HEX")]
     datapath_id: Option<String>,
+    /// TLS (`ssl:`, `pssl:` targets): the switch's private key (PEM).
+    #[arg(long, value_name = "FILE")]
+    private_key: Option<PathBuf>,
+    /// TLS: the switch's certificate (PEM, intermediates after it).
+    #[arg(long, value_name = "FILE")]
+    certificate: Option<PathBuf>,
+    /// TLS: the CA certificate peers' certificates must chain to (PEM).
+    #[arg(long, value_name = "FILE")]
+    ca_cert: Option<PathBuf>,
+    /// Most OpenFlow connections open at once; listeners refuse more.
+    #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS)]
+    openflow_max_connections: usize,
 }
 
 fn parse_fail_mode(s: &str) -> Result<FailMode, String> {
@@ -305,6 +319,16 @@ fn start_openflow(
     if let Some(d) = &args.datapath_id {
         cfg.datapath_id = parse_datapath_id(d).map_err(|e| format!("--datapath-id: {e}"))?;
     }
+    cfg.tls = TlsFiles::from_parts(
+        args.private_key.as_deref(),
+        args.certificate.as_deref(),
+        args.ca_cert.as_deref(),
+        ["--private-key", "--certificate", "--ca-cert"],
+    )?;
+    if args.openflow_max_connections == 0 {
+        return Err("--openflow-max-connections: must be at least 1".into());
+    }
+    cfg.max_connections = args.openflow_max_connections;
     let ch = OpenFlowChannel::start(
         sw.clone(),
         Arc::new(NoPorts),
@@ -313,7 +337,7 @@ fn start_openflow(
         stop.clone(),
     )?;
     for a in &ch.listening {
-        eprintln!("flowpath run: OpenFlow 1.3 listening on ptcp:{a}");
+        eprintln!("flowpath run: OpenFlow 1.3 listening on {a}");
     }
     Ok(Some(ch))
 }

@@ -27,6 +27,11 @@ const SWITCH_EXAMPLE: &str = "Example config:
   control = \"/run/flowpath/control.sock\"      # `flowpath flows` and `flowpath stats` talk here
   flows   = \"/etc/flowpath/flows.txt\"         # first start only (no state file yet)
   metrics = \"127.0.0.1:9464\"                  # Prometheus text format, GET /metrics
+  # openflow = [\"pssl:6653\", \"ssl:10.0.0.9:6653\"]   # OpenFlow 1.3 (also ptcp:, tcp:)
+  # openflow_private_key = \"/etc/flowpath/sc-privkey.pem\"  # TLS, both ends authenticated
+  # openflow_certificate = \"/etc/flowpath/sc-cert.pem\"
+  # openflow_ca_cert = \"/etc/flowpath/cacert.pem\"
+  # openflow_max_connections = 64
 
   [datapath]            # optional
   emc = true
@@ -69,6 +74,17 @@ pub struct SwitchArgs {
     /// Check the config and exit.
     #[arg(long)]
     check: bool,
+    /// TLS for `ssl:`/`pssl:` OpenFlow targets: the switch's private key (PEM)
+    /// [default: switch.openflow_private_key].
+    #[arg(long, value_name = "FILE")]
+    private_key: Option<PathBuf>,
+    /// TLS: the switch's certificate (PEM) [default: switch.openflow_certificate].
+    #[arg(long, value_name = "FILE")]
+    certificate: Option<PathBuf>,
+    /// TLS: the CA certificate peers' certificates must chain to (PEM)
+    /// [default: switch.openflow_ca_cert].
+    #[arg(long, value_name = "FILE")]
+    ca_cert: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -82,13 +98,28 @@ pub struct StatsArgs {
 }
 
 pub fn run(args: SwitchArgs) -> ExitCode {
-    let cfg = match DaemonConfig::load(&args.config) {
+    let mut cfg = match DaemonConfig::load(&args.config) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("flowpath switch: {e}");
             return ExitCode::from(2);
         }
     };
+    let sw = &mut cfg.switch;
+    for (flag, key) in [
+        (args.private_key, &mut sw.openflow_private_key),
+        (args.certificate, &mut sw.openflow_certificate),
+        (args.ca_cert, &mut sw.openflow_ca_cert),
+    ] {
+        if flag.is_some() {
+            *key = flag;
+        }
+    }
+    // The TLS files are read now, so that --check finds a wrong one.
+    if let Err(e) = cfg.openflow_config().and_then(|c| c.tls_context()) {
+        eprintln!("flowpath switch: {e}");
+        return ExitCode::from(2);
+    }
     if args.check {
         println!(
             "config ok: {} ports, {} workers",

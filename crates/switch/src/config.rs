@@ -39,9 +39,17 @@ pub struct SwitchSection {
     /// `host:port` for the Prometheus text endpoint (keep it on localhost).
     pub metrics: Option<String>,
     /// OpenFlow 1.3 targets: `ptcp:[IP:]PORT` listens (IP defaults to 127.0.0.1) for
-    /// clients such as `ovs-ofctl`; `tcp:HOST:PORT` connects to a controller.
+    /// clients such as `ovs-ofctl`; `tcp:HOST:PORT` connects to a controller; `pssl:` and
+    /// `ssl:` do the same over TLS.
     #[serde(default)]
     pub openflow: Vec<String>,
+    /// TLS for `ssl:`/`pssl:` targets (PEM files): the switch's private key and
+    /// certificate, and the CA certificate every peer's certificate must chain to.
+    pub openflow_private_key: Option<PathBuf>,
+    pub openflow_certificate: Option<PathBuf>,
+    pub openflow_ca_cert: Option<PathBuf>,
+    /// Most OpenFlow connections open at once (default 64); listeners refuse more.
+    pub openflow_max_connections: Option<usize>,
     /// `secure` (default: keep flows while no controller is connected) or `standalone`
     /// (act as a learning switch meanwhile).
     #[serde(default)]
@@ -55,6 +63,22 @@ pub struct SwitchSection {
     /// as OVS's prefix tracking), `tss-whole-masks` (without them: each probed mask goes
     /// whole into the megaflow, as OVS with `prefixes=none`), `tree` or `linear`.
     pub classifier: Option<String>,
+}
+
+impl SwitchSection {
+    /// The TLS files: all three or none (the error names what is missing).
+    fn openflow_tls(&self) -> Result<Option<crate::openflow::TlsFiles>, String> {
+        crate::openflow::TlsFiles::from_parts(
+            self.openflow_private_key.as_deref(),
+            self.openflow_certificate.as_deref(),
+            self.openflow_ca_cert.as_deref(),
+            [
+                "switch.openflow_private_key",
+                "openflow_certificate",
+                "openflow_ca_cert",
+            ],
+        )
+    }
 }
 
 /// `[datapath]`; a field left out takes its value from [`DatapathSection::default`].
@@ -229,6 +253,13 @@ impl DaemonConfig {
             }
             cfg.packet_in_rate = r;
         }
+        if let Some(n) = self.switch.openflow_max_connections {
+            if n == 0 {
+                return Err("switch.openflow_max_connections: must be at least 1".into());
+            }
+            cfg.max_connections = n;
+        }
+        cfg.tls = self.switch.openflow_tls()?;
         Ok(cfg)
     }
 
@@ -479,5 +510,34 @@ mod tests {
         assert!(e.contains(&format!("× {entry} B")), "{e}");
         assert!(e.contains("more than the 200 MB"), "{e}");
         assert!(cfg.check_memory(want << 21).is_ok());
+    }
+
+    #[test]
+    fn openflow_tls_and_connection_limit_keys() {
+        let port = "[[port]]\nname = \"a\"\nnumber = 1\ntype = \"generator\"\n";
+        let text = format!(
+            "[switch]\nopenflow = [\"pssl:6653\", \"ssl:10.0.0.9\"]\n\
+             openflow_private_key = \"k.pem\"\nopenflow_certificate = \"c.pem\"\n\
+             openflow_ca_cert = \"ca.pem\"\nopenflow_max_connections = 5\n{port}"
+        );
+        let of = DaemonConfig::parse(&text)
+            .unwrap()
+            .openflow_config()
+            .unwrap();
+        assert_eq!(of.max_connections, 5);
+        let tls = of.tls.unwrap();
+        assert_eq!(tls.ca_cert, Path::new("ca.pem"));
+        assert_eq!(of.targets[1].to_string(), "ssl:10.0.0.9:6653");
+        let e = DaemonConfig::parse(&format!(
+            "[switch]\nopenflow_private_key = \"k.pem\"\n{port}"
+        ))
+        .unwrap_err();
+        assert!(
+            e.contains("switch.openflow_private_key") && e.contains("all three"),
+            "{e}"
+        );
+        let e = DaemonConfig::parse(&format!("[switch]\nopenflow_max_connections = 0\n{port}"))
+            .unwrap_err();
+        assert!(e.contains("switch.openflow_max_connections"), "{e}");
     }
 }

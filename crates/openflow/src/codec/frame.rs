@@ -34,6 +34,8 @@ impl Header {
 /// the 4 bytes that hold its length have arrived, `Ok(Some(n))` once they have (the caller
 /// waits for `n` bytes, then passes exactly those to [`decode`]), and an error for a length
 /// below the 8-byte header (the stream cannot be framed any more: close the connection).
+/// The length is 16 bits, so a reader waiting for a whole message holds at most 65,535
+/// bytes of it: a peer cannot make it buffer more.
 pub fn message_len(buf: &[u8]) -> Result<Option<usize>, DecodeError> {
     if buf.len() < 4 {
         return Ok(None);

@@ -4,21 +4,24 @@
 //! table mods), rule changes to [`super::flows`], statistics to [`super::multipart`].
 
 use super::flows::{self, PendingAdds};
-use super::hub::{bump, Peer, Shared, N_TABLES};
+use super::hub::{bump, Shared, Slot, N_TABLES};
 use super::multipart;
+use super::peer::Peer;
+use super::stream::{Got, Stream};
 use flowpath_openflow::consts::*;
 use flowpath_openflow::{
     decode, message_len, negotiate_version, Features, Header, Message, PortMod, Role, SwitchConfig,
 };
-use std::io::{ErrorKind, Read};
 use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A connection being served: its socket's reading side and what it is in the middle of.
+/// A connection being served: its socket and what it is in the middle of.
 pub(crate) struct Conn {
     peer: Peer,
-    stream: TcpStream,
+    _slot: Slot,
+    /// Input not yet cut into messages: less than one message (at most 64 KiB, the
+    /// largest length OpenFlow's 16-bit field can say) plus one read.
     buf: Vec<u8>,
     pending: PendingAdds,
     last_rx: Instant,
@@ -32,24 +35,25 @@ const SAVE_GAP: Duration = Duration::from_millis(200);
 /// How long a read waits before the loop checks stop, keepalive and pending adds.
 const READ_TICK: Duration = Duration::from_millis(100);
 
+/// Reads (of up to 64 KiB) before the loop writes what is queued again.
+const READS_PER_TURN: usize = 16;
+
 impl Conn {
-    /// Set up the socket, send HELLO and register for asynchronous messages. `None` if
-    /// the socket is already unusable.
+    /// Take over the socket (speaking TLS through `tls` when given), queue HELLO and
+    /// register for asynchronous messages. `None` if the socket is already unusable.
     pub(crate) fn open(
         sh: Arc<Shared>,
+        slot: Slot,
         stream: TcpStream,
+        tls: Option<rustls::Connection>,
         peer: String,
         active: bool,
     ) -> Option<Conn> {
-        stream.set_nodelay(true).ok()?;
-        stream.set_read_timeout(Some(READ_TICK)).ok()?;
-        stream
-            .set_write_timeout(Some(Duration::from_secs(5)))
-            .ok()?;
-        let out = sh.connect(peer, active, stream.try_clone().ok()?)?;
+        let io = Stream::new(stream, tls).ok()?;
+        let out = sh.connect(peer, active)?;
         Some(Conn {
-            peer: Peer { sh, out },
-            stream,
+            peer: Peer::new(sh, out, io),
+            _slot: slot,
             buf: Vec::with_capacity(1 << 16),
             pending: PendingAdds::default(),
             last_rx: Instant::now(),
@@ -58,35 +62,69 @@ impl Conn {
         })
     }
 
-    /// Serve the connection until the peer goes away, keepalive fails, or stop.
+    /// Serve the connection until the peer goes away, keepalive fails, it stops reading,
+    /// or stop.
     pub(crate) fn run(mut self) {
-        let mut chunk = vec![0u8; 1 << 16];
-        while !self.peer.sh.stopped() && self.peer.out.is_alive() {
-            match self.stream.read(&mut chunk) {
-                Ok(0) => break,
-                Ok(n) => {
-                    if !self.received(&chunk[..n]) {
-                        break;
-                    }
-                }
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                    self.pending.flush(&self.peer);
-                    let _ = self.peer.sh.switch.save_pending();
-                    if !self.keepalive() {
-                        break;
-                    }
-                }
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(_) => break,
-            }
-        }
+        let tls_refused = self.serve();
+        // What is queued (an error that explains the close, say) goes out if the socket
+        // takes it now.
+        let _ = self.peer.pump();
         self.pending.flush(&self.peer);
         let _ = self.peer.sh.switch.save_pending();
         self.peer.out.set_closed();
-        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+        self.peer.io().close();
+        self.peer
+            .sh
+            .note_end(&self.peer.out, tls_refused.as_deref());
         if self.peer.out.active {
             self.peer.sh.controllers_changed();
         }
+    }
+
+    /// The connection's loop: write what is queued, wait, read what came. Returns why a
+    /// TLS handshake failed, if it did.
+    fn serve(&mut self) -> Option<String> {
+        let mut chunk = vec![0u8; 1 << 16];
+        let mut tick = Instant::now();
+        let mut more = false;
+        while !self.peer.sh.stopped() && self.peer.out.is_alive() {
+            self.peer.pump()?;
+            let nap = if more { Duration::ZERO } else { READ_TICK };
+            if self.peer.io().wait(self.peer.out.wake_fd(), nap) {
+                self.peer.out.clear_wake();
+            }
+            // Read what is there, but not forever: what is queued goes out in between.
+            more = true;
+            for _ in 0..READS_PER_TURN {
+                let got = self.peer.io().read(&mut chunk);
+                match got {
+                    Got::Data(n) => {
+                        if !self.received(&chunk[..n]) {
+                            return None;
+                        }
+                    }
+                    Got::Empty => {
+                        more = false;
+                        break;
+                    }
+                    Got::Closed => return None,
+                    Got::TlsError(why, true) => return Some(why),
+                    Got::TlsError(why, false) => {
+                        eprintln!("flowpath: openflow {}: TLS: {why}", self.peer.out.peer);
+                        return None;
+                    }
+                }
+            }
+            if tick.elapsed() >= READ_TICK {
+                tick = Instant::now();
+                self.pending.flush(&self.peer);
+                let _ = self.peer.sh.switch.save_pending();
+                if !self.keepalive() {
+                    return None;
+                }
+            }
+        }
+        None
     }
 
     /// Handle every whole message that `bytes` completes; false closes the connection.
@@ -128,13 +166,7 @@ impl Conn {
 
     /// Are bytes waiting on the socket right now?
     fn more_waiting(&self) -> bool {
-        let mut b = [0u8; 1];
-        if self.stream.set_nonblocking(true).is_err() {
-            return false;
-        }
-        let r = matches!(self.stream.peek(&mut b), Ok(n) if n > 0);
-        let _ = self.stream.set_nonblocking(false);
-        r
+        self.peer.io().more_waiting()
     }
 
     /// Echo keepalive: probe after `probe_interval` of silence, give up after twice that.

@@ -2,7 +2,7 @@
 //! so a stream of them is a few rule store changes, not one per message), GROUP_MOD and
 //! PACKET_OUT.
 
-use super::hub::Peer;
+use super::peer::Peer;
 use flowpath_openflow::consts::*;
 use flowpath_openflow::translate::{
     self, flow_mod_selector, flow_mod_to_spec, group_mod_to_spec, rule_error, ActionContext,

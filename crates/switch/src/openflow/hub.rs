@@ -4,20 +4,17 @@
 //! that wants them: packet-ins from the workers (rate limited per port), FLOW_REMOVED
 //! and PORT_STATUS.
 
+use super::out::ConnOut;
 use super::packet_io::PacketIo;
 use super::ports::{PortDesc, SwitchPorts};
 use super::{FailMode, OpenFlowConfig, Target, FAIL_OPEN_COOKIE};
 use crate::switch::Switch;
 use flowpath_openflow::consts::*;
-use flowpath_openflow::{
-    AsyncConfig, Message, OfError, Oxm, OxmField, PacketIn, Port, Role, SwitchConfig,
-};
+use flowpath_openflow::{Message, OfError, Oxm, OxmField, PacketIn, Port, Role};
 use flowpath_packet::Action;
 use flowpath_pipeline::{RemovalReason, Removed};
 use std::collections::HashMap;
-use std::io::Write;
-use std::net::TcpStream;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -39,6 +36,14 @@ pub struct ChannelCounters {
     pub packet_outs: u64,
     pub flow_removed_sent: u64,
     pub port_status_sent: u64,
+    /// TLS peers refused during the handshake (no certificate, one the CA did not sign,
+    /// an expired one, or not TLS at all).
+    pub tls_refused: u64,
+    /// Connections a listener refused because `max_connections` were open.
+    pub connections_refused: u64,
+    /// Connections closed because the peer stopped reading what the switch sent (its
+    /// queued output passed the bound, or writing stalled).
+    pub output_overflows: u64,
 }
 
 /// The counters behind [`ChannelCounters`], bumped by every connection.
@@ -48,125 +53,19 @@ pub(super) struct Counters {
     connect_failures: AtomicU64,
     pub(super) messages_in: AtomicU64,
     pub(super) flow_mods: AtomicU64,
-    errors_sent: AtomicU64,
+    pub(super) errors_sent: AtomicU64,
     packet_ins_sent: AtomicU64,
     packet_ins_rate_dropped: AtomicU64,
     pub(super) packet_outs: AtomicU64,
     flow_removed_sent: AtomicU64,
     port_status_sent: AtomicU64,
+    pub(super) tls_refused: AtomicU64,
+    pub(super) connections_refused: AtomicU64,
+    pub(super) output_overflows: AtomicU64,
 }
 
 pub(super) fn bump(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
-}
-
-/// The sending side of a connection, shared with the threads that send asynchronous
-/// messages.
-pub(crate) struct ConnOut {
-    id: u64,
-    pub(crate) peer: String,
-    /// An active (`tcp:`) connection to a controller, as opposed to a client that
-    /// connected to a listener.
-    pub(super) active: bool,
-    writer: Mutex<TcpStream>,
-    role: AtomicU32,
-    pub(crate) async_cfg: Mutex<AsyncConfig>,
-    pub(crate) config: Mutex<SwitchConfig>,
-    /// HELLO exchanged: asynchronous messages may flow.
-    ready: AtomicBool,
-    alive: AtomicBool,
-}
-
-impl ConnOut {
-    /// Send encoded messages; a failed write closes the connection (the reader notices).
-    pub(crate) fn send_raw(&self, bytes: &[u8]) -> bool {
-        if !self.alive.load(Ordering::Relaxed) {
-            return false;
-        }
-        let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        if w.write_all(bytes).is_err() {
-            self.alive.store(false, Ordering::Relaxed);
-            let _ = w.shutdown(std::net::Shutdown::Both);
-            return false;
-        }
-        true
-    }
-
-    pub(crate) fn send(&self, m: &Message, xid: u32) -> bool {
-        self.send_raw(&m.encode(xid))
-    }
-
-    fn role(&self) -> u32 {
-        self.role.load(Ordering::Relaxed)
-    }
-
-    pub(super) fn is_slave(&self) -> bool {
-        self.role() == OFPCR_ROLE_SLAVE
-    }
-
-    pub(super) fn is_alive(&self) -> bool {
-        self.alive.load(Ordering::Relaxed)
-    }
-
-    /// The reader is done with the connection: nothing more is sent on it.
-    pub(super) fn set_closed(&self) {
-        self.alive.store(false, Ordering::Relaxed);
-    }
-
-    /// HELLO exchanged: asynchronous messages may flow from now on.
-    pub(super) fn set_ready(&self) {
-        self.ready.store(true, Ordering::Relaxed);
-    }
-
-    /// Does this connection want asynchronous message `kind` (0 packet-in, 1 port status,
-    /// 2 flow removed) with `reason`? By its role and its SET_ASYNC masks.
-    fn wants(&self, kind: usize, reason: u8) -> bool {
-        if !self.ready.load(Ordering::Relaxed) || !self.alive.load(Ordering::Relaxed) {
-            return false;
-        }
-        let slave = self.role() == OFPCR_ROLE_SLAVE;
-        let a = self.async_cfg.lock().unwrap_or_else(|e| e.into_inner());
-        let masks = match kind {
-            0 => a.packet_in_mask,
-            1 => a.port_status_mask,
-            _ => a.flow_removed_mask,
-        };
-        let m = masks[usize::from(slave)];
-        reason < 32 && m & (1 << reason) != 0
-    }
-}
-
-/// The OpenFlow 1.3 default asynchronous configuration (§7.3.10): master/equal get every
-/// packet-in, port status and flow-removed reason; slaves get port status only.
-fn default_async() -> AsyncConfig {
-    AsyncConfig {
-        packet_in_mask: [0b111, 0],
-        port_status_mask: [0b111, 0b111],
-        flow_removed_mask: [0b1111, 0],
-    }
-}
-
-/// One connection as its request handlers see it: the hub it belongs to and its sending
-/// side (the errors sent through it are counted).
-pub(crate) struct Peer {
-    pub(crate) sh: Arc<Shared>,
-    pub(crate) out: Arc<ConnOut>,
-}
-
-impl Peer {
-    pub(crate) fn send(&self, m: &Message, xid: u32) -> bool {
-        self.out.send(m, xid)
-    }
-
-    /// Send an OpenFlow error answering `request` (its first 64 bytes go back with it).
-    pub(crate) fn error(&self, (type_, code): (u16, u16), request: &[u8], xid: u32) {
-        bump(&self.sh.counters.errors_sent);
-        self.out.send(&Message::error((type_, code), request), xid);
-    }
-
-    pub(crate) fn of_error(&self, e: OfError, request: &[u8], xid: u32) {
-        self.error((e.type_, e.code), request, xid);
-    }
 }
 
 /// Everything the connections share.
@@ -184,6 +83,8 @@ pub(crate) struct Shared {
     fail_open: Mutex<bool>,
     /// Connection threads of the listeners (joined when the channel stops).
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// Connections open or opening (each has a thread), bounded by `max_connections`.
+    open: AtomicUsize,
 }
 
 impl Shared {
@@ -206,6 +107,7 @@ impl Shared {
             generation: Mutex::new(None),
             fail_open: Mutex::new(false),
             threads: Mutex::new(Vec::new()),
+            open: AtomicUsize::new(0),
         });
         let weak = Arc::downgrade(&sh);
         sh.switch.on_removed(Arc::new(move |gone: &[Removed]| {
@@ -226,7 +128,7 @@ impl Shared {
 
     fn live_conns(&self) -> Vec<Arc<ConnOut>> {
         let mut c = self.conns.lock().unwrap_or_else(|e| e.into_inner());
-        c.retain(|o| o.alive.load(Ordering::Relaxed));
+        c.retain(|o| o.is_alive());
         c.clone()
     }
 
@@ -245,6 +147,9 @@ impl Shared {
             packet_outs: l(&c.packet_outs),
             flow_removed_sent: l(&c.flow_removed_sent),
             port_status_sent: l(&c.port_status_sent),
+            tls_refused: l(&c.tls_refused),
+            connections_refused: l(&c.connections_refused),
+            output_overflows: l(&c.output_overflows),
         }
     }
 
@@ -261,9 +166,29 @@ impl Shared {
 
     pub(crate) fn close_all(&self) {
         for c in self.live_conns() {
-            c.alive.store(false, Ordering::Relaxed);
-            let w = c.writer.lock().unwrap_or_else(|e| e.into_inner());
-            let _ = w.shutdown(std::net::Shutdown::Both);
+            c.set_closed();
+        }
+    }
+
+    /// A connection ended: say (and count) why, when the peer was at fault.
+    pub(super) fn note_end(&self, out: &ConnOut, tls_refused: Option<&str>) {
+        if let Some(why) = tls_refused {
+            // Each said, up to a point: a flood of bad handshakes must not flood the log.
+            let n = self.counters.tls_refused.fetch_add(1, Ordering::Relaxed) + 1;
+            if n <= 100 || n.is_power_of_two() {
+                eprintln!(
+                    "flowpath: openflow {}: TLS handshake refused: {why} ({n} so far)",
+                    out.peer
+                );
+            }
+        }
+        if out.overflowed() {
+            bump(&self.counters.output_overflows);
+            eprintln!(
+                "flowpath: openflow {}: the peer stopped reading (more than {} bytes \
+                 waiting for it), closing",
+                out.peer, self.cfg.max_output_bytes
+            );
         }
     }
 
@@ -326,28 +251,17 @@ impl Shared {
         self.set_fail_open(!any);
     }
 
-    /// The sending side of a new connection (`writer`: its socket): send HELLO on it and
-    /// register it for asynchronous messages. `None` if the HELLO cannot be sent.
-    pub(super) fn connect(
-        &self,
-        peer: String,
-        active: bool,
-        writer: TcpStream,
-    ) -> Option<Arc<ConnOut>> {
-        let out = Arc::new(ConnOut {
-            id: self.next_id.fetch_add(1, Ordering::Relaxed),
-            peer,
-            active,
-            writer: Mutex::new(writer),
-            role: AtomicU32::new(OFPCR_ROLE_EQUAL),
-            async_cfg: Mutex::new(default_async()),
-            config: Mutex::new(SwitchConfig {
-                flags: OFPC_FRAG_NORMAL,
-                miss_send_len: 128,
-            }),
-            ready: AtomicBool::new(false),
-            alive: AtomicBool::new(true),
-        });
+    /// The sending side of a new connection, with HELLO queued on it, registered for
+    /// asynchronous messages. `None` if it cannot be made (no file descriptors left).
+    pub(super) fn connect(&self, peer: String, active: bool) -> Option<Arc<ConnOut>> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let out = match ConnOut::new(id, peer, active, self.cfg.max_output_bytes) {
+            Ok(o) => Arc::new(o),
+            Err(e) => {
+                eprintln!("flowpath: openflow: cannot serve a connection: {e}");
+                return None;
+            }
+        };
         if !out.send(&Message::hello(), 0) {
             return None;
         }
@@ -357,6 +271,35 @@ impl Shared {
             .unwrap_or_else(|e| e.into_inner())
             .push(out.clone());
         Some(out)
+    }
+
+    /// Take a connection slot for a new connection, unless `max_connections` are open:
+    /// then the connection is refused (counted, and said now and again).
+    pub(super) fn take_slot(self: &Arc<Self>, from: &str) -> Option<Slot> {
+        let n = self.open.fetch_add(1, Ordering::Relaxed);
+        if n >= self.cfg.max_connections {
+            self.open.fetch_sub(1, Ordering::Relaxed);
+            let r = self
+                .counters
+                .connections_refused
+                .fetch_add(1, Ordering::Relaxed);
+            if r.is_power_of_two() || r == 0 {
+                eprintln!(
+                    "flowpath: openflow: refused a connection from {from}: {} connections \
+                     open, the most allowed ({} refused so far)",
+                    self.cfg.max_connections,
+                    r + 1
+                );
+            }
+            return None;
+        }
+        Some(Slot(self.clone()))
+    }
+
+    /// A slot for a connection to a configured controller: never refused, but counted.
+    pub(super) fn active_slot(self: &Arc<Self>) -> Slot {
+        self.open.fetch_add(1, Ordering::Relaxed);
+        Slot(self.clone())
     }
 
     /// ROLE_REQUEST (§6.3.6) from `out`: equal, master (the other masters become slaves)
@@ -507,6 +450,15 @@ impl Shared {
             port: of_port(p),
         };
         self.fan_out(1, reason, &m, &self.counters.port_status_sent);
+    }
+}
+
+/// A connection slot, given back when dropped (the connection's thread ends).
+pub(crate) struct Slot(Arc<Shared>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

@@ -1,24 +1,32 @@
-//! The OpenFlow 1.3 channel: listeners (`ptcp:`) for tools such as `ovs-ofctl`, active
-//! connections (`tcp:`) to controllers with reconnect and echo keepalive, on the same rule
-//! store as the control socket (a rule added either way shows in both dumps).
+//! The OpenFlow 1.3 channel: listeners (`ptcp:`, `pssl:`) for tools such as `ovs-ofctl`,
+//! active connections (`tcp:`, `ssl:`) to controllers with reconnect and echo keepalive,
+//! on the same rule store as the control socket (a rule added either way shows in both
+//! dumps). TLS authenticates both ends against one CA ([`tls`]).
 //!
-//! Threads: one per listener and per connection (a switch has a handful of controllers;
-//! the channel is not on the packet path), one that carries packet-ins from the workers'
-//! controller queues to the connections under a per-port rate limit, and one that watches
-//! port link state for PORT_STATUS. The codec is `flowpath-openflow`.
+//! Threads: one per listener and per connection (at most `max_connections`; the channel
+//! is not on the packet path), one that carries packet-ins from the workers' controller
+//! queues to the connections under a per-port rate limit, and one that watches port link
+//! state for PORT_STATUS. Each connection's thread alone owns its socket; everything sent
+//! on it goes through a bounded queue ([`out`]), so no thread ever waits on a slow peer.
+//! The codec is `flowpath-openflow`.
 
 mod connection;
 mod flows;
 mod hub;
 mod multipart;
+mod out;
 mod packet_io;
+mod peer;
 pub mod ports;
+mod stream;
 pub mod target;
+pub mod tls;
 
 pub use hub::ChannelCounters;
 pub use packet_io::{NoPacketIo, PacketInItem, PacketIo, WorkerPacketIo};
 pub use ports::{DaemonPorts, NoPorts, PortCounters, PortDesc, SwitchPorts};
 pub use target::Target;
+pub use tls::{TlsContext, TlsFiles};
 
 use crate::switch::Switch;
 use connection::Conn;
@@ -63,7 +71,20 @@ pub struct OpenFlowConfig {
     /// The first and longest reconnect wait for `tcp:` targets (doubling in between).
     pub backoff_min: Duration,
     pub backoff_max: Duration,
+    /// The key, certificate and CA certificate `ssl:` and `pssl:` targets use.
+    pub tls: Option<TlsFiles>,
+    /// Most connections open at once: listeners refuse more (the configured `tcp:` and
+    /// `ssl:` controllers count, but are never refused).
+    pub max_connections: usize,
+    /// Most bytes queued for one connection; a peer that lets more pile up is not
+    /// reading, and its connection is closed.
+    pub max_output_bytes: usize,
 }
+
+/// Default [`OpenFlowConfig::max_connections`].
+pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
+/// Default [`OpenFlowConfig::max_output_bytes`]: 4 MiB.
+pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 4 << 20;
 
 impl Default for OpenFlowConfig {
     fn default() -> Self {
@@ -76,6 +97,9 @@ impl Default for OpenFlowConfig {
             probe_interval: Duration::from_secs(5),
             backoff_min: Duration::from_millis(250),
             backoff_max: Duration::from_secs(8),
+            tls: None,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
         }
     }
 }
@@ -87,6 +111,22 @@ impl OpenFlowConfig {
             self.targets.push(Target::parse(t)?);
         }
         Ok(self)
+    }
+
+    /// Load the TLS files when a target needs them; the error names what is missing or
+    /// wrong. `None` when no target speaks TLS.
+    pub fn tls_context(&self) -> Result<Option<TlsContext>, String> {
+        let Some(t) = self.targets.iter().find(|t| t.is_tls()) else {
+            return Ok(None);
+        };
+        let Some(files) = &self.tls else {
+            return Err(format!(
+                "{t}: TLS needs a private key, a certificate and a CA certificate \
+                 (--private-key, --certificate, --ca-cert; or the switch config's \
+                 openflow_private_key, openflow_certificate, openflow_ca_cert)"
+            ));
+        };
+        files.load().map(Some)
     }
 }
 
@@ -116,29 +156,31 @@ impl OpenFlowChannel {
         cfg: OpenFlowConfig,
         stop: Arc<AtomicBool>,
     ) -> Result<OpenFlowChannel, String> {
+        let tls = cfg.tls_context().map_err(|e| format!("openflow {e}"))?;
         let mut listeners = Vec::new();
         for t in &cfg.targets {
-            if let Target::Listen(a) = t {
+            if let Some(a) = t.listen_addr() {
                 let l = TcpListener::bind(a).map_err(|e| format!("openflow {t}: {e}"))?;
                 l.set_nonblocking(true)
                     .map_err(|e| format!("openflow {t}: {e}"))?;
-                listeners.push(l);
+                let ctx = if t.is_tls() { tls.clone() } else { None };
+                listeners.push((l, ctx));
             }
         }
         let listening = listeners
             .iter()
-            .filter_map(|l| l.local_addr().ok())
+            .filter_map(|(l, _)| l.local_addr().ok())
             .collect();
         let shared = Shared::new(switch, ports, packet_io, cfg.clone(), stop.clone());
         let mut threads = Vec::new();
-        for l in listeners {
+        for (l, ctx) in listeners {
             let sh = shared.clone();
-            threads.push(spawn("flowpath-of-listen", move || listen(sh, l)));
+            threads.push(spawn("flowpath-of-listen", move || listen(sh, l, ctx)));
         }
         let active: Vec<Target> = cfg
             .targets
             .iter()
-            .filter(|t| matches!(t, Target::Connect { .. }))
+            .filter(|t| t.listen_addr().is_none())
             .cloned()
             .collect();
         // A fail-open flow saved by an earlier run (standalone, no controller then) is
@@ -149,7 +191,10 @@ impl OpenFlowChannel {
         }
         for t in active {
             let sh = shared.clone();
-            threads.push(spawn("flowpath-of-connect", move || connect_loop(sh, t)));
+            let ctx = if t.is_tls() { tls.clone() } else { None };
+            threads.push(spawn("flowpath-of-connect", move || {
+                connect_loop(sh, t, ctx)
+            }));
         }
         {
             let sh = shared.clone();
@@ -210,7 +255,8 @@ impl ChannelStats {
         format!(
             "openflow: {} connections ({} accepted, {} connect failures); {} messages in, \
              {} flow_mods, {} errors sent; packet-in {} sent, {} over the per-port rate; \
-             {} packet-outs; {} flow-removed; {} port-status",
+             {} packet-outs; {} flow-removed; {} port-status; {} TLS handshakes refused, \
+             {} connections refused over the limit, {} closed for not reading",
             c.connections,
             c.accepted,
             c.connect_failures,
@@ -221,7 +267,10 @@ impl ChannelStats {
             c.packet_ins_rate_dropped,
             c.packet_outs,
             c.flow_removed_sent,
-            c.port_status_sent
+            c.port_status_sent,
+            c.tls_refused,
+            c.connections_refused,
+            c.output_overflows
         )
     }
 }
@@ -233,21 +282,33 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
         .expect("spawn an OpenFlow thread")
 }
 
-/// Accept clients until stop; each gets its own thread.
-fn listen(sh: Arc<Shared>, l: TcpListener) {
+/// Accept clients until stop; each gets its own thread (a TLS session first when the
+/// listener is `pssl:`), up to `max_connections`.
+fn listen(sh: Arc<Shared>, l: TcpListener, tls: Option<TlsContext>) {
     while !sh.stopped() {
         match l.accept() {
             Ok((s, peer)) => {
+                let Some(slot) = sh.take_slot(&peer.to_string()) else {
+                    drop(s);
+                    continue;
+                };
+                let session = match tls.as_ref().map(|t| t.accept()).transpose() {
+                    Ok(x) => x,
+                    Err(e) => {
+                        eprintln!("flowpath: openflow {peer}: TLS: {e}");
+                        continue;
+                    }
+                };
                 let sh2 = sh.clone();
                 let h = spawn("flowpath-of-conn", move || {
-                    if let Some(c) = Conn::open(sh2.clone(), s, peer.to_string(), false) {
+                    if let Some(c) = Conn::open(sh2, slot, s, session, peer.to_string(), false) {
                         c.run();
                     }
                 });
                 sh.keep_thread(h);
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(50));
+                std::thread::sleep(Duration::from_millis(20));
             }
             Err(e) => {
                 eprintln!("flowpath: openflow listener: {e}");
@@ -259,16 +320,24 @@ fn listen(sh: Arc<Shared>, l: TcpListener) {
 
 /// Keep a connection to controller `t` up: connect, serve it, and on failure wait
 /// (doubling from `backoff_min` to `backoff_max`) and try again.
-fn connect_loop(sh: Arc<Shared>, t: Target) {
+fn connect_loop(sh: Arc<Shared>, t: Target, tls: Option<TlsContext>) {
     let mut wait = sh.cfg.backoff_min;
     while !sh.stopped() {
         let started = Instant::now();
         let stream = t
             .resolve()
             .and_then(|a| TcpStream::connect_timeout(&a, Duration::from_secs(2)));
-        match stream {
-            Ok(s) => {
-                if let Some(c) = Conn::open(sh.clone(), s, t.to_string(), true) {
+        let session = match &tls {
+            Some(ctx) => ctx
+                .connect(t.host().unwrap_or_default())
+                .map(Some)
+                .map_err(std::io::Error::other),
+            None => Ok(None),
+        };
+        match stream.and_then(|s| session.map(|x| (s, x))) {
+            Ok((s, session)) => {
+                let slot = sh.active_slot();
+                if let Some(c) = Conn::open(sh.clone(), slot, s, session, t.to_string(), true) {
                     c.run();
                 }
                 // A connection that lasted resets the backoff.

@@ -2,7 +2,8 @@
 //! aggregate, table, port stats, port desc, groups, table features), one function per
 //! request kind, each reading the rules and ports as they are now.
 
-use super::hub::{of_port, Peer, Shared, N_TABLES};
+use super::hub::{of_port, Shared, N_TABLES};
+use super::peer::Peer;
 use flowpath_openflow::consts::*;
 use flowpath_openflow::translate::{self, group_desc};
 use flowpath_openflow::{
@@ -41,7 +42,7 @@ pub(crate) fn answer(p: &Peer, flags: u16, body: MultipartRequest, raw: &[u8], x
     match encode_multipart_reply(xid, &reply) {
         Ok(msgs) => {
             for m in msgs {
-                if !p.out.send_raw(&m) {
+                if !p.send_raw(m) {
                     return;
                 }
             }

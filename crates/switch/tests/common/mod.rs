@@ -3,6 +3,7 @@
 // Each test binary uses its own part of this module.
 #![allow(dead_code)]
 
+pub mod certs;
 pub mod openflow;
 
 use flowpath_gen::{GeneratedPort, InMemorySource};
