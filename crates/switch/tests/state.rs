@@ -71,7 +71,7 @@ fn a_corrupt_state_file_is_refused_with_its_name() {
     let path = d.join("flows.state");
     std::fs::write(&path, "table=0 actions=drop\n").unwrap();
     let e = StateFile::new(&path).load().unwrap_err();
-    assert!(matches!(e, StateError::Corrupt(..)), "{e}");
+    assert!(matches!(e, StateError::Corrupt { .. }), "{e}");
     assert!(e.to_string().contains("flows.state"), "{e}");
     std::fs::remove_dir_all(&d).unwrap();
 }
