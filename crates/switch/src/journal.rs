@@ -125,7 +125,7 @@ impl Journal {
             text.push_str(l);
             text.push('\n');
         }
-        let hash = fnv1a(text[start..].as_bytes());
+        let hash = fnv1a(&text.as_bytes()[start..]);
         text.push_str(&format!("{COMMIT}{} {hash:016x}\n", lines.len()));
         let f = self.file.as_mut().expect("opened above");
         let r = f.write_all(text.as_bytes()).and_then(|()| f.sync_data());
@@ -276,7 +276,7 @@ mod tests {
                 .zip([2, 3, 6])
                 .filter(|(&c, _)| text[c..].find('\n').unwrap() + c < cut)
                 .map(|(_, n)| n)
-                .last()
+                .next_back()
                 .unwrap_or(0);
             assert_eq!(r.specs.len(), whole, "cut at {cut}");
         }
