@@ -222,6 +222,10 @@ pub struct Limits {
     pub max_request: usize,
     /// Clients served at once; one more is answered with an error and closed.
     pub max_clients: usize,
+    /// Request bytes held for all clients together; a client whose next bytes would pass
+    /// it is answered with an error and closed (so memory for requests is bounded by this,
+    /// not by `max_clients` times `max_request`).
+    pub max_buffered: usize,
     /// The time a client has to send its whole request (however it paces its bytes).
     pub request_deadline: Duration,
     /// The time a client has to take its answer.
@@ -237,6 +241,7 @@ impl Default for Limits {
         Limits {
             max_request: MAX_REQUEST,
             max_clients: 32,
+            max_buffered: 2 * MAX_REQUEST,
             request_deadline: Duration::from_secs(30),
             reply_timeout: Duration::from_secs(30),
         }

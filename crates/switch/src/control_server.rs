@@ -1,10 +1,11 @@
 //! Serving the control socket: each client on its own thread, at most
 //! [`Limits::max_clients`] at once (one more is answered with an error and closed); a
-//! request read with a bound on its size and a deadline for the whole of it (a client that
-//! sends a byte at a time is cut off at the deadline and holds only its own thread); the
-//! requests themselves handled one at a time, in arrival order of their last byte, as
-//! before; the answer written by the client's thread with a timeout, so a client that does
-//! not read cannot hold up the next one. No datapath worker takes part in any of it.
+//! request read with a bound on its size, on the bytes held for all clients' requests
+//! together, and a deadline for the whole of it (a client that sends a byte at a time is
+//! cut off at the deadline and holds only its own thread); the requests themselves handled
+//! one at a time (behind a lock), and each answer written by its client's thread with a
+//! timeout, so a client that does not read cannot hold up the next one. No datapath
+//! worker takes part in any of it.
 
 use crate::control::{reply, ControlSocket, Limits, Request, Response};
 use std::io::{self, Read};
@@ -35,6 +36,7 @@ type Handler = Arc<Mutex<dyn Fn(&Request) -> Response + Send>>;
 fn serve(sock: &ControlSocket, stop: &Arc<AtomicBool>, handler: Handler) {
     let limits = sock.limits();
     let active = Arc::new(AtomicUsize::new(0));
+    let buffered = Arc::new(AtomicUsize::new(0));
     let mut clients: Vec<JoinHandle<()>> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         let s = match sock.accept_stream() {
@@ -61,11 +63,15 @@ fn serve(sock: &ControlSocket, stop: &Arc<AtomicBool>, handler: Handler) {
         }
         let slot = Slot::take(&active);
         let (stop, handler) = (stop.clone(), handler.clone());
+        let held = Held {
+            total: buffered.clone(),
+            mine: 0,
+        };
         let spawned = std::thread::Builder::new()
             .name("flowpath-control-client".into())
             .spawn(move || {
                 let _slot = slot;
-                serve_one(s, &limits, &stop, &handler);
+                serve_one(s, &limits, &stop, &handler, held);
             });
         match spawned {
             Ok(h) => clients.push(h),
@@ -101,8 +107,35 @@ fn refuse(mut s: UnixStream, why: &str) {
     let _ = reply(&mut s, &Response::error(why));
 }
 
-fn serve_one(mut s: UnixStream, limits: &Limits, stop: &AtomicBool, handler: &Handler) {
-    let resp = match read_request(&mut s, limits, stop) {
+/// Request bytes held by every client's thread together, against
+/// [`Limits::max_buffered`]; one client's share is given back when its `Held` is dropped.
+struct Held {
+    total: Arc<AtomicUsize>,
+    mine: usize,
+}
+
+impl Held {
+    /// Count `n` more bytes; false if that takes the total past `max`.
+    fn take(&mut self, n: usize, max: usize) -> bool {
+        self.mine += n;
+        self.total.fetch_add(n, Ordering::AcqRel) + n <= max
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.total.fetch_sub(self.mine, Ordering::AcqRel);
+    }
+}
+
+fn serve_one(
+    mut s: UnixStream,
+    limits: &Limits,
+    stop: &AtomicBool,
+    handler: &Handler,
+    mut held: Held,
+) {
+    let resp = match read_request(&mut s, limits, stop, &mut held) {
         Ok(req) => {
             let h = handler.lock().unwrap_or_else(|e| e.into_inner());
             if stop.load(Ordering::Relaxed) {
@@ -116,12 +149,14 @@ fn serve_one(mut s: UnixStream, limits: &Limits, stop: &AtomicBool, handler: &Ha
     let _ = reply(&mut s, &resp);
 }
 
-/// Read one request: at most `limits.max_request` bytes, all of them within
+/// Read one request: at most `limits.max_request` bytes (and no more than what
+/// `limits.max_buffered` leaves beside the other clients' requests), all of them within
 /// `limits.request_deadline`; the error says which bound was hit.
-pub fn read_request(
+fn read_request(
     s: &mut UnixStream,
     limits: &Limits,
     stop: &AtomicBool,
+    held: &mut Held,
 ) -> Result<Request, String> {
     let deadline = Instant::now() + limits.request_deadline;
     let mut buf = Vec::new();
@@ -144,7 +179,14 @@ pub fn read_request(
                     "request larger than the limit of {} bytes ({} MiB); closed without \
                      reading the rest (split a large change into several requests)",
                     limits.max_request,
-                    limits.max_request >> 20
+                    mib(limits.max_request)
+                ))
+            }
+            Ok(n) if !held.take(n, limits.max_buffered) => {
+                return Err(format!(
+                    "the switch is reading other large requests (at most {} MiB at once); \
+                     closed, try again",
+                    mib(limits.max_buffered)
                 ))
             }
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
@@ -163,4 +205,9 @@ pub fn read_request(
         }
     }
     serde_json::from_slice(&buf).map_err(|e| format!("bad request: {e}"))
+}
+
+/// `n` bytes in MiB, as `32` or `1.5`.
+fn mib(n: usize) -> f64 {
+    n as f64 / (1u64 << 20) as f64
 }

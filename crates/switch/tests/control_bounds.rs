@@ -180,6 +180,45 @@ fn clients_beyond_the_limit_are_refused_clearly() {
 }
 
 #[test]
+fn the_bytes_held_for_all_clients_together_are_bounded() {
+    let limits = Limits {
+        max_request: 1 << 20,
+        max_buffered: 3 << 19,
+        request_deadline: Duration::from_secs(2),
+        ..Limits::default()
+    };
+    let s = Server::start("budget", limits);
+    // Two clients each send most of a 1 MiB request and wait: together they pass the
+    // 1.5 MiB held at once, so one of them is told to try again (the other, at its
+    // deadline, that its request never finished).
+    let part = vec![b' '; 1000 << 10];
+    let clients: Vec<UnixStream> = (0..2)
+        .map(|_| {
+            let mut c = UnixStream::connect(s.path()).unwrap();
+            c.set_read_timeout(Some(T)).unwrap();
+            let _ = c.write_all(&part);
+            c
+        })
+        .collect();
+    let answers: Vec<String> = clients
+        .into_iter()
+        .map(|mut c| {
+            let mut a = String::new();
+            let _ = c.read_to_string(&mut a);
+            a
+        })
+        .collect();
+    assert!(
+        answers
+            .iter()
+            .any(|a| a.contains("other large requests (at most 1.5 MiB at once)")),
+        "{answers:?}"
+    );
+    // Given back: a request is served again.
+    assert_eq!(s.ask("abc").summary, "3 bytes");
+}
+
+#[test]
 fn many_concurrent_clients_are_all_answered_within_the_limit() {
     let s = Arc::new(Server::start("concurrent", Limits::default()));
     let threads: Vec<_> = (0..24)
