@@ -285,4 +285,12 @@ fn every_answered_barrier_survives_a_kill_9() {
         .permissions()
         .mode();
     assert_eq!(mode & 0o777, 0o600);
+    // No temporary file of an interrupted save is left behind.
+    let mut names: Vec<String> = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp."))
+        .collect();
+    names.sort();
+    assert!(names.is_empty(), "{names:?}");
 }

@@ -122,6 +122,7 @@ impl StateFile {
         if let Some(note) = self.check_access()? {
             eprintln!("flowpath: {note}");
         }
+        self.remove_stale_temporaries();
         let bytes = match fs::read(&self.path) {
             Ok(t) => t,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((Vec::new(), Vec::new())),
@@ -190,6 +191,28 @@ impl StateFile {
             self.path.display(),
             mode & 0o7777
         )))
+    }
+
+    /// Remove the temporary files of saves that a crash interrupted (`.NAME.tmp.PID`
+    /// beside the file): one switch owns a state file, so at its start none is in use.
+    fn remove_stale_temporaries(&self) {
+        let Some(name) = self.path.file_name() else {
+            return;
+        };
+        let prefix = format!(".{}.tmp.", name.to_string_lossy());
+        let Ok(entries) = fs::read_dir(self.dir()) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let n = e.file_name();
+            let stale = n
+                .to_str()
+                .and_then(|n| n.strip_prefix(&prefix))
+                .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()));
+            if stale {
+                let _ = fs::remove_file(e.path());
+            }
+        }
     }
 
     /// Replace the saved flows with `specs`, atomically (see the module documentation).

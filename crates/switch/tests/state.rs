@@ -62,6 +62,8 @@ fn a_crash_before_the_rename_leaves_the_old_state() {
     let b = render_state(&flows(50, 2).iter().collect::<Vec<_>>());
     std::fs::write(d.join(".flows.state.tmp.999999"), &b[..b.len() / 2]).unwrap();
     assert_eq!(st.load().unwrap(), a);
+    // The start that loads it removes the interrupted save's file.
+    assert!(!d.join(".flows.state.tmp.999999").exists());
     std::fs::remove_dir_all(&d).unwrap();
 }
 
