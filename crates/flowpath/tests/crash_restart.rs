@@ -6,6 +6,7 @@
 //! Needs no root: loopback TCP and a Unix socket in a temporary directory.
 //! `FLOWPATH_CRASH_SEED` repeats a run (the seed is printed).
 
+use flowpath_inspect::{Trace, TraceInput, TraceRequest};
 use flowpath_openflow::consts::*;
 use flowpath_openflow::{
     decode, message_len, FlowMod, Instruction, Message, OfAction, Oxm, OxmField,
@@ -213,6 +214,25 @@ fn installed(dir: &Path) -> BTreeSet<u32> {
         .collect()
 }
 
+/// Does the running switch forward a packet to 10.0.x.y (flow `id`) by its restored rules
+/// (`flowpath trace` against the switch: the slow path's translation of its rule set)?
+fn forwards(dir: &Path, id: u32) -> bool {
+    let req = TraceRequest::new(TraceInput::Flow(format!(
+        "in_port=2,ip,nw_dst=10.0.{}.{}",
+        id >> 8,
+        id & 0xff
+    )));
+    let req = Request {
+        op: Op::Trace,
+        text: serde_json::to_string(&req).unwrap(),
+    };
+    let r = call(&dir.join("ctl.sock"), &req, Duration::from_secs(30)).unwrap();
+    assert!(r.error.is_none(), "{r:?}");
+    let t: Trace = serde_json::from_value(r.data.expect("a trace")).unwrap();
+    assert!(t.dropped || t.actions == "output:1", "{t:?}");
+    !t.dropped
+}
+
 #[test]
 fn every_answered_barrier_survives_a_kill_9() {
     let dir = Dir(std::env::temp_dir().join(format!("fp-crash-restart-{}", std::process::id())));
@@ -269,6 +289,20 @@ fn every_answered_barrier_survives_a_kill_9() {
         );
         if now != acked {
             kept_in_flight += 1;
+        }
+        // The datapath forwards by what came back: the newest flow, and not a deleted one.
+        if let Some(&id) = now.iter().next_back() {
+            assert!(
+                forwards(&dir.0, id),
+                "round {round}: flow {id} restored but not used"
+            );
+        }
+        if let Some(Change::Del(id)) = in_flight {
+            assert_eq!(
+                forwards(&dir.0, id),
+                now.contains(&id),
+                "round {round}: flow {id}"
+            );
         }
         acked = now;
         drop(sw);
