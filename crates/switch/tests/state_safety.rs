@@ -240,3 +240,20 @@ fn a_damaged_journal_stops_the_switch_and_names_itself() {
     assert!(e.contains(&journal.display().to_string()), "{e}");
     assert!(e.contains("line 3:") && e.contains("damaged record"), "{e}");
 }
+
+#[test]
+fn a_journal_longer_than_the_file_is_folded_into_it() {
+    let d = Dir::new("fold");
+    let path = d.0.join("flows.state");
+    let sw = open(&path);
+    let n = flowpath_switch::switch::JOURNAL_MIN;
+    sw.apply_batch((0..n).map(|i| Change::Add(flow(i))).collect())
+        .unwrap();
+    sw.make_durable().unwrap();
+    assert!(!path.exists(), "{n} lines fit the journal");
+    sw.apply_batch(vec![Change::Add(flow(n))]).unwrap();
+    sw.make_durable().unwrap();
+    assert!(path.exists() && !Journal::path_for(&path).exists());
+    drop(sw);
+    assert_eq!(open(&path).store().snapshot().rules().count(), n + 1);
+}

@@ -72,8 +72,8 @@ impl Drop for RuleChange<'_> {
 }
 
 /// A journal this many flow lines long is always allowed; beyond it, one longer than the
-/// rule set is folded into a rewrite of the state file (so the journal costs at most as
-/// much again as the file, and its replay at start is short).
+/// state file is folded into a rewrite of the file (so the journal costs at most as much
+/// again as the file, and its replay at start is short).
 pub const JOURNAL_MIN: usize = 10_000;
 
 /// What waits to be made durable, with the journal it goes to.
@@ -84,6 +84,8 @@ struct Pending {
     lines: Vec<String>,
     /// A change other than additions was applied: the next save rewrites the state file.
     rewrite: bool,
+    /// Flows in the state file as last written.
+    file_flows: usize,
 }
 
 /// Load the state file and its journal into `store`; true if a journal was there (replayed,
@@ -161,6 +163,7 @@ impl Switch {
             zone_limits: cfg.conntrack.zone_limits.clone(),
             default_zone_limit: cfg.conntrack.default_zone_limit,
         };
+        let file_flows = store.snapshot().rules().count();
         let sw = Arc::new(Switch {
             tracker: Arc::new(Tracker::new(cfg.conntrack.clone())),
             ct_limits: Mutex::new(ct_limits),
@@ -176,6 +179,7 @@ impl Switch {
             removal_listeners: Mutex::new(Vec::new()),
             journal: Mutex::new(Pending {
                 journal,
+                file_flows,
                 ..Pending::default()
             }),
         });
@@ -295,7 +299,7 @@ impl Switch {
 
     /// Make every change [`Switch::apply_batch`] applied durable before returning (an
     /// OpenFlow barrier): additions are appended to the state file's journal and flushed
-    /// to disk; other changes, or a journal grown longer than the rule set (and
+    /// to disk; other changes, or a journal grown longer than the state file (and
     /// [`JOURNAL_MIN`]), rewrite the state file. Without a state file there is nothing to do.
     pub fn make_durable(&self) -> std::io::Result<()> {
         if !self.unsaved.load(Ordering::Acquire) {
@@ -311,8 +315,7 @@ impl Switch {
             return Ok(());
         }
         let journal = p.journal.as_mut().expect("a state file has a journal");
-        let long = journal.lines() + p.lines.len() > JOURNAL_MIN
-            && journal.lines() + p.lines.len() > self.store.snapshot().rules().count();
+        let long = journal.lines() + p.lines.len() > JOURNAL_MIN.max(p.file_flows);
         if !p.rewrite && !long {
             match journal.append(st.generation(), &p.lines) {
                 Ok(()) => {
@@ -384,6 +387,7 @@ impl Switch {
         let mut p = self.journal.lock().unwrap_or_else(|e| e.into_inner());
         p.lines.clear();
         p.rewrite = false;
+        p.file_flows = specs.len();
         if let Some(j) = p.journal.as_mut() {
             if let Err(e) = j.remove() {
                 // Harmless: it names an older generation, so it is not replayed.
