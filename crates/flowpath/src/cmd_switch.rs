@@ -1,6 +1,7 @@
 //! `flowpath switch` and `flowpath stats`: the daemon on real ports, and its counters.
 
 use flowpath_switch::control::{call, default_socket, default_state, Op, Request};
+use flowpath_switch::daemon::StateChoice;
 use flowpath_switch::{format_stats, Daemon, DaemonConfig, WorkerSnapshot};
 use std::io::Write;
 use std::path::PathBuf;
@@ -85,6 +86,10 @@ pub struct SwitchArgs {
     /// [default: switch.openflow_ca_cert].
     #[arg(long, value_name = "FILE")]
     ca_cert: Option<PathBuf>,
+    /// Keep flows in memory only, whatever `switch.state` says (nothing survives a
+    /// restart; the way to start beside a state file that does not load).
+    #[arg(long)]
+    no_state: bool,
 }
 
 #[derive(clap::Args)]
@@ -128,6 +133,10 @@ pub fn run(args: SwitchArgs) -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
+    let state = match args.no_state {
+        true => StateChoice::Off,
+        false => StateChoice::Default(default_state()),
+    };
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         if let Err(e) = signal_hook::flag::register(sig, stop.clone()) {
@@ -135,7 +144,7 @@ pub fn run(args: SwitchArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     }
-    let daemon = match Daemon::start(&cfg, default_state(), default_socket(), stop.clone()) {
+    let daemon = match Daemon::start(&cfg, state, default_socket(), stop.clone()) {
         Ok(d) => d,
         Err(e) => {
             eprintln!("flowpath switch: {e}");

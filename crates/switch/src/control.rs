@@ -1,6 +1,7 @@
 //! The control protocol: one JSON request per connection on a Unix socket, one JSON
 //! response back. The socket is created mode 0600, so only the user running the switch
-//! (and root) can program it.
+//! (and root) can program it. What one client can make the switch hold is bounded
+//! ([`Limits`]; served by [`crate::control_server`]).
 
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
@@ -41,6 +42,15 @@ pub enum Op {
 }
 
 impl Op {
+    /// Does the operation change the switch (so that a lost answer leaves it unknown
+    /// whether it was applied)?
+    pub fn changes(self) -> bool {
+        matches!(
+            self,
+            Op::Add | Op::Mod | Op::ModStrict | Op::Del | Op::DelStrict | Op::Replace
+        ) || matches!(self, Op::CtFlush | Op::CtLimits)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Op::Add => "add",
@@ -104,7 +114,9 @@ impl Response {
     }
 }
 
-/// Send `req` to the switch listening on `socket` and wait for its answer.
+/// Send `req` to the switch listening on `socket` and wait for its answer. A switch that
+/// closes the connection without a whole answer (it stopped or crashed) is an error that
+/// says so, and whether the request may have been applied.
 pub fn call(socket: &Path, req: &Request, timeout: Duration) -> io::Result<Response> {
     let mut s = UnixStream::connect(socket).map_err(|e| {
         io::Error::new(
@@ -117,22 +129,123 @@ pub fn call(socket: &Path, req: &Request, timeout: Duration) -> io::Result<Respo
     })?;
     s.set_read_timeout(Some(timeout))?;
     s.set_write_timeout(Some(timeout))?;
-    serde_json::to_writer(&mut s, req)?;
-    s.shutdown(std::net::Shutdown::Write)?;
+    // A switch that refuses the request (too large, too many clients) answers and closes
+    // before reading all of it: the write fails, and the answer is still there to read.
+    let sent = serde_json::to_writer(&mut s, req)
+        .map_err(io::Error::from)
+        .and_then(|()| s.shutdown(std::net::Shutdown::Write));
     let mut buf = Vec::new();
-    s.read_to_end(&mut buf)?;
-    serde_json::from_slice(&buf).map_err(|e| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("bad answer from the switch: {e}"),
+    let read = read_answer(&mut s, &mut buf);
+    if let Ok(resp) = serde_json::from_slice::<Response>(&buf) {
+        return Ok(resp);
+    }
+    let timed_out = |e: &io::Error| {
+        matches!(
+            e.kind(),
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
         )
-    })
+    };
+    match (&sent, &read) {
+        (_, Err(e)) if timed_out(e) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!(
+                "the switch did not answer within {timeout:?}{}",
+                unknown_outcome(req.op)
+            ),
+        )),
+        (Err(e), _) if timed_out(e) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!(
+                "the switch did not take the request within {timeout:?}{}",
+                unknown_outcome(req.op)
+            ),
+        )),
+        _ if buf.is_empty() => Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!(
+                "the switch closed the connection before replying (it may have stopped or \
+                 crashed){}",
+                unknown_outcome(req.op)
+            ),
+        )),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "the switch's answer stopped or is not one (after {} bytes: {}){}",
+                buf.len(),
+                serde_json::from_slice::<Response>(&buf)
+                    .err()
+                    .map(|e| e.to_string())
+                    .unwrap_or_default(),
+                unknown_outcome(req.op)
+            ),
+        )),
+    }
+}
+
+/// What a lost answer means for `op`.
+fn unknown_outcome(op: Op) -> &'static str {
+    if op.changes() {
+        "; the change may or may not have been applied: check with `flowpath flows dump`"
+    } else {
+        ""
+    }
+}
+
+/// Read the answer into `buf` until the switch closes; a reset after some bytes (the
+/// switch closed with part of the request unread) ends the answer like a close.
+fn read_answer(s: &mut UnixStream, buf: &mut Vec<u8>) -> io::Result<()> {
+    let mut chunk = vec![0u8; 1 << 16];
+    loop {
+        match s.read(&mut chunk) {
+            Ok(0) => return Ok(()),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return Ok(()),
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// A bound control socket (mode 0600). Dropping it removes the socket file.
 pub struct ControlSocket {
     listener: UnixListener,
     path: PathBuf,
+    limits: Limits,
+}
+
+/// Bounds on what control clients can make the switch hold and wait for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// The largest request taken, in bytes; a larger one is answered with an error and
+    /// its connection closed, without reading the rest.
+    pub max_request: usize,
+    /// Clients served at once; one more is answered with an error and closed.
+    pub max_clients: usize,
+    /// Request bytes held for all clients together; a client whose next bytes would pass
+    /// it is answered with an error and closed (so memory for requests is bounded by this,
+    /// not by `max_clients` times `max_request`).
+    pub max_buffered: usize,
+    /// The time a client has to send its whole request (however it paces its bytes).
+    pub request_deadline: Duration,
+    /// The time a client has to take its answer.
+    pub reply_timeout: Duration,
+}
+
+/// [`Limits::max_request`] by default: `flows replace` of the 100,000 routes `flowpath
+/// bench --replace` uses is 6.4 MB; this leaves room for flows five times as long.
+pub const MAX_REQUEST: usize = 32 << 20;
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_request: MAX_REQUEST,
+            max_clients: 32,
+            max_buffered: 2 * MAX_REQUEST,
+            request_deadline: Duration::from_secs(30),
+            reply_timeout: Duration::from_secs(30),
+        }
+    }
 }
 
 impl ControlSocket {
@@ -141,8 +254,7 @@ impl ControlSocket {
     pub fn bind(path: &Path) -> io::Result<ControlSocket> {
         if let Some(dir) = path.parent() {
             if !dir.as_os_str().is_empty() && !dir.exists() {
-                std::fs::create_dir_all(dir)?;
-                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+                crate::state::create_private_dir(dir)?;
             }
         }
         if path.exists() {
@@ -159,6 +271,7 @@ impl ControlSocket {
         Ok(ControlSocket {
             listener,
             path: path.to_path_buf(),
+            limits: Limits::default(),
         })
     }
 
@@ -166,27 +279,19 @@ impl ControlSocket {
         &self.path
     }
 
-    /// Accept one connection and read its request. Malformed requests are answered with
-    /// an error here; `Ok(None)` means the connection was dealt with.
-    pub fn accept(&self) -> io::Result<Option<(Request, UnixStream)>> {
-        let (mut s, _) = self.listener.accept()?;
-        s.set_read_timeout(Some(Duration::from_secs(30)))?;
-        s.set_write_timeout(Some(Duration::from_secs(30)))?;
-        let mut buf = Vec::new();
-        if let Err(e) = s.read_to_end(&mut buf) {
-            let _ = reply(
-                &mut s,
-                &Response::error(format!("reading the request: {e}")),
-            );
-            return Ok(None);
-        }
-        match serde_json::from_slice::<Request>(&buf) {
-            Ok(req) => Ok(Some((req, s))),
-            Err(e) => {
-                let _ = reply(&mut s, &Response::error(format!("bad request: {e}")));
-                Ok(None)
-            }
-        }
+    /// The bounds this socket serves clients with.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Serve clients with `limits` instead of [`Limits::default`].
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
+    }
+
+    /// Accept one connection (its request is read by [`crate::control_server`]).
+    pub fn accept_stream(&self) -> io::Result<UnixStream> {
+        Ok(self.listener.accept()?.0)
     }
 
     /// Make a blocked `accept` return (used to stop the server thread): connect to it, or

@@ -8,6 +8,7 @@
 
 use crate::config::DaemonConfig;
 use crate::control::{ControlSocket, Op, Request};
+use crate::journal::Journal;
 use crate::metrics::{collect, spawn_metrics, stats_response};
 use crate::openflow::{ChannelStats, DaemonPorts, OpenFlowChannel, PortDesc, WorkerPacketIo};
 use crate::pmd::{spawn_worker_with_tier, WorkerConfig, WorkerHandle, WorkerPort, WorkerSnapshot};
@@ -20,6 +21,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+/// Where [`Daemon::start`] keeps the flows between runs.
+#[derive(Clone, Debug)]
+pub enum StateChoice {
+    /// At `switch.state`, else at this path.
+    Default(PathBuf),
+    /// Nowhere (`--no-state`): flows live in memory only, whatever `switch.state` says.
+    Off,
+}
+
+impl From<PathBuf> for StateChoice {
+    fn from(p: PathBuf) -> StateChoice {
+        StateChoice::Default(p)
+    }
+}
 
 /// A running switch daemon.
 pub struct Daemon {
@@ -47,11 +63,11 @@ impl Daemon {
     /// `stop` ends everything (set it from a signal handler), then call [`Daemon::join`].
     pub fn start(
         cfg: &DaemonConfig,
-        default_state: PathBuf,
+        state: impl Into<StateChoice>,
         default_control: PathBuf,
         stop: Arc<AtomicBool>,
     ) -> Result<Daemon, String> {
-        let (sw, restored_flows) = restore_flows(cfg, default_state)?;
+        let (sw, restored_flows) = restore_flows(cfg, state.into())?;
         // Open every queue of every port before starting anything, so a bad port stops
         // the start with its name and nothing half-running.
         let tier = if cfg.datapath.xdp_tier {
@@ -210,14 +226,17 @@ fn start_openflow(
     }
 }
 
-/// Open the switch with its state file; on the very first start (no state file yet),
-/// install `switch.flows`. Returns the switch and how many flows it holds.
-fn restore_flows(
-    cfg: &DaemonConfig,
-    default_state: PathBuf,
-) -> Result<(Arc<Switch>, usize), String> {
-    let state = cfg.switch.state.clone().unwrap_or(default_state);
-    let first_start = !state.exists();
+/// Open the switch with its state file; on the very first start (no state file or journal
+/// yet, or no state kept at all), install `switch.flows`. Returns the switch and how many
+/// flows it holds.
+fn restore_flows(cfg: &DaemonConfig, state: StateChoice) -> Result<(Arc<Switch>, usize), String> {
+    let state = match state {
+        StateChoice::Default(p) => Some(cfg.switch.state.clone().unwrap_or(p)),
+        StateChoice::Off => None,
+    };
+    let first_start = state
+        .as_ref()
+        .is_none_or(|s| !s.exists() && !Journal::path_for(s).exists());
     let backend = match &cfg.switch.classifier {
         Some(name) => name
             .parse()
@@ -225,7 +244,7 @@ fn restore_flows(
         None => SwitchConfig::default().backend,
     };
     let sw = Switch::open(SwitchConfig {
-        state: Some(state.clone()),
+        state,
         backend,
         conntrack: cfg.conntrack.ct_config()?,
         ..SwitchConfig::default()

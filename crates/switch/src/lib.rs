@@ -4,7 +4,9 @@
 pub mod config;
 pub mod conntrack;
 pub mod control;
+pub mod control_server;
 pub mod daemon;
+pub mod journal;
 pub mod metrics;
 pub mod openflow;
 pub mod pmd;

@@ -1,45 +1,67 @@
 //! The state file: the configured flows, in flow syntax, replaced atomically.
 //!
-//! A save writes the whole rule set to a temporary file in the same directory, flushes it
-//! to disk, renames it over the state file and flushes the directory. A rename within one
-//! file system is atomic, so a crash at any point leaves either the old file or the new
-//! one, never a mix; the header and trailer lines (with the flow count) also catch a file
-//! that was truncated some other way (a copy, a full disk). This is a dozen lines of std,
-//! so it is written here rather than pulled in from a crate.
+//! A save writes the whole rule set to a temporary file (mode 0600) in the same directory
+//! (created mode 0700), flushes it to disk, renames it over the state file and flushes the
+//! directory. A rename within one file system is atomic, so a crash at any point leaves
+//! either the old file or the new one, never a mix; the header and trailer lines (with the
+//! flow count) also catch a file that was truncated some other way (a copy, a full disk).
+//! A file that does not load stops the switch with its name, the place and the way out;
+//! it is never taken for an empty rule set. This is a few dozen lines of std, so it is
+//! written here rather than pulled in from a crate.
 
 use flowpath_flowsyntax::{format_actions, format_flow, parse_flow, FlowCommand};
 use flowpath_pipeline::{Bucket, GroupSpec, GroupType, Match, RuleSpec};
 use std::fmt::Write as _;
-use std::fs::{self, File};
+use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 const HEADER: &str = "# flowpath flow state v1";
+const HEADER_ANY: &str = "# flowpath flow state v";
+const GENERATION: &str = "# generation: ";
 
 /// Why a state file could not be loaded.
 #[derive(Debug)]
 pub enum StateError {
     Io(PathBuf, io::Error),
-    /// The file is not a complete state file (wrong header, missing trailer, count off).
-    Corrupt(PathBuf, String),
-    /// A flow line does not parse (the file was edited by hand, or by a newer flowpath).
-    BadFlow {
+    /// Not a state file this flowpath loads (garbage, another program's file, a truncated
+    /// or torn file, a newer format, a flow line that does not parse). `at` names the
+    /// place: `line 3` (the message then names the column), `byte 17`.
+    Corrupt {
         path: PathBuf,
-        line: usize,
+        at: String,
         message: String,
     },
+    /// The file or its directory is open to other users in a way the switch does not
+    /// repair by itself (a directory others may write to).
+    Unsafe(PathBuf, String),
 }
 
 impl std::fmt::Display for StateError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             StateError::Io(p, e) => write!(f, "state file {}: {e}", p.display()),
-            StateError::Corrupt(p, why) => write!(f, "state file {}: {why}", p.display()),
-            StateError::BadFlow {
-                path,
-                line,
-                message,
-            } => write!(f, "state file {} line {line}: {message}", path.display()),
+            StateError::Corrupt { path, at, message } => {
+                let p = path.display();
+                let (what, lost) = match path.extension() {
+                    Some(e) if e == "journal" => ("journal", "the flows it added"),
+                    _ => ("state file", "its flows"),
+                };
+                write!(
+                    f,
+                    "{what} {p} {at}: {message}; the switch did not start (the file is left \
+                     as it is): move it aside (`mv {p} {p}.bad`) to start without {lost}, \
+                     or start with --no-state to keep flows in memory only"
+                )
+            }
+            StateError::Unsafe(p, why) => write!(
+                f,
+                "state file {}: {why}; the switch did not start (choose a directory only \
+                 its user can write, or start with --no-state)",
+                p.display()
+            ),
         }
     }
 }
@@ -47,18 +69,46 @@ impl std::fmt::Display for StateError {
 impl std::error::Error for StateError {}
 
 /// Where the configured flows live between runs.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct StateFile {
     path: PathBuf,
+    /// The generation of the file as last loaded or saved (each save writes one more);
+    /// the journal names the generation it continues, so a journal older than the file is
+    /// known as such.
+    generation: AtomicU64,
+}
+
+impl Clone for StateFile {
+    fn clone(&self) -> Self {
+        StateFile {
+            path: self.path.clone(),
+            generation: AtomicU64::new(self.generation()),
+        }
+    }
 }
 
 impl StateFile {
     pub fn new(path: impl Into<PathBuf>) -> StateFile {
-        StateFile { path: path.into() }
+        StateFile {
+            path: path.into(),
+            generation: AtomicU64::new(0),
+        }
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The directory holding the file (`.` for a bare name).
+    pub fn dir(&self) -> PathBuf {
+        match self.path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        }
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     /// The saved flows; no file yet means no flows.
@@ -66,24 +116,103 @@ impl StateFile {
         Ok(self.load_all()?.0)
     }
 
-    /// The saved groups and flows (groups first: flows may name them).
+    /// The saved groups and flows (groups first: flows may name them). Checks the file's
+    /// and its directory's modes first (see [`StateFile::check_access`]).
     pub fn load_all(&self) -> Result<(Vec<RuleSpec>, Vec<GroupSpec>), StateError> {
-        let text = match fs::read_to_string(&self.path) {
+        if let Some(note) = self.check_access()? {
+            eprintln!("flowpath: {note}");
+        }
+        self.remove_stale_temporaries();
+        let bytes = match fs::read(&self.path) {
             Ok(t) => t,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((Vec::new(), Vec::new())),
             Err(e) => return Err(StateError::Io(self.path.clone(), e)),
         };
-        parse_state_all(&text).map_err(|(line, message)| {
-            if line == 0 {
-                StateError::Corrupt(self.path.clone(), message)
-            } else {
-                StateError::BadFlow {
-                    path: self.path.clone(),
-                    line,
-                    message,
+        let corrupt = |at: String, message: String| StateError::Corrupt {
+            path: self.path.clone(),
+            at,
+            message,
+        };
+        let text = std::str::from_utf8(&bytes).map_err(|e| {
+            corrupt(
+                format!("byte {}", e.valid_up_to()),
+                "not text (invalid UTF-8): not a flowpath state file".into(),
+            )
+        })?;
+        let parsed = parse_state_all(text)
+            .map_err(|(line, message)| corrupt(format!("line {line}"), message))?;
+        self.generation
+            .store(generation_of(text), Ordering::Release);
+        Ok(parsed)
+    }
+
+    /// The file and its directory must not be open to other users: a state file readable
+    /// or writable by group or others is set to 0600 (the returned note says so); a
+    /// directory that group or others may write to (without the sticky bit) is refused,
+    /// since anyone could replace the file in it. A directory others may only read is
+    /// left alone: the file's own mode keeps its contents private.
+    pub fn check_access(&self) -> Result<Option<String>, StateError> {
+        let dir = self.dir();
+        match fs::metadata(&dir) {
+            Ok(m) => {
+                let mode = m.permissions().mode();
+                if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+                    return Err(StateError::Unsafe(
+                        self.path.clone(),
+                        format!(
+                            "its directory {} is writable by other users (mode {:04o})",
+                            dir.display(),
+                            mode & 0o7777
+                        ),
+                    ));
                 }
             }
-        })
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StateError::Io(dir, e)),
+        }
+        let mode = match fs::symlink_metadata(&self.path) {
+            Ok(m) if m.is_file() => m.permissions().mode(),
+            Ok(_) => {
+                return Err(StateError::Unsafe(
+                    self.path.clone(),
+                    "not a regular file".into(),
+                ))
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StateError::Io(self.path.clone(), e)),
+        };
+        if mode & 0o077 == 0 {
+            return Ok(None);
+        }
+        fs::set_permissions(&self.path, fs::Permissions::from_mode(0o600))
+            .map_err(|e| StateError::Io(self.path.clone(), e))?;
+        Ok(Some(format!(
+            "state file {} was open to other users (mode {:04o}); set to 0600",
+            self.path.display(),
+            mode & 0o7777
+        )))
+    }
+
+    /// Remove the temporary files of saves that a crash interrupted (`.NAME.tmp.PID`
+    /// beside the file): one switch owns a state file, so at its start none is in use.
+    fn remove_stale_temporaries(&self) {
+        let Some(name) = self.path.file_name() else {
+            return;
+        };
+        let prefix = format!(".{}.tmp.", name.to_string_lossy());
+        let Ok(entries) = fs::read_dir(self.dir()) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let n = e.file_name();
+            let stale = n
+                .to_str()
+                .and_then(|n| n.strip_prefix(&prefix))
+                .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()));
+            if stale {
+                let _ = fs::remove_file(e.path());
+            }
+        }
     }
 
     /// Replace the saved flows with `specs`, atomically (see the module documentation).
@@ -91,14 +220,12 @@ impl StateFile {
         self.save_all(specs, &[])
     }
 
-    /// Replace the saved flows and groups, atomically.
+    /// Replace the saved flows and groups, atomically, as the next generation.
     pub fn save_all(&self, specs: &[&RuleSpec], groups: &[&GroupSpec]) -> io::Result<()> {
-        let text = render_state_all(specs, groups);
-        let dir = match self.path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        fs::create_dir_all(&dir)?;
+        let generation = self.generation() + 1;
+        let text = render_generation(specs, groups, generation);
+        let dir = self.dir();
+        create_private_dir(&dir)?;
         let name = self.path.file_name().ok_or_else(|| {
             io::Error::new(io::ErrorKind::InvalidInput, "state path has no file name")
         })?;
@@ -107,8 +234,15 @@ impl StateFile {
             name.to_string_lossy(),
             std::process::id()
         ));
+        // A temporary file left by an earlier process with this id (a crash) goes first:
+        // it is created anew, never opened through whatever is at its name.
+        let _ = fs::remove_file(&tmp);
         let result = (|| {
-            let mut f = File::create(&tmp)?;
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&tmp)?;
             f.write_all(text.as_bytes())?;
             f.sync_all()?;
             drop(f);
@@ -118,9 +252,31 @@ impl StateFile {
         })();
         if result.is_err() {
             let _ = fs::remove_file(&tmp);
+        } else {
+            self.generation.store(generation, Ordering::Release);
         }
         result
     }
+}
+
+/// Create `dir` (and its missing parents) mode 0700; an existing one is left as it is.
+pub(crate) fn create_private_dir(dir: &Path) -> io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+/// The generation a state file's text names (0 for a file without one).
+fn generation_of(text: &str) -> u64 {
+    text.lines()
+        .nth(1)
+        .and_then(|l| l.strip_prefix(GENERATION))
+        .and_then(|g| g.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// The state file's text for `specs`.
@@ -132,8 +288,16 @@ pub fn render_state(specs: &[&RuleSpec]) -> String {
 /// (`group group_id=1,type=select bucket=weight:100,actions=output:1 bucket=...`), so that
 /// the flows naming them load after them; the end line counts both.
 pub fn render_state_all(specs: &[&RuleSpec], groups: &[&GroupSpec]) -> String {
+    render_generation(specs, groups, 0)
+}
+
+/// [`render_state_all`] with a generation line (none for generation 0).
+fn render_generation(specs: &[&RuleSpec], groups: &[&GroupSpec], generation: u64) -> String {
     let mut out = String::with_capacity(64 + specs.len() * 80);
     let _ = writeln!(out, "{HEADER}: {} flows", specs.len());
+    if generation != 0 {
+        let _ = writeln!(out, "{GENERATION}{generation}");
+    }
     for g in groups {
         out.push_str(&format_group(g));
         out.push('\n');
@@ -223,27 +387,60 @@ fn parse_group(line: &str) -> Result<GroupSpec, String> {
     Ok(GroupSpec::new(id, kind, buckets))
 }
 
-/// Parse a state file's text; errors are (line, reason), line 0 for the file as a whole.
+/// Parse a state file's text; errors are (line, reason), the line 1-based.
 pub fn parse_state(text: &str) -> Result<Vec<RuleSpec>, (usize, String)> {
     Ok(parse_state_all(text)?.0)
+}
+
+/// The header's flow count, or why the first line is not a header this flowpath reads.
+fn parse_header(text: &str) -> Result<usize, (usize, String)> {
+    let first = text.lines().next().unwrap_or_default();
+    if text.is_empty() {
+        return Err((1, "the file is empty (truncated?)".into()));
+    }
+    if let Some(rest) = first.strip_prefix(HEADER) {
+        return rest
+            .strip_prefix(": ")
+            .and_then(|r| r.strip_suffix(" flows"))
+            .and_then(|n| n.parse::<usize>().ok())
+            .ok_or((1, format!("bad header line '{}'", clip(first))));
+    }
+    if let Some(rest) = first.strip_prefix(HEADER_ANY) {
+        let version: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+        return Err((
+            1,
+            format!("state format v{version}; this flowpath reads v1 (a newer flowpath wrote it?)"),
+        ));
+    }
+    Err((
+        1,
+        format!(
+            "does not start with '{HEADER}' (it starts '{}'): not a flowpath state file",
+            clip(first)
+        ),
+    ))
+}
+
+/// At most 40 characters of `s`, for quoting a line in an error.
+fn clip(s: &str) -> String {
+    match s.char_indices().nth(40) {
+        Some((at, _)) => format!("{}...", &s[..at]),
+        None => s.to_string(),
+    }
 }
 
 /// Parse a state file's text: its flows and groups.
 #[allow(clippy::type_complexity)]
 pub fn parse_state_all(text: &str) -> Result<(Vec<RuleSpec>, Vec<GroupSpec>), (usize, String)> {
+    let declared = parse_header(text)?;
     let mut lines = text.lines().enumerate();
-    let declared = match lines.next() {
-        Some((_, l)) if l.starts_with(HEADER) => l[HEADER.len()..]
-            .strip_prefix(": ")
-            .and_then(|r| r.strip_suffix(" flows"))
-            .and_then(|n| n.parse::<usize>().ok())
-            .ok_or((0, format!("bad header line '{l}'")))?,
-        _ => return Err((0, format!("does not start with '{HEADER}'"))),
-    };
-    let mut specs = Vec::with_capacity(declared);
+    lines.next();
+    let mut specs = Vec::with_capacity(declared.min(1 << 20));
     let mut groups = Vec::new();
     let mut trailer = None;
+    let mut last = 1;
     for (i, line) in lines {
+        last = i + 1;
         if trailer.is_some() {
             if line.trim().is_empty() {
                 continue;
@@ -251,21 +448,7 @@ pub fn parse_state_all(text: &str) -> Result<(Vec<RuleSpec>, Vec<GroupSpec>), (u
             return Err((i + 1, "text after the end line".into()));
         }
         if let Some(rest) = line.strip_prefix("# end: ") {
-            // `N flows` or `N flows, M groups`.
-            let (flows, ngroups) = match rest.split_once(", ") {
-                Some((f, g)) => (
-                    f,
-                    g.strip_suffix(" groups")
-                        .and_then(|n| n.parse::<usize>().ok()),
-                ),
-                None => (rest, Some(0)),
-            };
-            trailer = Some(
-                flows
-                    .strip_suffix(" flows")
-                    .and_then(|n| n.parse::<usize>().ok())
-                    .zip(ngroups),
-            );
+            trailer = Some((i + 1, parse_trailer(rest)));
             continue;
         }
         if line.trim().is_empty() || line.starts_with('#') {
@@ -279,22 +462,41 @@ pub fn parse_state_all(text: &str) -> Result<(Vec<RuleSpec>, Vec<GroupSpec>), (u
         specs.push(f.spec);
     }
     match trailer {
-        None => Err((0, "no end line: the file is truncated".into())),
-        Some(None) => Err((0, "bad end line".into())),
-        Some(Some((n, _))) if n != declared || n != specs.len() => Err((
-            0,
+        None => Err((
+            last,
+            "no end line after the last line: the file is truncated".into(),
+        )),
+        Some((at, None)) => Err((at, "bad end line".into())),
+        Some((at, Some((n, _)))) if n != declared || n != specs.len() => Err((
+            at,
             format!(
                 "flow count mismatch: header says {declared}, end line {n}, file has {}",
                 specs.len()
             ),
         )),
-        Some(Some((_, g))) if g != groups.len() => Err((
-            0,
+        Some((at, Some((_, g)))) if g != groups.len() => Err((
+            at,
             format!(
                 "group count mismatch: end line says {g}, file has {}",
                 groups.len()
             ),
         )),
-        Some(Some(_)) => Ok((specs, groups)),
+        Some(_) => Ok((specs, groups)),
     }
+}
+
+/// The end line's counts: `N flows` or `N flows, M groups`.
+fn parse_trailer(rest: &str) -> Option<(usize, usize)> {
+    let (flows, groups) = match rest.split_once(", ") {
+        Some((f, g)) => (
+            f,
+            g.strip_suffix(" groups")
+                .and_then(|n| n.parse::<usize>().ok()),
+        ),
+        None => (rest, Some(0)),
+    };
+    flows
+        .strip_suffix(" flows")
+        .and_then(|n| n.parse::<usize>().ok())
+        .zip(groups)
 }

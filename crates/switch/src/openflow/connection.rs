@@ -29,9 +29,6 @@ pub(crate) struct Conn {
     hello_seen: bool,
 }
 
-/// While flow_mods stream in, the state file is rewritten at most this often.
-const SAVE_GAP: Duration = Duration::from_millis(200);
-
 /// How long a read waits before the loop checks stop, keepalive and pending adds.
 const READ_TICK: Duration = Duration::from_millis(100);
 
@@ -233,7 +230,7 @@ impl Conn {
                 p.send(&Message::GetConfigReply(c), xid);
             }
             Message::SetConfig(c) => self.set_config(c, raw, xid),
-            Message::BarrierRequest => self.barrier(xid),
+            Message::BarrierRequest => self.barrier(raw, xid),
             Message::RoleRequest(r) => self.role_request(r, raw, xid),
             Message::GetAsyncRequest => {
                 let a = *p.out.async_cfg.lock().unwrap_or_else(|e| e.into_inner());
@@ -374,11 +371,14 @@ impl Conn {
         }
     }
 
-    fn barrier(&self, xid: u32) {
-        // A barrier means "applied", which it is; the state file follows within SAVE_GAP,
-        // or at once when the input goes quiet or the connection closes.
-        if let Err(e) = self.peer.sh.switch.save_pending_within(SAVE_GAP) {
+    /// A barrier reply means applied and saved: the flow_mods before it are in the state
+    /// file or its journal, on disk. Where they cannot be saved, the controller gets an
+    /// error for the barrier instead of its reply.
+    fn barrier(&self, raw: &[u8], xid: u32) {
+        if let Err(e) = self.peer.sh.switch.make_durable() {
             eprintln!("flowpath: openflow: saving the state file: {e}");
+            self.peer.error((et::BAD_REQUEST, brc::EPERM), raw, xid);
+            return;
         }
         self.peer.send(&Message::BarrierReply, xid);
     }

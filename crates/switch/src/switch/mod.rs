@@ -11,8 +11,10 @@ pub use requests::{dump_lines, selector, spawn_control_with};
 pub use stats_sync::{MegaflowDump, StatsSync, StatsTicket};
 
 use crate::conntrack::{Census, CensusCell, Limits, CENSUS_EVERY};
+use crate::journal::Journal;
 use crate::state::StateFile;
 use flowpath_conntrack::{CtConfig, Tracker};
+use flowpath_flowsyntax::format_flow;
 use flowpath_pipeline::{
     now_ns, Applied, Backend, Change, GroupSpec, Removed, RuleError, RuleSpec, RuleStore,
 };
@@ -69,6 +71,51 @@ impl Drop for RuleChange<'_> {
     }
 }
 
+/// A journal this many flow lines long is always allowed; beyond it, one longer than the
+/// state file is folded into a rewrite of the file (so the journal costs at most as much
+/// again as the file, and its replay at start is short).
+pub const JOURNAL_MIN: usize = 10_000;
+
+/// What waits to be made durable, with the journal it goes to.
+#[derive(Default)]
+struct Pending {
+    journal: Option<Journal>,
+    /// Flow lines of additions applied and not yet in the journal.
+    lines: Vec<String>,
+    /// A change other than additions was applied: the next save rewrites the state file.
+    rewrite: bool,
+    /// Flows in the state file as last written.
+    file_flows: usize,
+}
+
+/// Load the state file and its journal into `store`; true if a journal was there (replayed,
+/// or left out as older or torn), so the caller rewrites the file.
+fn restore(store: &RuleStore, st: &StateFile) -> Result<(Journal, bool), String> {
+    let (specs, groups) = st.load_all().map_err(|e| e.to_string())?;
+    let journal = Journal::for_state(st.path());
+    let replay = journal.load(st.generation()).map_err(|e| e.to_string())?;
+    if replay.torn_tail {
+        eprintln!(
+            "flowpath: journal {}: its last record was cut short (never acknowledged): left out",
+            journal.path().display()
+        );
+    }
+    let fail = |e: flowpath_pipeline::RuleError| format!("state file {}: {e}", st.path().display());
+    if !specs.is_empty() || !groups.is_empty() {
+        // Groups first: flows may name them.
+        let mut changes: Vec<Change> = groups.into_iter().map(Change::AddGroup).collect();
+        changes.push(Change::Replace(specs));
+        store.apply(changes).map_err(fail)?;
+    }
+    let had_journal = journal.path().exists();
+    if !replay.specs.is_empty() {
+        store
+            .apply(replay.specs.into_iter().map(Change::Add).collect())
+            .map_err(|e| format!("journal {}: {e}", journal.path().display()))?;
+    }
+    Ok((journal, had_journal))
+}
+
 /// The switch's control side: rules, their persistence and expiry.
 pub struct Switch {
     store: Arc<RuleStore>,
@@ -79,9 +126,11 @@ pub struct Switch {
     stats: Arc<StatsSync>,
     cfg: SwitchConfig,
     hook: OnceLock<Arc<dyn RuleChangeHook>>,
-    /// Changes applied by [`Switch::apply_batch`] and not yet in the state file, and when
-    /// [`Switch::save_pending`] last wrote it.
+    /// Changes applied by [`Switch::apply_batch`] and not yet in the state file (they may
+    /// be in its journal), and when [`Switch::save_pending`] last wrote it.
     unsaved: AtomicBool,
+    /// The state file's journal and what waits to go into it (taken after `config`).
+    journal: Mutex<Pending>,
     saved_at: Mutex<Instant>,
     /// Told about every rule removed by expiry or by [`Switch::apply_batch`] (the
     /// OpenFlow channel's FLOW_REMOVED).
@@ -102,23 +151,20 @@ impl Switch {
     pub fn open(cfg: SwitchConfig) -> Result<Arc<Switch>, String> {
         let store = Arc::new(RuleStore::new(cfg.backend));
         let state = cfg.state.clone().map(StateFile::new);
-        if let Some(st) = &state {
-            let (specs, groups) = st.load_all().map_err(|e| e.to_string())?;
-            if !specs.is_empty() || !groups.is_empty() {
-                // Groups first: flows may name them.
-                let mut changes: Vec<Change> = groups.into_iter().map(Change::AddGroup).collect();
-                changes.push(Change::Replace(specs));
-                store
-                    .apply(changes)
-                    .map_err(|e| format!("state file {}: {e}", st.path().display()))?;
+        let (journal, replayed) = match &state {
+            Some(st) => {
+                let (j, replayed) = restore(&store, st)?;
+                (Some(j), replayed)
             }
-        }
+            None => (None, false),
+        };
         let ct_limits = Limits {
             max_connections: cfg.conntrack.max_connections,
             zone_limits: cfg.conntrack.zone_limits.clone(),
             default_zone_limit: cfg.conntrack.default_zone_limit,
         };
-        Ok(Arc::new(Switch {
+        let file_flows = store.snapshot().rules().count();
+        let sw = Arc::new(Switch {
             tracker: Arc::new(Tracker::new(cfg.conntrack.clone())),
             ct_limits: Mutex::new(ct_limits),
             census: Arc::new(CensusCell::default()),
@@ -131,7 +177,21 @@ impl Switch {
             unsaved: AtomicBool::new(false),
             saved_at: Mutex::new(Instant::now()),
             removal_listeners: Mutex::new(Vec::new()),
-        }))
+            journal: Mutex::new(Pending {
+                journal,
+                file_flows,
+                ..Pending::default()
+            }),
+        });
+        if replayed {
+            // Fold the journal into the state file, so that it starts again empty.
+            let _cfg = sw.config.lock().unwrap_or_else(|e| e.into_inner());
+            if let Err(e) = sw.save() {
+                let path = sw.state.as_ref().map(|st| st.path().display().to_string());
+                return Err(format!("state file {}: {e}", path.unwrap_or_default()));
+            }
+        }
+        Ok(sw)
     }
 
     pub fn store(&self) -> &Arc<RuleStore> {
@@ -194,9 +254,10 @@ impl Switch {
     }
 
     /// Apply `changes` atomically (the same rule store, hook and lock as the control
-    /// socket), leaving the state-file save for [`Switch::save_pending`]: the OpenFlow
-    /// channel applies a burst of flow_mods as it reads them and saves once, at a barrier
-    /// or when its input goes quiet, so a stream of 100,000 flow_mods is not 100,000 saves.
+    /// socket), leaving the save for [`Switch::make_durable`] (at a barrier: additions are
+    /// appended to the journal) and [`Switch::save_pending`] (when the input goes quiet:
+    /// the state file is rewritten): the OpenFlow channel applies a burst of flow_mods as
+    /// it reads them, so a stream of 100,000 flow_mods is not 100,000 saves.
     /// The removal listeners hear about the rules it removed.
     pub fn apply_batch(&self, changes: Vec<Change>) -> Result<Applied, RuleError> {
         if changes.is_empty() {
@@ -205,10 +266,27 @@ impl Switch {
                 ..Applied::default()
             });
         }
+        // Additions go to the journal at the next barrier; anything else rewrites the file.
+        let journal_lines = (self.state.is_some()
+            && changes.iter().all(|c| matches!(c, Change::Add(_))))
+        .then(|| {
+            changes
+                .iter()
+                .filter_map(|c| match c {
+                    Change::Add(s) => Some(format_flow(s)),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        });
         let mut done = {
             let _cfg = self.config.lock().unwrap_or_else(|e| e.into_inner());
             let _change = self.rule_change();
             let done = self.store.apply(changes)?;
+            let mut j = self.journal.lock().unwrap_or_else(|e| e.into_inner());
+            match journal_lines {
+                Some(lines) => j.lines.extend(lines),
+                None => j.rewrite = true,
+            }
             self.unsaved.store(true, Ordering::Release);
             done
         };
@@ -219,19 +297,45 @@ impl Switch {
         Ok(done)
     }
 
-    /// [`Switch::save_pending`], unless the last save was less than `gap` ago (then the
-    /// next quiet moment saves): a client that sends a barrier after every flow_mod, as
-    /// `ovs-ofctl add-flows` does, would otherwise rewrite the whole state file per flow.
-    pub fn save_pending_within(&self, gap: Duration) -> std::io::Result<()> {
-        let last = self
-            .saved_at
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .elapsed();
-        if last < gap {
+    /// Make every change [`Switch::apply_batch`] applied durable before returning (an
+    /// OpenFlow barrier): additions are appended to the state file's journal and flushed
+    /// to disk; other changes, or a journal grown longer than the state file (and
+    /// [`JOURNAL_MIN`]), rewrite the state file. Without a state file there is nothing to do.
+    pub fn make_durable(&self) -> std::io::Result<()> {
+        if !self.unsaved.load(Ordering::Acquire) {
             return Ok(());
         }
-        self.save_pending()
+        let _cfg = self.config.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(st) = &self.state else {
+            return Ok(());
+        };
+        let mut guard = self.journal.lock().unwrap_or_else(|e| e.into_inner());
+        let p = &mut *guard;
+        if p.lines.is_empty() && !p.rewrite {
+            return Ok(());
+        }
+        let journal = p.journal.as_mut().expect("a state file has a journal");
+        let long = journal.lines() + p.lines.len() > JOURNAL_MIN.max(p.file_flows);
+        if !p.rewrite && !long {
+            match journal.append(st.generation(), &p.lines) {
+                Ok(()) => {
+                    p.lines.clear();
+                    return Ok(());
+                }
+                Err(e) => eprintln!(
+                    "flowpath: journal {}: {e}; rewriting the state file instead",
+                    journal.path().display()
+                ),
+            }
+        }
+        drop(guard);
+        self.unsaved.store(false, Ordering::Release);
+        if let Err(e) = self.save() {
+            self.unsaved.store(true, Ordering::Release);
+            return Err(e);
+        }
+        *self.saved_at.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+        Ok(())
     }
 
     /// Save the state file if [`Switch::apply_batch`] changed rules since the last save.
@@ -278,7 +382,19 @@ impl Switch {
         let specs: Vec<&RuleSpec> = snap.rules().map(|r| &*r.spec).collect();
         let mut groups: Vec<&GroupSpec> = snap.groups().iter().map(|g| &*g.spec).collect();
         groups.sort_by_key(|g| g.id);
-        st.save_all(&specs, &groups)
+        st.save_all(&specs, &groups)?;
+        // The file now holds everything the journal did.
+        let mut p = self.journal.lock().unwrap_or_else(|e| e.into_inner());
+        p.lines.clear();
+        p.rewrite = false;
+        p.file_flows = specs.len();
+        if let Some(j) = p.journal.as_mut() {
+            if let Err(e) = j.remove() {
+                // Harmless: it names an older generation, so it is not replayed.
+                eprintln!("flowpath: removing {}: {e}", j.path().display());
+            }
+        }
+        Ok(())
     }
 
     /// Remove rules whose timeouts have passed (saving the new set); returns how many.

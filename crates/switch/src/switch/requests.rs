@@ -3,13 +3,13 @@
 //! `megaflows`; and the thread that serves them.
 
 use super::Switch;
-use crate::control::{reply, ControlSocket, Op, Request, Response};
+use crate::control::{ControlSocket, Op, Request, Response};
 use flowpath_flowsyntax::{
     format_dump_line, parse_flow, parse_flows_file, DumpStats, FlowCommand, ParsedFlow,
 };
 use flowpath_inspect::{trace_request, MegaflowFilter, TraceRequest};
 use flowpath_pipeline::{now_ns, Change, Pipeline, RuleSpec, Selector};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -229,33 +229,14 @@ fn changes(op: Op, text: &str) -> Result<Vec<Change>, String> {
     })
 }
 
-/// Serve control requests on `sock` with `handler` until `stop` (then call `sock.wake()`).
+/// Serve control requests on `sock` with `handler` until `stop` (then call `sock.wake()`),
+/// within the socket's [`Limits`](crate::control::Limits) (see [`crate::control_server`]).
 pub fn spawn_control_with(
     sock: Arc<ControlSocket>,
     stop: Arc<AtomicBool>,
     handler: impl Fn(&Request) -> Response + Send + 'static,
 ) -> JoinHandle<()> {
-    std::thread::Builder::new()
-        .name("flowpath-control".into())
-        .spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                match sock.accept() {
-                    Ok(Some((req, mut s))) => {
-                        if stop.load(Ordering::Relaxed) {
-                            break;
-                        }
-                        let resp = handler(&req);
-                        let _ = reply(&mut s, &resp);
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        eprintln!("flowpath: control socket: {e}");
-                        std::thread::sleep(Duration::from_millis(50));
-                    }
-                }
-            }
-        })
-        .expect("spawn the control thread")
+    crate::control_server::spawn(sock, stop, handler)
 }
 
 /// The selector a parsed flow means for mod/del/dump.
