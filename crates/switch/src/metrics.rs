@@ -106,8 +106,8 @@ fn worker_lines(o: &mut String, w: &WorkerSnapshot) {
     if w.ct_executed + w.recirculations > 0 {
         let _ = writeln!(
             o,
-            "  ct executed:       {:>14}  ({} recirculated, in {} passes)",
-            w.ct_executed, w.recirculations, w.recirc_passes
+            "  ct executed:       {:>14}  ({} recirculated: {} answered by the ct memo, the rest in {} passes)",
+            w.ct_executed, w.recirculations, w.ct_memo_hits, w.recirc_passes
         );
     }
     let _ = writeln!(o, "  drops:             {:>14}", w.drops);
@@ -216,7 +216,7 @@ type PortMissGet = fn(&flowpath_datapath::PortMissStats) -> u64;
 // Counter names leave out the `_total` the encoder adds (the samples and the HELP and
 // TYPE lines read `flowpath_worker_packets_total`).
 
-static WORKER_COUNTERS: [(&str, &str, WorkerGet); 22] = [
+static WORKER_COUNTERS: [(&str, &str, WorkerGet); 23] = [
     (
         "miss_budget_drops",
         "Misses dropped over their port's miss budget.",
@@ -275,6 +275,11 @@ static WORKER_COUNTERS: [(&str, &str, WorkerGet); 22] = [
         "recirculations",
         "Packets ct(table=) sent back through the caches.",
         |w| w.recirculations,
+    ),
+    (
+        "ct_memo_hits",
+        "Second passes of ct(table=) flows the ct memo answered in their first.",
+        |w| w.ct_memo_hits,
     ),
     (
         "recirc_passes",

@@ -112,6 +112,8 @@ pub struct WorkerSnapshot {
     pub ct_executed: u64,
     pub recirculations: u64,
     pub recirc_passes: u64,
+    /// Second passes the ct memo answered in the first (no lookup, no pass of their own).
+    pub ct_memo_hits: u64,
     pub drops: u64,
     /// `drops` by reason (parser drop reasons and the datapath's own: `vxlan_no_tunnel`,
     /// `table_miss`, `tunnel_neigh_unresolved`, ...), only the reasons that counted.
@@ -167,6 +169,7 @@ impl WorkerSnapshot {
         self.ct_executed = st.ct_executed;
         self.recirculations = st.recirculations;
         self.recirc_passes = st.recirc_passes;
+        self.ct_memo_hits = st.ct_memo_hits;
         let drops = st.drops();
         self.drops = drops.iter().map(|(_, n)| n).sum();
         for (reason, n) in drops {
