@@ -159,7 +159,7 @@ impl PrefixTrie {
             n = match self.nodes[n].child[x] {
                 0 => {
                     // A leaf on this nibble becomes the new child's own end.
-                    let ends = (self.nodes[n].leaf >> x & 1) as u16;
+                    let ends = self.nodes[n].leaf >> x & 1;
                     self.nodes[n].leaf &= !(1 << x);
                     self.nodes.push(TrieNode {
                         path: 1,

@@ -14,7 +14,7 @@ fn simple(i: u32) -> RuleSpec {
         .exact(Field::NwProto, if i % 2 == 1 { 6 } else { 17 })
         .exact(
             Field::Ipv4Src,
-            (0xc0a8_0000 | (i % 256) << 8 | (i >> 8) % 256) as u128,
+            (0xc0a8_0000 | ((i % 256) << 8) | ((i >> 8) % 256)) as u128,
         )
         .exact(Field::Ipv4Dst, (0x0a00_0000 | (i & 0xff_ffff)) as u128)
         .exact(Field::TpDst, 1 + (i % 1000) as u128);

@@ -302,7 +302,7 @@ impl<'a> Work<'a> {
         let mut old: Vec<Option<Rule>> = Vec::new();
         for t in 0..self.n_tables() {
             let tw = self.table(t);
-            old.extend(tw.rules.drain(..));
+            old.append(&mut tw.rules);
             tw.exact = Some(ExactIndex::default());
         }
         old.retain(Option::is_some);
