@@ -8,7 +8,8 @@ A table lives between two markers that name its command:
     <!-- /results -->
 
 For every such block in the files given (default: README.md and docs/*.md), this runs the
-command (`flowpath` is this tree's release binary, or $FLOWPATH) from the project root and
+command (`flowpath` is this tree's release binary, or $FLOWPATH; a `scripts/` command is run
+as it is, with $FLOWPATH set to that binary) from the project root and
 puts its standard output between the markers. A command that appears in several blocks runs
 once. Tables are never edited by hand: change the command in the marker instead.
 
@@ -70,12 +71,14 @@ def main():
 
 def run(cmd, binary):
     argv = shlex.split(cmd)
-    if argv[0] != "flowpath":
+    if argv[0] == "flowpath":
+        argv[0] = binary
+    elif not argv[0].startswith("scripts/"):
         print(f"results: not a flowpath command, left as it is: {cmd}", file=sys.stderr)
         return None
-    argv[0] = binary
     print(f"results: running {cmd}", file=sys.stderr)
-    p = subprocess.run(argv, stdout=subprocess.PIPE, text=True)
+    env = dict(os.environ, FLOWPATH=binary)
+    p = subprocess.run(argv, stdout=subprocess.PIPE, text=True, env=env)
     if p.returncode != 0 or not p.stdout.strip():
         print(f"results: `{cmd}` failed (exit {p.returncode}); its block is left as it was", file=sys.stderr)
         return None

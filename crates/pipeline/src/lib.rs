@@ -5,11 +5,13 @@
 //! (`rule`: matches, port ranges, specs, installed rules, ids); the classifier backends
 //! (`wildcards`, `trie`, `tss`, `cuts`) behind `table`; the walk through the tables
 //! (`translate`, `actionset`, `group`, `pipeline`); and on top the rule store that
-//! publishes snapshots (`store`). `reference` and `testing` serve the property tests.
+//! publishes snapshots (`store`); `memory` gives back what big rule changes freed.
+//! `reference` and `testing` serve the property tests.
 
 mod actionset;
 mod cuts;
 pub mod group;
+pub mod memory;
 pub mod pipeline;
 pub mod reference;
 pub mod rule;

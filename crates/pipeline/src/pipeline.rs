@@ -105,6 +105,11 @@ impl Pipeline {
         &self.tables[r.table as usize].rules()[r.index as usize]
     }
 
+    /// Bytes the snapshot's tables take, rules included ([`Table::memory_bytes`]).
+    pub fn memory_bytes(&self) -> usize {
+        self.tables.iter().map(|t| t.memory_bytes()).sum()
+    }
+
     /// All rules, table by table.
     pub fn rules(&self) -> impl Iterator<Item = &Rule> {
         self.tables.iter().flat_map(|t| t.rules().iter())

@@ -108,6 +108,10 @@ impl Table {
         backend: Backend,
         seed: u64,
     ) -> Table {
+        // A table lives as long as its version: no spare room kept (a working copy's list
+        // has room for the holes of removed rules and for its adds).
+        let mut rules = rules;
+        rules.shrink_to_fit();
         // Only rules added since `prev` (an append: the store keeps rules sorted by id and
         // new ids are larger)? Then the tuple-space index is extended, not rebuilt.
         if let (Backend::TupleSpace | Backend::TupleSpaceWholeMasks, Some(p)) = (backend, prev) {
@@ -117,7 +121,9 @@ impl Table {
                     && p.seed == seed
                     && rules[..n].iter().zip(&p.rules).all(|(a, b)| a.id == b.id)
                 {
-                    let mut order = p.order.clone();
+                    // Exactly as long as needed: a clone then an extend would double it.
+                    let mut order = Vec::with_capacity(rules.len());
+                    order.extend_from_slice(&p.order);
                     order.extend(rules[n..].iter().map(order_key));
                     let index = Index::TupleSpace(ts.with_added(&rules, &order, n, seed));
                     return Table {
@@ -196,6 +202,16 @@ impl Table {
             Index::Tree(f) => f.memory_bytes(),
             Index::Linear(o) => o.len() * 4,
         }
+    }
+
+    /// Bytes this table takes, rules included (an estimate from the sizes of its
+    /// allocations; a rule shared with another version of the table counts in each): the
+    /// rule list, the order keys, the index, and each rule's spec, action lists and counters.
+    pub fn memory_bytes(&self) -> usize {
+        self.rules.capacity() * std::mem::size_of::<Rule>()
+            + self.order.capacity() * std::mem::size_of::<u64>()
+            + self.index_bytes()
+            + self.rules.iter().map(Rule::heap_bytes).sum::<usize>()
     }
 
     /// The best rule matching `key`, without recording the bits it depended on (the

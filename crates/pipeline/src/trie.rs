@@ -51,6 +51,10 @@ struct TrieNode {
     ends: u16,
     /// Bit `p`: some stored prefix passes through or ends at position `p` (0 always).
     path: u16,
+    /// Bit `x`: a stored prefix ends at depth `d + 4` on nibble `x`, where no child is: the
+    /// child it would have had holds nothing else (most stored prefixes end so: a /32
+    /// address's last node), so it is not made.
+    leaf: u16,
 }
 
 /// The positions of depths `d + 1`, `d + 2`, `d + 3` on nibble `x`'s way through a node.
@@ -148,10 +152,18 @@ impl PrefixTrie {
             for p in positions(x) {
                 self.nodes[n].path |= 1 << p;
             }
+            if d + 4 == len && self.nodes[n].child[x] == 0 {
+                self.nodes[n].leaf |= 1 << x;
+                return;
+            }
             n = match self.nodes[n].child[x] {
                 0 => {
+                    // A leaf on this nibble becomes the new child's own end.
+                    let ends = self.nodes[n].leaf >> x & 1;
+                    self.nodes[n].leaf &= !(1 << x);
                     self.nodes.push(TrieNode {
                         path: 1,
+                        ends,
                         ..TrieNode::default()
                     });
                     let c = self.nodes.len() - 1;
@@ -197,6 +209,13 @@ impl PrefixTrie {
             // Length l is bit l - 1; length 0 (the root itself) drops out.
             lens |= ((ends as u128) << d) >> 1;
             let c = node.child[x];
+            if c == 0 && node.leaf >> x & 1 == 1 {
+                // A prefix of length d + 4 ends on the key's way, and nothing goes deeper.
+                return TrieWalk {
+                    lens: lens | 1 << (d + 3),
+                    depth: d + 4,
+                };
+            }
             if c == 0 {
                 // How far inside this node the key's way goes.
                 let inside = if node.path >> p1 & 1 == 0 {
@@ -220,6 +239,11 @@ impl PrefixTrie {
 
     pub(crate) fn memory_bytes(&self) -> usize {
         self.nodes.capacity() * std::mem::size_of::<TrieNode>()
+    }
+
+    /// Give back what the node list reserved beyond its nodes.
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.nodes.shrink_to_fit();
     }
 }
 

@@ -221,6 +221,9 @@ impl TupleSpace {
             for st in self.subtables.iter_mut() {
                 st.shrink_to_fit();
             }
+            for t in self.tries.iter_mut().flat_map(|t| t.iter_mut()) {
+                t.shrink_to_fit();
+            }
         }
         self.reorder(touched, order);
     }

@@ -94,6 +94,18 @@ impl Rule {
             || (idle != 0 && now.saturating_sub(c.last_used_ns()) >= idle)
     }
 
+    /// Bytes the rule's own allocations take (its spec with the action lists, and its
+    /// counters), each with the shared count an `Arc` keeps beside it.
+    pub fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let arc = 2 * size_of::<usize>();
+        let actions = self.spec.actions.capacity() + self.spec.write_actions.capacity();
+        arc + size_of::<RuleSpec>()
+            + actions * size_of::<flowpath_packet::Action>()
+            + arc
+            + size_of::<RuleCounters>()
+    }
+
     /// The classifier order: higher priority first, then older (smaller id) first.
     #[inline]
     pub fn beats(&self, other: &Rule) -> bool {

@@ -3,7 +3,7 @@
 //! refuses the whole batch (the caller then publishes nothing).
 
 use super::change::{Applied, Change, RemovalReason};
-use super::work::Work;
+use super::work::{shrunk, Work};
 use crate::group::{Group, GroupSpec, GROUP_ALL};
 use crate::rule::{Rule, RuleCounters, RuleError, RuleId, RuleSpec, Selector};
 use std::sync::Arc;
@@ -83,7 +83,7 @@ fn add(
     let id = new_id();
     done.removed += work.add(Rule {
         id,
-        spec: Arc::new(spec),
+        spec: Arc::new(shrunk(spec)),
         counters: Arc::new(RuleCounters::default()),
     });
     done.added.push(id);

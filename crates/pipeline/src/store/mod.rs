@@ -3,12 +3,14 @@
 //! readers never lock and a batch of changes is seen all at once or not at all.
 //!
 //! In layers, each file using only those above it in this list: what a change and its
-//! outcome are (`change.rs`), a batch's copy-on-write working copy of the tables
-//! (`work.rs`), each change carried out on it (`apply.rs`), the store that publishes
-//! versioned snapshots (`snapshots.rs`), and rule timeouts (`expire.rs`).
+//! outcome are (`change.rs`), rules found by table, priority and match (`exact.rs`), a
+//! batch's copy-on-write working copy of the tables (`work.rs`), each change carried out
+//! on it (`apply.rs`), the store that publishes versioned snapshots (`snapshots.rs`), and
+//! rule timeouts (`expire.rs`).
 
 mod apply;
 mod change;
+mod exact;
 mod expire;
 mod snapshots;
 mod work;

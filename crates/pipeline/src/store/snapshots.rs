@@ -80,6 +80,9 @@ impl RuleStore {
         }));
         self.version.store(version, Ordering::Release);
         done.version = version;
+        // The old snapshot and the batch's temporaries go when the caller is done with
+        // them; the housekeeping thread's next `memory::give_back` trims after them.
+        crate::memory::note_churn(done.added.len() + done.modified + done.removed);
         Ok(done)
     }
 

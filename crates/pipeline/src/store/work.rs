@@ -2,14 +2,13 @@
 //! lookups a change needs (by id, by priority and match, by selector), adds and removals
 //! that keep indices valid, and the new snapshot's tables and groups built from it.
 
+use super::exact::{key_of, ExactIndex, ExactKey};
 use crate::group::{Group, GroupTable};
 use crate::pipeline::Pipeline;
 use crate::rule::{Match, Rule, RuleCounters, RuleError, RuleId, RuleSpec, Selector, MAX_TABLES};
 use crate::table::Table;
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
-
-type ExactKey = (u16, Match);
 
 /// A change batch's working copy of the tables it touches (copy-on-write per table).
 /// Removed rules leave a hole (`None`) until `finish`, so indices stay valid.
@@ -26,38 +25,47 @@ struct TableWork {
     rules: Vec<Option<Rule>>,
     /// (priority, match) → index, for OpenFlow's "same priority and match replaces". Built
     /// on first need past a few adds: a one-rule change into a 10,000-rule table looks the
-    /// match up by a scan instead of hashing every rule's 200-byte match.
-    exact: Option<HashMap<ExactKey, usize>>,
+    /// match up by a scan instead of hashing every rule's match.
+    exact: Option<ExactIndex>,
     /// Adds into this table in this batch, answered by a scan so far.
     scanned_adds: usize,
 }
 
-/// Adds into one table answered by scanning before the (priority, match) map is built.
+/// Adds into one table answered by scanning before the (priority, match) index is built.
 const SCANNED_ADDS: usize = 8;
 
+/// The spec of live rule `i` of `rules`.
+fn spec_at<'r>(rules: &'r [Option<Rule>]) -> impl Fn(usize) -> Option<&'r RuleSpec> {
+    move |i| rules.get(i)?.as_ref().map(|r| &*r.spec)
+}
+
 impl TableWork {
-    /// The (priority, match) map, built now if it was not.
-    fn exact(&mut self) -> &mut HashMap<ExactKey, usize> {
+    /// The (priority, match) index, built now if it was not.
+    fn exact(&mut self) -> &mut ExactIndex {
         let rules = &self.rules;
         self.exact.get_or_insert_with(|| {
-            rules
-                .iter()
-                .enumerate()
-                .filter_map(|(i, r)| r.as_ref().map(|r| ((r.spec.priority, r.spec.matches), i)))
-                .collect()
+            let mut ix = ExactIndex::with_capacity(rules.len());
+            for (i, r) in rules.iter().enumerate() {
+                if let Some(r) = r {
+                    ix.insert(key_of(&r.spec), i, spec_at(rules));
+                }
+            }
+            ix
         })
     }
 
-    /// The live rule with this priority and match.
-    fn find(&mut self, key: &ExactKey) -> Option<usize> {
+    /// The live rule with this key.
+    fn find(&mut self, key: ExactKey<'_>) -> Option<usize> {
         if self.exact.is_none() && self.scanned_adds < SCANNED_ADDS {
             self.scanned_adds += 1;
-            return self.rules.iter().position(|r| {
-                r.as_ref()
-                    .is_some_and(|r| r.spec.priority == key.0 && r.spec.matches == key.1)
-            });
+            return self
+                .rules
+                .iter()
+                .position(|r| r.as_ref().is_some_and(|r| key_of(&r.spec) == key));
         }
-        self.exact().get(key).copied()
+        self.exact();
+        let rules = &self.rules;
+        self.exact.as_ref()?.get(key, spec_at(rules))
     }
 }
 
@@ -148,13 +156,13 @@ impl<'a> Work<'a> {
     pub(super) fn add(&mut self, rule: Rule) -> usize {
         let t = rule.spec.table as usize;
         let id = rule.id;
-        let key = (rule.spec.priority, rule.spec.matches);
         let tw = self.table(t);
         let i = tw.rules.len();
-        let replaced = tw.find(&key);
+        let replaced = tw.find(key_of(&rule.spec));
+        let spec = rule.spec.clone();
         tw.rules.push(Some(rule));
-        if let Some(map) = tw.exact.as_mut() {
-            map.insert(key, i);
+        if let Some(ix) = tw.exact.as_mut() {
+            ix.insert(key_of(&spec), i, spec_at(&tw.rules));
         }
         if let Some(j) = replaced {
             let gone = tw.rules[j].take().map(|r| r.id);
@@ -176,8 +184,8 @@ impl<'a> Work<'a> {
     pub(super) fn remove(&mut self, t: usize, i: usize) -> Option<Rule> {
         let tw = self.table(t);
         let r = tw.rules[i].take()?;
-        if let Some(map) = tw.exact.as_mut() {
-            map.remove(&(r.spec.priority, r.spec.matches));
+        if let Some(ix) = tw.exact.as_mut() {
+            ix.remove(key_of(&r.spec), i);
         }
         if let Some(ids) = self.ids.as_mut() {
             ids.remove(&r.id);
@@ -215,7 +223,7 @@ impl<'a> Work<'a> {
         if t >= self.n_tables() {
             return None;
         }
-        self.table(t).exact().get(&(priority, *m)).copied()
+        self.table(t).find((t as u8, priority, m))
     }
 
     /// (table, index) of every rule `sel` picks.
@@ -276,7 +284,7 @@ impl<'a> Work<'a> {
         for t in 0..self.n_tables() {
             let tw = self.table(t);
             gone.extend(tw.rules.drain(..).flatten());
-            tw.exact = Some(HashMap::default());
+            tw.exact = Some(ExactIndex::default());
         }
         if let Some(ids) = self.ids.as_mut() {
             ids.clear();
@@ -291,32 +299,41 @@ impl<'a> Work<'a> {
         mut new_id: impl FnMut() -> RuleId,
     ) -> (Vec<RuleId>, usize, Vec<Rule>) {
         // Current rules by (table, priority, match).
-        let mut current: HashMap<(u8, ExactKey), Rule> = HashMap::default();
+        let mut old: Vec<Option<Rule>> = Vec::new();
         for t in 0..self.n_tables() {
             let tw = self.table(t);
-            for r in tw.rules.drain(..).flatten() {
-                current.insert((t as u8, (r.spec.priority, r.spec.matches)), r);
-            }
-            tw.exact = Some(HashMap::default());
+            old.append(&mut tw.rules);
+            tw.exact = Some(ExactIndex::default());
+        }
+        old.retain(Option::is_some);
+        let mut current = ExactIndex::with_capacity(old.len());
+        for (i, r) in old.iter().enumerate() {
+            let spec = &r.as_ref().expect("holes were dropped").spec;
+            current.insert(key_of(spec), i, spec_at(&old));
         }
         self.ids = None;
-        // Last duplicate wins: keep the index of the last spec per key.
-        let mut last: HashMap<(u8, ExactKey), usize> =
-            HashMap::with_capacity_and_hasher(specs.len(), Default::default());
-        for (i, s) in specs.iter().enumerate() {
-            last.insert((s.table, (s.priority, s.matches)), i);
+        // Last duplicate wins: keep only the last spec per key.
+        let mut keep = vec![false; specs.len()];
+        {
+            let mut last = ExactIndex::with_capacity(specs.len());
+            for (i, s) in specs.iter().enumerate() {
+                if let Some(prev) = last.insert(key_of(s), i, |j| specs.get(j)) {
+                    keep[prev] = false;
+                }
+                keep[i] = true;
+            }
         }
         let (mut added, mut modified) = (Vec::new(), 0);
-        for (i, spec) in specs.into_iter().enumerate() {
-            let key = (spec.table, (spec.priority, spec.matches));
-            if last[&key] != i {
+        for (spec, keep) in specs.into_iter().zip(keep) {
+            if !keep {
                 continue;
             }
-            let rule = match current.remove(&key) {
+            let found = current.get(key_of(&spec), spec_at(&old));
+            let rule = match found.and_then(|j| old[j].take()) {
                 Some(mut r) => {
                     if *r.spec != spec {
                         modified += 1;
-                        r.spec = Arc::new(spec);
+                        r.spec = Arc::new(shrunk(spec));
                     }
                     r
                 }
@@ -325,7 +342,7 @@ impl<'a> Work<'a> {
                     added.push(id);
                     Rule {
                         id,
-                        spec: Arc::new(spec),
+                        spec: Arc::new(shrunk(spec)),
                         counters: Arc::new(RuleCounters::default()),
                     }
                 }
@@ -333,7 +350,7 @@ impl<'a> Work<'a> {
             self.add(rule);
         }
         // Tables the old set used but the new one does not must still be emptied.
-        let mut removed: Vec<Rule> = current.into_values().collect();
+        let mut removed: Vec<Rule> = old.into_iter().flatten().collect();
         removed.sort_by_key(|r| r.id);
         (added, modified, removed)
     }
@@ -377,4 +394,12 @@ impl<'a> Work<'a> {
         }
         new_tables
     }
+}
+
+/// `spec` with its action lists no longer than they are: a parser's list may have room
+/// to spare, which an installed rule would keep for its life.
+pub(super) fn shrunk(mut spec: RuleSpec) -> RuleSpec {
+    spec.actions.shrink_to_fit();
+    spec.write_actions.shrink_to_fit();
+    spec
 }

@@ -431,7 +431,8 @@ impl Switch {
     }
 
     /// Run expiry of rules and idle connections every `expire_every` until `stop`, and
-    /// count the connections per zone and state every [`CENSUS_EVERY`].
+    /// count the connections per zone and state every [`CENSUS_EVERY`]; give memory that
+    /// rule changes freed back to the kernel (`flowpath_pipeline::memory::give_back`).
     pub fn spawn_expiry(self: &Arc<Self>, stop: Arc<AtomicBool>) -> JoinHandle<()> {
         let sw = self.clone();
         std::thread::Builder::new()
@@ -446,6 +447,8 @@ impl Switch {
                         counted = Some(Instant::now());
                     }
                     sw.sweep_connections(census);
+                    // Off the datapath threads: hand back what big rule changes freed.
+                    flowpath_pipeline::memory::give_back();
                 }
             })
             .expect("spawn the expiry thread")

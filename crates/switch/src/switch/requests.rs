@@ -134,18 +134,25 @@ impl Switch {
             self.tell_removed(&done.removed_rules);
         }
         let n = self.store.snapshot().rules().count();
+        let summary = format!(
+            "{}: {} added, {} modified, {} removed; {n} flows installed (version {})",
+            op.name(),
+            done.added.len(),
+            done.modified,
+            done.removed,
+            done.version
+        );
+        let version = done.version;
+        // The store noted the batch when it applied it, and a trim may have come before
+        // the save and these were freed: note it again now that they are.
+        let churn = done.added.len() + done.modified + done.removed;
+        drop((done, before));
+        flowpath_pipeline::memory::note_churn(churn);
         Response {
             error: None,
-            summary: format!(
-                "{}: {} added, {} modified, {} removed; {n} flows installed (version {})",
-                op.name(),
-                done.added.len(),
-                done.modified,
-                done.removed,
-                done.version
-            ),
+            summary,
             lines: Vec::new(),
-            version: done.version,
+            version,
             data: None,
         }
     }
