@@ -271,6 +271,17 @@ impl Lab {
         }
     }
 
+    /// `swin`'s per-queue packet counters where `n` generators feed its queues, else None.
+    fn swin_queues(&self, n: usize, path: &Path3) -> Option<Vec<u64>> {
+        (n > 1 && path.gen_if == topo::GEN_IF)
+            .then(|| {
+                self.topo
+                    .rx_queue_packets(&self.topo.sw, topo::SWIN_IF)
+                    .ok()
+            })
+            .flatten()
+    }
+
     /// One generator process per CPU of `path.gen_cpus`, each with its share of the
     /// sources and of the rate, running long enough for the warm-up and every window.
     fn start_generators(
@@ -340,7 +351,16 @@ impl Lab {
                 s.check()?;
                 s.before_window(&self.ctx());
             }
+            let queues0 = self.swin_queues(gens.len(), path);
             let mut sample = self.window(path)?;
+            sample.queue_packets = queues0
+                .zip(self.swin_queues(gens.len(), path))
+                .map(|(a, b)| {
+                    b.iter()
+                        .zip(a.iter().chain(std::iter::repeat(&0)))
+                        .map(|(b, a)| b.saturating_sub(*a))
+                        .collect()
+                });
             if let Some(s) = switch.as_mut() {
                 if let Some(own) = s.after_window(&self.ctx()) {
                     sample.own_cycles_per_packet = own.cycles_per_packet;
@@ -428,19 +448,25 @@ fn stop_generators(gens: &mut [Running]) {
     }
 }
 
+/// `, <what> a / b` of per-worker or per-queue packet counts, or nothing.
+fn counts(what: &str, v: Option<&Vec<u64>>) -> String {
+    v.map_or(String::new(), |v| {
+        let v: Vec<String> = v.iter().map(|&n| report::thousands(n as f64)).collect();
+        format!(", {what} {}", v.join(" / "))
+    })
+}
+
 /// The progress line of window `run` of `runs`.
 fn window_line(run: usize, runs: usize, sample: &Sample, path: &Path3) -> String {
     format!(
-        "  run {run}/{runs}: {:.3} Mpps at the sink (offered {:.3}), {} cycles/pkt, cpu{} {:.0}% busy{}{}",
+        "  run {run}/{runs}: {:.3} Mpps at the sink (offered {:.3}), {} cycles/pkt, cpu{} {:.0}% busy{}{}{}",
         sample.mpps,
         sample.offered_mpps,
         sample.cycles_per_packet.map_or("-".into(), report::thousands),
         cpu_list(&path.cost_cpus),
         sample.cpu_busy_pct,
-        sample.worker_packets.as_ref().map_or(String::new(), |w| format!(
-            ", per worker {}",
-            w.iter().map(|&n| report::thousands(n as f64)).collect::<Vec<_>>().join(" / ")
-        )),
+        counts("per worker", sample.worker_packets.as_ref()),
+        counts("swin rx queues", sample.queue_packets.as_ref()),
         sample.prog_ns_per_run.map_or(String::new(), |ns| format!(
             ", {} {ns:.0} ns a run",
             sample.xdp_prog.as_deref().unwrap_or("XDP program")
