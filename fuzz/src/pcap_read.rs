@@ -40,6 +40,23 @@ pub fn check(data: &[u8]) -> Result<Capture, io::ErrorKind> {
         data.len()
     );
     assert!(cap.truncated as usize <= cap.frames.len());
+    // A capture cut short ends inside a record that starts past the file header and
+    // before the end, after the complete ones.
+    if let Some(c) = cap.cut_short {
+        assert!(
+            c.byte >= 24 && c.byte < data.len(),
+            "{c:?} of {}",
+            data.len()
+        );
+        assert!(
+            c.record > cap.frames.len(),
+            "{c:?}: {} frames",
+            cap.frames.len()
+        );
+        assert!(cap
+            .warning()
+            .is_some_and(|w| w.contains(&c.byte.to_string())));
+    }
 
     // What was read writes as a classic pcap that reads back the same (frames up to the
     // writer's 65,535-byte snap length).

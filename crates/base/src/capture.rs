@@ -31,14 +31,41 @@ pub struct Capture {
     pub truncated: u64,
     /// `"pcap"` or `"pcapng"`.
     pub format: &'static str,
+    /// Where the file ends inside a record (a capture cut short, as a capture tool killed
+    /// mid-write leaves it): the frames of the complete records before it are read, as
+    /// tshark reads them. `None` for a file that ends between records.
+    pub cut_short: Option<CutShort>,
+}
+
+/// The record a capture file ends inside: its number (from 1, counting pcapng's
+/// non-packet blocks too) and the byte offset where it starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CutShort {
+    pub record: usize,
+    pub byte: usize,
+}
+
+impl Capture {
+    /// The warning to print for a capture cut short, naming where it ends, or `None`.
+    pub fn warning(&self) -> Option<String> {
+        self.cut_short.map(|c| {
+            format!(
+                "cut short: the file ends inside record {} at byte {}; the {} complete packet(s) before it are read",
+                c.record,
+                c.byte,
+                self.frames.len()
+            )
+        })
+    }
 }
 
 /// Read a capture (pcap, either byte order and resolution, or pcapng) of Ethernet frames.
 ///
 /// # Errors
-/// I/O errors, a file that is neither format, or a link type other than Ethernet; a
-/// malformed or truncated record is reported with its number and byte offset
-/// (`record 3 at byte 172: ...`).
+/// I/O errors, a file that is neither format (or too short for its file header), or a
+/// link type other than Ethernet; a malformed record is reported with its number and byte
+/// offset (`record 3 at byte 172: ...`). A file that ends inside a record is not an error:
+/// the records before it are read and [`Capture::cut_short`] says where it ends.
 pub fn read_capture(mut input: impl Read) -> io::Result<Capture> {
     let mut data = Vec::new();
     input.read_to_end(&mut data)?;
@@ -81,6 +108,13 @@ fn record_error(data: &[u8], n: usize, rest: &[u8], e: PcapError) -> io::Error {
     }
 }
 
+fn cut_at(data: &[u8], record: usize, rest: &[u8]) -> CutShort {
+    CutShort {
+        record,
+        byte: data.len() - rest.len(),
+    }
+}
+
 fn read_pcapng(data: &[u8]) -> io::Result<Capture> {
     let mut cap = Capture {
         format: "pcapng",
@@ -90,7 +124,14 @@ fn read_pcapng(data: &[u8]) -> io::Result<Capture> {
     let (mut rest, mut parser) = PcapNgParser::new(data).map_err(|e| at(0, data, e))?;
     let mut n = 1;
     while !rest.is_empty() {
-        let (next, block) = parser.next_block(rest).map_err(|e| at(n, rest, e))?;
+        let (next, block) = match parser.next_block(rest) {
+            Ok(b) => b,
+            Err(PcapError::IncompleteBuffer) => {
+                cap.cut_short = Some(cut_at(data, n, rest));
+                break;
+            }
+            Err(e) => return Err(at(n, rest, e)),
+        };
         let packet = match block {
             Block::EnhancedPacket(p) => Some((p.interface_id, p.data.into_owned(), p.original_len)),
             Block::SimplePacket(p) => Some((0, p.data.into_owned(), p.original_len)),
@@ -134,7 +175,14 @@ fn read_pcap(data: &[u8]) -> io::Result<Capture> {
     }
     let mut n = 1;
     while !rest.is_empty() {
-        let (next, p) = parser.next_packet(rest).map_err(|e| at(n, rest, e))?;
+        let (next, p) = match parser.next_packet(rest) {
+            Ok(p) => p,
+            Err(PcapError::IncompleteBuffer) => {
+                cap.cut_short = Some(cut_at(data, n, rest));
+                break;
+            }
+            Err(e) => return Err(at(n, rest, e)),
+        };
         cap.truncated += (p.orig_len as usize > p.data.len()) as u64;
         cap.frames.push(p.data.into_owned());
         rest = next;

@@ -1,5 +1,5 @@
-//! The floor every flowpath crate stands on: packets, batches ([`BATCH`]) and the [`Port`]
-//! trait, capture files, the TSC clock, CPU pinning, big tables, the samples' [`Summary`].
+//! The floor every flowpath crate stands on: packets, batches ([`BATCH`]), the [`Port`] trait,
+//! captures, the TSC clock, CPU pinning, big tables, [`Summary`], input quoted in messages.
 //!
 //! Nothing here knows about flow keys, caches, rules or traffic generation: `packet`,
 //! `ports`, `gen` and `datapath` all build on this crate, and none of them on each other
@@ -11,9 +11,11 @@ pub mod clock;
 pub mod cpu;
 pub mod packet;
 pub mod port;
+pub mod progress;
 pub mod rng;
 pub mod samples;
 pub mod table_memory;
+pub mod text;
 
 pub use batch::{PacketBatch, BATCH, FRAME, MAX_FRAME};
 pub use packet::{Packet, HEADROOM};

@@ -13,10 +13,14 @@ fn pcap_read_corpus_replays() {
     let fuzz = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz");
     let out = replay::replay(&fuzz, "pcap_read", |data| match pcap_read::check(data) {
         Ok(cap) => format!(
-            "{} {} frames, {} truncated",
+            "{} {} frames, {} truncated{}",
             cap.format,
             cap.frames.len(),
-            cap.truncated
+            cap.truncated,
+            cap.cut_short.map_or(String::new(), |c| format!(
+                ", cut short in record {} at byte {}",
+                c.record, c.byte
+            ))
         ),
         Err(kind) => format!("error {kind:?}"),
     });

@@ -7,7 +7,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use flowpath_gen::pcap;
+use flowpath_gen::pcap::{self, Pace};
 use flowpath_gen::spec::{AddrRange, PortRange};
 use flowpath_gen::{Churn, Encap, Lifetime, Popularity, Proto, Sizes, TrafficSpec};
 use flowpath_tx::{FlowOrder, Looped, TxFrames, TxJob};
@@ -156,7 +156,9 @@ struct GenFlags {
     #[arg(long, value_name = "SECS", allow_hyphen_values = true)]
     duration: Option<String>,
     /// With --tx: pace to this many packets per second, e.g. 500k, 1M, 2.5M; from 250k up
-    /// the sender's core stays busy [default: as fast as possible].
+    /// the sender's core stays busy [default: as fast as possible]. With --out: the written
+    /// packets' timestamps are this many per second apart [default: back to back at
+    /// 10 Gb/s line rate for each frame's size].
     #[arg(long, value_name = "PPS", allow_hyphen_values = true)]
     rate: Option<String>,
     /// With --tx: the order packets visit the --flows flows: `round-robin` (each flow every
@@ -308,12 +310,17 @@ fn execute(a: &GenFlags) -> Result<String, Bad> {
     refuse(
         &[
             ("--duration", a.duration.is_some()),
-            ("--rate", a.rate.is_some()),
             ("--outer-sport", a.outer_sport.is_some()),
             ("--order", a.order.is_some()),
         ],
         "only applies with --tx IFACE",
     )?;
+    if a.out.is_none() {
+        refuse(
+            &[("--rate", a.rate.is_some())],
+            "only applies with --tx IFACE (the sending rate) or --out FILE (the timestamps' rate)",
+        )?;
+    }
     if a.replay.is_some() {
         let mut generator_only = a.flow_flags();
         generator_only.extend([
@@ -329,7 +336,7 @@ fn execute(a: &GenFlags) -> Result<String, Bad> {
     }
     let spec = spec_from(a)?;
     let n = packets(a, 100_000)?;
-    flowpath_tx::generate(&spec, n, a.out.as_deref(), a.json).map_err(failed)
+    flowpath_tx::generate(&spec, n, a.out.as_deref(), pace(a)?, a.json).map_err(failed)
 }
 
 /// `--attack tse`: the attack's frames to --out, and what they do to the megaflow cache.
@@ -384,12 +391,13 @@ fn attack(a: &GenFlags) -> Result<String, Bad> {
 /// capture looped into packets.
 fn replay(a: &GenFlags) -> Result<String, Bad> {
     let path = a.replay.as_deref().unwrap_or_default();
-    let cap = pcap::read_capture_file(path).map_err(|e| bad("--replay", format!("{path}: {e}")))?;
+    let cap = read_replay(path)?;
     let looped = if a.out.is_some() || a.packets.is_some() {
         Some(Looped {
             churn: churn(a)?,
             seed: num::<u64>("--seed", &a.seed, "a whole number")?.unwrap_or(0),
             packets: packets(a, cap.frames.len().max(1) as u64)?,
+            pace: pace(a)?,
         })
     } else {
         None
@@ -489,7 +497,22 @@ fn tx_capture(a: &GenFlags, path: &str) -> Result<pcap::Capture, Bad> {
         &churned,
         "cannot be used with --replay --tx (the capture is sent as it is)",
     )?;
-    pcap::read_capture_file(path).map_err(|e| bad("--replay", format!("{path}: {e}")))
+    read_replay(path)
+}
+
+/// The timestamps of a written file: `--rate` packets per second, else line rate.
+fn pace(a: &GenFlags) -> Result<Pace, Bad> {
+    Ok(rate(&a.rate)?.map_or(Pace::LineRate, Pace::PacketsPerSecond))
+}
+
+/// The `--replay` capture; a capture cut short is read up to its last complete packet,
+/// with a warning on stderr naming where it ends.
+fn read_replay(path: &str) -> Result<pcap::Capture, Bad> {
+    let cap = pcap::read_capture_file(path).map_err(|e| bad("--replay", format!("{path}: {e}")))?;
+    if let Some(w) = cap.warning() {
+        eprintln!("flowpath gen: warning: --replay {path}: {w}");
+    }
+    Ok(cap)
 }
 
 pub fn run(args: GenArgs) -> ExitCode {

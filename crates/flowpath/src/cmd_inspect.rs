@@ -261,7 +261,12 @@ pub struct ExplainArgs {
 
 pub fn explain(args: ExplainArgs) -> ExitCode {
     let cap = match read_capture_file(&args.file) {
-        Ok(c) => c,
+        Ok(c) => {
+            if let Some(w) = c.warning() {
+                eprintln!("flowpath explain: warning: {}: {w}", args.file.display());
+            }
+            c
+        }
         Err(e) => {
             eprintln!("flowpath explain: {}: {e}", args.file.display());
             return ExitCode::from(1);
@@ -311,6 +316,9 @@ pub fn explain(args: ExplainArgs) -> ExitCode {
 /// Frame `n` (from 1) of a capture, as hex.
 fn frame_hex(path: &Path, n: usize) -> Result<String, String> {
     let cap = read_capture_file(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if let Some(w) = cap.warning() {
+        eprintln!("flowpath trace: warning: {}: {w}", path.display());
+    }
     let f = n
         .checked_sub(1)
         .and_then(|i| cap.frames.get(i))

@@ -1,8 +1,8 @@
 //! `flowpath bench openflow`: the OpenFlow 1.3 channel measured over TCP loopback, side by
 //! side with a private ovs-vswitchd (see `flowpath_switchbench::openflow`).
 
+use flowpath_base::progress;
 use flowpath_switchbench::openflow::{self, OpenFlowBenchConfig};
-use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -96,11 +96,8 @@ pub fn run(args: OpenFlowArgs) -> ExitCode {
         ovs: !args.no_ovs,
         ..OpenFlowBenchConfig::default()
     };
-    let r = openflow::run(&cfg, |what| {
-        eprint!("\r{what:<72}");
-        let _ = std::io::stderr().flush();
-    });
-    eprintln!("\r{:72}\r", "");
+    let r = openflow::run(&cfg, progress::line);
+    progress::clear();
     if args.json {
         println!("{}", openflow::json(&r));
     } else if args.markdown {

@@ -141,7 +141,15 @@ fn bad_input_gets_an_error_that_names_the_position() {
     )
     .unwrap();
 
-    fails_with(&["explain", c], "record 2 at byte 100");
+    // Cut short inside record 2: record 1 is explained, after a warning naming where.
+    let o = run(&["explain", c]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("cut short") && err.contains("record 2 at byte 100"),
+        "{err}"
+    );
+    assert_eq!(out.lines().count(), 1, "{out}");
     fails_with(&["explain", p, "--frame", "9"], "--frame 9: no such frame");
     fails_with(&["explain", "/nonexistent.pcap"], "No such file");
     fails_with(
@@ -165,8 +173,12 @@ fn bad_input_gets_an_error_that_names_the_position() {
         "no such frame",
     );
     fails_with(
-        &["trace", "--flows", f, "--pcap", c],
+        &["trace", "--flows", f, "--pcap", c, "--frame", "2"],
         "record 2 at byte 100",
+    );
+    fails_with(
+        &["trace", "--flows", f, "--pcap", c, "--frame", "2"],
+        "no such frame",
     );
     fails_with(&["trace", "--flows", f, "tcp,tp_dst=1-5"], "not a range");
     fails_with(&["trace", "--flows", "/nonexistent", "tcp"], "/nonexistent");

@@ -177,9 +177,14 @@ fn every_lab_row_has_packets() {
             .as_array()
             .map(|a| a.iter().filter_map(|n| n.as_u64()).collect())
             .unwrap_or_default();
+        let queues: Vec<&serde_json::Value> = r["samples"]
+            .as_array()
+            .map(|a| a.iter().map(|s| &s["queue_packets"]).collect())
+            .unwrap_or_default();
         assert!(
             per.len() == 2 && per.iter().all(|&n| n > 0),
-            "{TWO_WORKERS} {}: packets per worker {per:?}: both workers must forward",
+            "{TWO_WORKERS} {}: packets per worker {per:?} (swin's rx queues took {queues:?}): \
+             both workers must forward",
             r["case"]
         );
     }

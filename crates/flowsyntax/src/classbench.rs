@@ -46,7 +46,11 @@ pub fn parse_classbench(text: &str, table: u8) -> Result<Vec<RuleSpec>, FileErro
             let m = parse_line(line).map_err(|(column, message)| FileError {
                 line: line_no + 1,
                 column,
-                message: format!("{message} at column {column}"),
+                // The reason quotes the token: escaped, and cut if long.
+                message: format!(
+                    "{} at column {column}",
+                    flowpath_base::text::shown_within(&message, 160)
+                ),
             })?;
             Ok(RuleSpec::new(table, (n - i) as u16, m))
         })

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+pub(crate) use flowpath_base::text::{escape_controls, shown};
+
 /// A flow that does not parse. `message` already names the column, e.g.
 /// `unknown field 'nw_sr' at column 14; did you mean nw_src?`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,12 +49,14 @@ pub(crate) fn column(text: &str, at: usize) -> usize {
     text[..at].chars().count() + 1
 }
 
-/// Build an error at byte offset `at`; `msg` receives the column to embed.
+/// Build an error at byte offset `at`; `msg` receives the column to embed. Control
+/// characters the message quotes from the text are escaped (a NUL shows as `\0`); the
+/// quoted tokens themselves go through [`shown`], which also cuts long ones.
 pub(crate) fn err_at(text: &str, at: usize, msg: impl FnOnce(usize) -> String) -> SyntaxError {
     let column = column(text, at);
     SyntaxError {
         column,
-        message: msg(column),
+        message: escape_controls(&msg(column)),
     }
 }
 

@@ -1,6 +1,6 @@
 //! Property tests: random valid flows written the many ways the syntax allows round-trip
 //! through `format_flow`; arbitrary and damaged input never panics and always gets a
-//! column inside the text.
+//! column inside the text, in a message with no control character.
 
 mod flow_gen;
 
@@ -76,6 +76,13 @@ fn check_any(text: &str) -> Result<(), TestCaseError> {
                 );
                 let needle = format!("column {column}");
                 prop_assert!(message.contains(&needle), "{:?}: {}", text, message);
+                // Input is quoted escaped: the message is one line of printable text.
+                prop_assert!(
+                    !message.chars().any(char::is_control),
+                    "{:?}: a control character in {:?}",
+                    text,
+                    message
+                );
             }
             Ok(f) => {
                 let printed = format_flow(&f.spec);
@@ -138,4 +145,33 @@ proptest! {
         let text: String = chars.into_iter().collect();
         check_any(&text)?;
     }
+}
+
+/// Quoted input is escaped and cut: a NUL or an escape sequence in a flow shows as `\0`
+/// or `\u{1b}`, a huge word as its start and `…`.
+#[test]
+fn errors_quote_input_escaped_and_bounded() {
+    let e = parse_flow("ip,nw_src=1.2.3.4\0,actions=drop", FlowCommand::Add).unwrap_err();
+    assert!(e.message.contains("1.2.3.4\\0"), "{}", e.message);
+    let e = parse_flow("ip,\x1b[31mred=1,actions=drop", FlowCommand::Add).unwrap_err();
+    assert!(e.message.contains("\\u{1b}[31mred"), "{}", e.message);
+    assert!(!e.message.contains('\x1b'), "{}", e.message);
+    let long = "x".repeat(100_000);
+    let e = parse_flow(&format!("ip,{long}=1,actions=drop"), FlowCommand::Add).unwrap_err();
+    assert!(
+        e.message.len() < 300,
+        "{} bytes: {}",
+        e.message.len(),
+        e.message
+    );
+    assert!(e.message.contains('…'), "{}", e.message);
+    let e = parse_flow(&format!("ip,nw_src={long},actions=drop"), FlowCommand::Add).unwrap_err();
+    assert!(e.message.len() < 300, "{} bytes", e.message.len());
+    let e = parse_flow(&format!("actions=output:{long}"), FlowCommand::Add).unwrap_err();
+    assert!(
+        e.message.len() < 300,
+        "{} bytes: {}",
+        e.message.len(),
+        e.message
+    );
 }

@@ -1,11 +1,13 @@
 //! Pcap files: write what a source hands out (tcpdump and tshark read them), read any
 //! capture back (pcap or pcapng, Ethernet) and replay it from memory in a loop.
 //!
-//! Written files are classic little-endian pcap with microsecond timestamps and link type
+//! Written files are classic little-endian pcap with nanosecond timestamps and link type
 //! Ethernet; frames carry no FCS (as captures made by the kernel). Timestamps are
-//! synthetic and deterministic: the first packet at 2024-01-01T00:00:00Z, then each
-//! packet after the previous one as if sent back to back at 10 Gb/s (frame + FCS +
-//! preamble + gap). So the same source, seeded alike, always writes the same bytes.
+//! synthetic and deterministic ([`Pace`]): the first packet at 2024-01-01T00:00:00Z, then
+//! each packet after the previous one as if sent back to back at 10 Gb/s (frame + FCS +
+//! preamble + gap: 67.2 ns for a 64-byte frame), or evenly at a given packet rate. So a
+//! replay tool that keeps the file's timing (`tcpreplay` without `--topspeed`) sends at
+//! that rate, and the same source, seeded alike, always writes the same bytes.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
@@ -84,28 +86,65 @@ impl Tally {
     }
 }
 
+/// How far apart the timestamps of written packets are.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Pace {
+    /// Back to back at [`LINE_RATE_BPS`]: each packet one wire time of the one before
+    /// (its frame, FCS, preamble and gap), so the file's rate is line rate for its sizes.
+    #[default]
+    LineRate,
+    /// Evenly at this many packets per second (at least 1).
+    PacketsPerSecond(u64),
+}
+
+impl Pace {
+    /// The timestamp of packet `i` (from 0) of a file whose packets so far took `wire_ps`
+    /// picoseconds on the wire, in picoseconds from the first.
+    fn at(self, i: u64, wire_ps: u64) -> u128 {
+        match self {
+            Pace::LineRate => u128::from(wire_ps),
+            Pace::PacketsPerSecond(r) => u128::from(i) * 1_000_000_000_000 / u128::from(r.max(1)),
+        }
+    }
+}
+
 /// Write `packets` packets from `source` (as its `lend` hands them out, churn
-/// included) to `out` as a pcap file, and summarise them.
+/// included) to `out` as a pcap file, and summarise them. Timestamps at line rate
+/// ([`Pace::LineRate`]).
 pub fn write_pcap<W: Write>(
     out: W,
     source: &mut InMemorySource,
     packets: u64,
 ) -> io::Result<Summary> {
-    let mut w = PcapFileWriter::new(out, false)?;
+    write_pcap_paced(out, source, packets, Pace::LineRate)
+}
+
+/// [`write_pcap`] with the timestamps `pace` gives.
+pub fn write_pcap_paced<W: Write>(
+    out: W,
+    source: &mut InMemorySource,
+    packets: u64,
+    pace: Pace,
+) -> io::Result<Summary> {
+    let mut w = PcapFileWriter::new(out, true)?;
     let mut tally = Tally::new();
     let new0 = source.new_flows();
-    // Picoseconds since START_SECS.
-    let mut ps: u64 = 0;
+    // Packets written, and picoseconds on the wire they took at line rate.
+    let (mut i, mut wire_ps) = (0u64, 0u64);
     let mut left = packets;
     while left > 0 {
         let b = source.lend(left.min(BATCH as u64) as usize);
         for p in b.iter() {
             let data = p.data();
-            let ts = Duration::from_secs(START_SECS) + Duration::from_nanos(ps / 1000);
-            w.write(ts, data)?;
+            let ns = (pace.at(i, wire_ps) / 1000) as u64;
+            w.write(
+                Duration::from_secs(START_SECS) + Duration::from_nanos(ns),
+                data,
+            )?;
             tally.add(data);
             let wire = (data.len() + FCS_LEN) as u64 + WIRE_OVERHEAD;
-            ps += wire * 8 * 1_000_000_000_000 / LINE_RATE_BPS;
+            wire_ps += wire * 8 * 1_000_000_000_000 / LINE_RATE_BPS;
+            i += 1;
         }
         left -= b.len() as u64;
     }
@@ -121,8 +160,18 @@ pub fn write_pcap_file(
     source: &mut InMemorySource,
     packets: u64,
 ) -> io::Result<Summary> {
+    write_pcap_file_paced(path, source, packets, Pace::LineRate)
+}
+
+/// [`write_pcap_paced`] to a file (created or truncated).
+pub fn write_pcap_file_paced(
+    path: impl AsRef<Path>,
+    source: &mut InMemorySource,
+    packets: u64,
+    pace: Pace,
+) -> io::Result<Summary> {
     let f = BufWriter::with_capacity(1 << 20, File::create(path)?);
-    write_pcap(f, source, packets)
+    write_pcap_paced(f, source, packets, pace)
 }
 
 /// What the generator adds to a [`Capture`] read by the foundation: a summary of its

@@ -11,6 +11,12 @@ use std::path::PathBuf;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
+/// The longest wait for every generator of a multi-worker row to reach its queue.
+const QUEUE_WAIT: Duration = Duration::from_secs(20);
+/// Packets a queue must have taken to count as fed: more than the odd frame the stack
+/// sends on its own (neighbour discovery).
+const QUEUE_LIVE: u64 = 1000;
+
 /// Where traffic goes and which CPU's time is the cost.
 pub(crate) struct Path3<'a> {
     pub(crate) gen_if: &'a str,
@@ -185,7 +191,9 @@ impl Lab {
         row: &mut Row,
     ) -> Result<(), String> {
         let mut gens = self.start_generators(case, g, path)?;
-        let result = self.take_windows(g, path, switch, &mut gens, row);
+        let result = self
+            .wait_for_every_queue(g, path, &mut gens)
+            .and_then(|()| self.take_windows(g, path, switch, &mut gens, row));
         stop_generators(&mut gens);
         // Nothing but generators runs in the gen namespace: no straggler may load CPU 0
         // during the next system.
@@ -199,6 +207,81 @@ impl Lab {
         result
     }
 
+    /// With a generator per switch queue (the multi-worker rows): wait until each rx queue
+    /// of `swin` has taken [`QUEUE_LIVE`] packets, so the warm-up starts with every
+    /// generator sending to its queue. A generator process needs a while to start (more on
+    /// a loaded machine): without the wait, a window could begin before one sends, and its
+    /// worker would count nothing though the queues are set up right. At most
+    /// [`QUEUE_WAIT`]; an error then names the silent queue.
+    fn wait_for_every_queue(
+        &self,
+        g: &Generator,
+        path: &Path3,
+        gens: &mut [Running],
+    ) -> Result<(), String> {
+        let n = gens.len();
+        if n < 2 || path.gen_if != topo::GEN_IF {
+            return Ok(());
+        }
+        let (ns, ifname) = (&self.topo.sw, topo::SWIN_IF);
+        let start = self.topo.rx_queue_packets(ns, ifname)?;
+        let t0 = Instant::now();
+        loop {
+            let now = self.topo.rx_queue_packets(ns, ifname)?;
+            let got: Vec<u64> = (0..n)
+                .map(|q| {
+                    let at = |v: &[u64]| v.get(q).copied().unwrap_or(0);
+                    at(&now).saturating_sub(at(&start))
+                })
+                .collect();
+            if got.iter().all(|&p| p >= QUEUE_LIVE) {
+                progress(&format!(
+                    "  every generator sending: {} after {:.1} s",
+                    got.iter()
+                        .enumerate()
+                        .map(|(q, p)| format!("queue {q} {p}"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    t0.elapsed().as_secs_f64()
+                ));
+                return Ok(());
+            }
+            for (child, log) in gens.iter_mut() {
+                if let Ok(Some(st)) = child.try_wait() {
+                    return Err(format!(
+                        "{} exited ({st}): {}",
+                        g.name(),
+                        generator::tail(log, 3)
+                    ));
+                }
+            }
+            if t0.elapsed() > QUEUE_WAIT {
+                let q = got.iter().position(|&p| p < QUEUE_LIVE).unwrap_or(0);
+                return Err(format!(
+                    "{ifname}'s rx queue {q} took {} packets in {} s (generator on CPU {}): \
+                     its worker would have nothing to forward",
+                    got[q],
+                    QUEUE_WAIT.as_secs(),
+                    path.gen_cpus.get(q).copied().unwrap_or(q)
+                ));
+            }
+            if !sh::sleep(Duration::from_millis(100)) {
+                return Err("interrupted".to_string());
+            }
+        }
+    }
+
+    /// `swin`'s per-queue packet counters where `n` generators feed its queues, else None.
+    fn swin_queues(&self, n: usize, path: &Path3) -> Option<Vec<u64>> {
+        (n > 1 && path.gen_if == topo::GEN_IF)
+            .then(|| {
+                self.topo
+                    .rx_queue_packets(&self.topo.sw, topo::SWIN_IF)
+                    .ok()
+            })
+            .flatten()
+    }
+
     /// One generator process per CPU of `path.gen_cpus`, each with its share of the
     /// sources and of the rate, running long enough for the warm-up and every window.
     fn start_generators(
@@ -207,7 +290,10 @@ impl Lab {
         g: &Generator,
         path: &Path3,
     ) -> Result<Vec<Running>, String> {
-        let total = self.cfg.warmup + self.cfg.runs as f64 * (self.cfg.duration + 1.0) + 10.0;
+        let total = self.cfg.warmup
+            + self.cfg.runs as f64 * (self.cfg.duration + 1.0)
+            + 10.0
+            + QUEUE_WAIT.as_secs_f64();
         let n = path.gen_cpus.len() as u32;
         let mut gens = Vec::new();
         for (k, &cpu) in path.gen_cpus.iter().enumerate() {
@@ -265,7 +351,16 @@ impl Lab {
                 s.check()?;
                 s.before_window(&self.ctx());
             }
+            let queues0 = self.swin_queues(gens.len(), path);
             let mut sample = self.window(path)?;
+            sample.queue_packets = queues0
+                .zip(self.swin_queues(gens.len(), path))
+                .map(|(a, b)| {
+                    b.iter()
+                        .zip(a.iter().chain(std::iter::repeat(&0)))
+                        .map(|(b, a)| b.saturating_sub(*a))
+                        .collect()
+                });
             if let Some(s) = switch.as_mut() {
                 if let Some(own) = s.after_window(&self.ctx()) {
                     sample.own_cycles_per_packet = own.cycles_per_packet;
@@ -353,19 +448,25 @@ fn stop_generators(gens: &mut [Running]) {
     }
 }
 
+/// `, <what> a / b` of per-worker or per-queue packet counts, or nothing.
+fn counts(what: &str, v: Option<&Vec<u64>>) -> String {
+    v.map_or(String::new(), |v| {
+        let v: Vec<String> = v.iter().map(|&n| report::thousands(n as f64)).collect();
+        format!(", {what} {}", v.join(" / "))
+    })
+}
+
 /// The progress line of window `run` of `runs`.
 fn window_line(run: usize, runs: usize, sample: &Sample, path: &Path3) -> String {
     format!(
-        "  run {run}/{runs}: {:.3} Mpps at the sink (offered {:.3}), {} cycles/pkt, cpu{} {:.0}% busy{}{}",
+        "  run {run}/{runs}: {:.3} Mpps at the sink (offered {:.3}), {} cycles/pkt, cpu{} {:.0}% busy{}{}{}",
         sample.mpps,
         sample.offered_mpps,
         sample.cycles_per_packet.map_or("-".into(), report::thousands),
         cpu_list(&path.cost_cpus),
         sample.cpu_busy_pct,
-        sample.worker_packets.as_ref().map_or(String::new(), |w| format!(
-            ", per worker {}",
-            w.iter().map(|&n| report::thousands(n as f64)).collect::<Vec<_>>().join(" / ")
-        )),
+        counts("per worker", sample.worker_packets.as_ref()),
+        counts("swin rx queues", sample.queue_packets.as_ref()),
         sample.prog_ns_per_run.map_or(String::new(), |ns| format!(
             ", {} {ns:.0} ns a run",
             sample.xdp_prog.as_deref().unwrap_or("XDP program")

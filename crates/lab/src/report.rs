@@ -38,6 +38,10 @@ pub struct Sample {
     /// Each worker's packets in the window (the multi-worker rows).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worker_packets: Option<Vec<u64>>,
+    /// Packets each of `swin`'s rx queues took in the window (the multi-worker rows): what
+    /// each worker was given, beside what it counted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue_packets: Option<Vec<u64>>,
     /// With `--prog-time`: the XDP program on the switch's ingress (`swin`) and the
     /// nanoseconds a run it took in the window, by the kernel's run-time statistics.
     #[serde(skip_serializing_if = "Option::is_none")]

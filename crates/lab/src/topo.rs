@@ -317,6 +317,14 @@ impl Topology {
             .map(|c| (c.rx_packets, c.tx_packets))
     }
 
+    /// Packets each rx queue of a veth has taken through its XDP path (`ethtool -S`'s
+    /// `rx_queue_<q>_xdp_packets`, which counts socket buffers and XDP frames alike while a
+    /// program is attached), by queue.
+    pub fn rx_queue_packets(&self, ns: &str, ifname: &str) -> Result<Vec<u64>, String> {
+        let out = sh::run(Some(ns), "ethtool", &["-S", ifname])?;
+        Ok(parse_rx_queue_packets(&out))
+    }
+
     /// The `stats64` packet and byte counters of an interface.
     pub fn link_stats(&self, ns: &str, ifname: &str) -> Result<LinkStats, String> {
         let out = sh::ip(&["-n", ns, "-s", "-j", "link", "show", "dev", ifname])?;
@@ -429,6 +437,28 @@ pub fn parse_link_stats(json: &str) -> Option<LinkStats> {
     })
 }
 
+/// `rx_queue_<q>_xdp_packets: N` lines of `ethtool -S` output, by queue (missing queues
+/// count 0).
+pub fn parse_rx_queue_packets(text: &str) -> Vec<u64> {
+    let mut v: Vec<u64> = Vec::new();
+    for line in text.lines() {
+        let Some((name, n)) = line.trim().split_once(':') else {
+            continue;
+        };
+        let q = name
+            .strip_prefix("rx_queue_")
+            .and_then(|r| r.strip_suffix("_xdp_packets"))
+            .and_then(|q| q.parse::<usize>().ok());
+        if let (Some(q), Ok(n)) = (q, n.trim().parse::<u64>()) {
+            if v.len() <= q {
+                v.resize(q + 1, 0);
+            }
+            v[q] = n;
+        }
+    }
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -451,6 +481,19 @@ mod tests {
         assert!(!json_has_native_xdp(skb));
         assert!(json_has_native_xdp(both));
         assert!(!json_has_native_xdp(r#"[{"ifname":"swin"}]"#));
+    }
+
+    #[test]
+    fn rx_queue_packets_from_ethtool() {
+        let out = "NIC statistics:\n     peer_ifindex: 7\n     rx_queue_0_xdp_packets: 1001\n     \
+                   rx_queue_0_xdp_bytes: 60060\n     rx_queue_1_xdp_packets: 25\n     \
+                   tx_queue_0_xdp_xmit: 0\n";
+        assert_eq!(parse_rx_queue_packets(out), vec![1001, 25]);
+        assert_eq!(
+            parse_rx_queue_packets("     rx_queue_1_xdp_packets: 3\n"),
+            vec![0, 3]
+        );
+        assert!(parse_rx_queue_packets("no statistics").is_empty());
     }
 
     #[test]

@@ -63,10 +63,14 @@ impl PcapSink {
     }
 }
 
-/// Where replayed frames come from: a classic pcap file is streamed; a pcapng file is read
-/// whole when opened (through the foundation's capture reader).
+/// Where replayed frames come from: a classic pcap file is streamed (`at`: the byte offset
+/// and number of the next record, for a warning if the file ends inside it); a pcapng file
+/// is read whole when opened (through the foundation's capture reader).
 enum RxSource {
-    Pcap(PcapReader<BufReader<File>>),
+    Pcap {
+        r: PcapReader<BufReader<File>>,
+        at: (usize, usize),
+    },
     Frames(std::vec::IntoIter<Vec<u8>>),
 }
 
@@ -79,15 +83,21 @@ pub struct PcapPort {
     rx_path: Option<PathBuf>,
     /// The rx file has been replayed to its end.
     rx_done: bool,
+    /// The warning for an rx file that ends inside a record (its complete records are
+    /// replayed; printed once, and kept for [`Port::info`]).
+    rx_cut: Option<String>,
     tx: Option<PcapSink>,
     stats: PortStats,
 }
 
 impl PcapPort {
     pub fn open(name: &str, rx: Option<&Path>, tx: Option<&Path>) -> io::Result<PcapPort> {
-        let reader = match rx {
-            Some(path) => Some(open_reader(path)?),
-            None => None,
+        let (reader, rx_cut) = match rx {
+            Some(path) => {
+                let (r, cut) = open_reader(path)?;
+                (Some(r), cut)
+            }
+            None => (None, None),
         };
         let tx = match tx {
             Some(path) => Some(PcapSink::create(path, 1 << 16)?),
@@ -97,10 +107,21 @@ impl PcapPort {
             name: name.into(),
             rx_done: reader.is_none(),
             rx: reader,
+            rx_cut: None,
             rx_path: rx.map(Path::to_path_buf),
             tx,
             stats: PortStats::default(),
-        })
+        }
+        .cut_short(rx_cut))
+    }
+
+    /// Note (and say once, on stderr) that the rx file ends inside a record.
+    fn cut_short(mut self, why: Option<String>) -> PcapPort {
+        if let Some(w) = why {
+            eprintln!("flowpath: pcap port '{}': warning: {w}", self.name);
+            self.rx_cut = Some(w);
+        }
+        self
     }
 
     /// Whether every frame of the rx file has been delivered (true without an rx file).
@@ -109,14 +130,15 @@ impl PcapPort {
     }
 }
 
-fn open_reader(path: &Path) -> io::Result<RxSource> {
+fn open_reader(path: &Path) -> io::Result<(RxSource, Option<String>)> {
     let ctx = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
     let mut f = File::open(path).map_err(ctx)?;
     let mut magic = [0u8; 4];
     let got = f.read(&mut magic).map_err(ctx)?;
     if got == 4 && is_pcapng(&magic) {
         let cap = flowpath_base::capture::read_capture_file(path).map_err(ctx)?;
-        return Ok(RxSource::Frames(cap.frames.into_iter()));
+        let cut = cap.warning().map(|w| format!("{}: {w}", path.display()));
+        return Ok((RxSource::Frames(cap.frames.into_iter()), cut));
     }
     drop(f);
     let f = File::open(path).map_err(ctx)?;
@@ -131,7 +153,7 @@ fn open_reader(path: &Path) -> io::Result<RxSource> {
             ),
         ));
     }
-    Ok(RxSource::Pcap(r))
+    Ok((RxSource::Pcap { r, at: (24, 1) }, None))
 }
 
 impl Port for PcapPort {
@@ -160,14 +182,32 @@ impl Port for PcapPort {
                     }
                 }
             }
-            RxSource::Pcap(r) => {
+            RxSource::Pcap { r, at } => {
                 while batch.room() > 0 {
                     match r.next_packet() {
                         None => {
                             self.rx_done = true;
                             break;
                         }
+                        Some(Err(PcapError::IoError(e)))
+                            if e.kind() == io::ErrorKind::UnexpectedEof =>
+                        {
+                            // The file ends inside a record: what came before is replayed.
+                            self.rx_done = true;
+                            let path = self.rx_path.as_deref().unwrap_or(Path::new("?"));
+                            let w = format!(
+                                "{}: cut short: the file ends inside record {} at byte {}; the {} complete packet(s) before it are replayed",
+                                path.display(),
+                                at.1,
+                                at.0,
+                                at.1 - 1
+                            );
+                            eprintln!("flowpath: pcap port '{}': warning: {w}", self.name);
+                            self.rx_cut = Some(w);
+                            break;
+                        }
                         Some(Ok(p)) => {
+                            *at = (at.0 + 16 + p.data.len(), at.1 + 1);
                             if batch.push(&p.data) {
                                 self.stats.rx_packets += 1;
                                 self.stats.rx_bytes += p.data.len() as u64;
@@ -235,10 +275,10 @@ impl Port for PcapPort {
             detail: format!(
                 "rx {}{}, tx {}",
                 show(&self.rx_path),
-                if self.rx_done && self.rx_path.is_some() {
-                    " (replayed)"
-                } else {
-                    ""
+                match (&self.rx_cut, self.rx_done && self.rx_path.is_some()) {
+                    (Some(_), true) => " (replayed, cut short)",
+                    (None, true) => " (replayed)",
+                    _ => "",
                 },
                 show(&self.tx.as_ref().map(|t| t.path().to_path_buf()))
             ),

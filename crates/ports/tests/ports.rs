@@ -173,6 +173,37 @@ fn pcap_port_replays_and_writes() {
     assert_eq!(port.stats().tx_dropped, 1);
 }
 
+/// An rx file cut short (inside a record header, inside packet data) replays its complete
+/// packets, then ends without failing the port; its info says it was cut short.
+#[test]
+fn pcap_port_replays_a_capture_cut_short() {
+    let dir = TempDir::new("pcap-cut");
+    let whole = dir.path("whole.pcap");
+    let mut src = InMemorySource::udp4_flows(5, 100);
+    flowpath_gen::write_pcap_file(&whole, &mut src, 10).unwrap();
+    let bytes = std::fs::read(&whole).unwrap();
+    let want = read_pcap(&whole);
+    let record = (bytes.len() - 24) / 10;
+    for (name, cut) in [
+        ("in-header", 24 + 3 * record + 5),
+        ("in-data", 24 + 7 * record + 40),
+    ] {
+        let path = dir.path(&format!("{name}.pcap"));
+        std::fs::write(&path, &bytes[..cut]).unwrap();
+        let n = (cut - 24) / record;
+        let mut port = PcapPort::open("p", Some(&path), None).unwrap();
+        let got = drain(&mut port, usize::MAX, 3);
+        assert_eq!(got[..], want[..n], "{name}: the complete packets");
+        assert!(port.rx_done());
+        assert_eq!(port.stats().errors, 0, "{name}");
+        assert!(
+            port.info().detail.contains("cut short"),
+            "{}",
+            port.info().detail
+        );
+    }
+}
+
 #[test]
 fn pcap_port_refuses_other_link_types_naming_the_file() {
     use pcap_file::pcap::{PcapHeader, PcapWriter};

@@ -151,6 +151,16 @@ pub struct WorkerSection {
     pub core: Option<usize>,
 }
 
+/// A parser's message, which quotes the offending line under its own: each line with its
+/// control characters escaped (a NUL in the file shows as `\0`), the lines kept.
+fn shown_lines(m: &str) -> String {
+    let lines: Vec<String> = m
+        .lines()
+        .map(flowpath_base::text::escape_controls)
+        .collect();
+    lines.join("\n")
+}
+
 impl DaemonConfig {
     /// Read and check a config file; errors name the file and the field.
     pub fn load(path: &Path) -> Result<DaemonConfig, String> {
@@ -162,8 +172,9 @@ impl DaemonConfig {
     /// Parse and check config text.
     pub fn parse(text: &str) -> Result<DaemonConfig, String> {
         let cfg: DaemonConfig =
-            toml::from_str(text).map_err(|e| e.to_string().trim().to_string())?;
-        cfg.validate()?;
+            toml::from_str(text).map_err(|e| shown_lines(e.to_string().trim()))?;
+        // The checks quote names and addresses from the file.
+        cfg.validate().map_err(|e| shown_lines(&e))?;
         Ok(cfg)
     }
 

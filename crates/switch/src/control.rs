@@ -98,15 +98,11 @@ pub struct Response {
 }
 
 impl Response {
-    /// A refusal. The message is kept to one line: a quote of the request that spans a
-    /// newline (a flow with an unclosed `(` runs on) shows it as `\n` (found by fuzzing).
+    /// A refusal. The message is kept to one printable line: control characters a quote of
+    /// the request holds show escaped (`\n`, `\0`, `\u{1b}`; a flow with an unclosed `(`
+    /// runs on past a newline, found by fuzzing).
     pub fn error(e: impl Into<String>) -> Response {
-        let e: String = e.into();
-        let e = if e.contains(['\n', '\r']) {
-            e.replace('\r', "\\r").replace('\n', "\\n")
-        } else {
-            e
-        };
+        let e = flowpath_base::text::escape_controls(&e.into());
         Response {
             error: Some(e),
             ..Response::default()

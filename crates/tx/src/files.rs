@@ -2,21 +2,23 @@
 //! what a capture holds, or a capture looped into packets with churn; each job returns
 //! the text to print.
 
-use flowpath_gen::pcap::{self, Capture, Summary};
+use flowpath_gen::pcap::{self, Capture, Pace, Summary};
 use flowpath_gen::{CaptureReplay, Churn, InMemorySource, TrafficSpec};
 
 use crate::report::{self, Verb};
 use crate::Failure;
 
-/// Generate `packets` packets of `spec` into the pcap file `out` (or only count them).
+/// Generate `packets` packets of `spec` into the pcap file `out` (or only count them),
+/// their timestamps as `pace` says.
 pub fn generate(
     spec: &TrafficSpec,
     packets: u64,
     out: Option<&str>,
+    pace: Pace,
     json: bool,
 ) -> Result<String, Failure> {
     let mut src = spec.source().map_err(Failure::Spec)?;
-    let summary = write(out, &mut src, packets)?;
+    let summary = write(out, &mut src, packets, pace)?;
     if json {
         let v = serde_json::json!({ "spec": spec, "summary": summary, "out": out });
         return Ok(report::json(&v));
@@ -30,6 +32,8 @@ pub struct Looped {
     pub packets: u64,
     pub churn: Churn,
     pub seed: u64,
+    /// The written packets' timestamps.
+    pub pace: Pace,
 }
 
 /// Report what the capture `cap` (read from `path`) holds, or with `looped` loop it into
@@ -51,7 +55,7 @@ pub fn replay(
                 .with_seed(l.seed);
             l.churn.apply_to(&mut src);
             head += &format!(", looped into {}", l.packets);
-            (write(out, &mut src, l.packets)?, Verb::of(out))
+            (write(out, &mut src, l.packets, l.pace)?, Verb::of(out))
         }
         None => (cap.summary(), Verb::Holds),
     };
@@ -64,11 +68,15 @@ pub fn replay(
 }
 
 /// Write `n` packets of `src` to the pcap file `out`, or only count them.
-fn write(out: Option<&str>, src: &mut InMemorySource, n: u64) -> Result<Summary, Failure> {
+fn write(
+    out: Option<&str>,
+    src: &mut InMemorySource,
+    n: u64,
+    pace: Pace,
+) -> Result<Summary, Failure> {
     match out {
-        Some(path) => {
-            pcap::write_pcap_file(path, src, n).map_err(|e| Failure::Out(format!("{path}: {e}")))
-        }
+        Some(path) => pcap::write_pcap_file_paced(path, src, n, pace)
+            .map_err(|e| Failure::Out(format!("{path}: {e}"))),
         None => pcap::write_pcap(std::io::sink(), src, n).map_err(|e| Failure::Out(e.to_string())),
     }
 }

@@ -7,10 +7,10 @@
 //! reads, the bound a ratio between the builds has to clear.
 
 use crate::runner::Case;
+use flowpath_base::progress;
 use flowpath_base::{median, Summary};
 use std::ffi::OsString;
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::Path;
 use std::process::Command;
 
@@ -123,12 +123,7 @@ pub fn run(
         for turn in 0..2 + usize::from(noise) {
             let this_turn = turn == 2 || (round + turn) % 2 == 0;
             let bin = if this_turn { &this } else { other };
-            eprint!(
-                "\rround {}/{rounds}: {:<50}",
-                round + 1,
-                bin.display().to_string()
-            );
-            let _ = std::io::stderr().flush();
+            progress::line(&format!("round {}/{rounds}: {}", round + 1, bin.display()));
             let got = run_binary(bin, &fwd)?;
             for p in paired.iter_mut() {
                 let c = got
@@ -145,7 +140,7 @@ pub fn run(
             }
         }
     }
-    eprintln!("\r{:70}\r", "");
+    progress::clear();
     Ok(paired)
 }
 

@@ -8,9 +8,9 @@ pub mod processes;
 use crate::attack::{self, run_attack, Attack, AttackConfig, AttackResult};
 use crate::runner::{measure_first_flood, measure_rule_change, run_case, BenchConfig, Case};
 use crate::{classifier, report, CaseResult, Machine};
+use flowpath_base::progress;
 use flowpath_datapath::DatapathConfig;
 use flowpath_pipeline::{Backend, RuleSpec};
-use std::io::Write;
 use std::path::PathBuf;
 
 /// `flowpath bench`'s options (its flags, parsed).
@@ -100,7 +100,7 @@ pub fn run(
     };
     let attack_results = run_attacks(o, &attacks, rules, cases.len());
     let extras = extras(o, &cfg, replace);
-    eprintln!("\r{:60}\r", "");
+    progress::clear();
     if o.json {
         println!("{}", report::json(&results, &attack_results, &machine));
     } else if o.markdown {
@@ -196,13 +196,12 @@ fn in_process(cases: &[Case], cfg: &BenchConfig) -> Vec<CaseResult> {
         .map(|(i, case)| {
             let name = case.name();
             let progress = |run, runs| {
-                eprint!(
-                    "\r[{}/{}] {:<17} run {run}/{runs}   ",
+                progress::line(&format!(
+                    "[{}/{}] {:<17} run {run}/{runs}",
                     i + 1,
                     cases.len(),
                     name
-                );
-                let _ = std::io::stderr().flush();
+                ));
             };
             match case {
                 Case::Ct(c) => crate::ct::run(*c, cfg, progress),
@@ -239,13 +238,12 @@ fn run_attacks(
             ..acfg.clone()
         };
         let r = run_attack(*a, &acfg, |step, steps| {
-            eprint!(
-                "\r[{}/{}] {:<17} step {step}/{steps}   ",
+            progress::line(&format!(
+                "[{}/{}] {:<17} step {step}/{steps}",
                 before + j + 1,
                 total,
                 a.name()
-            );
-            let _ = std::io::stderr().flush();
+            ));
         });
         results.push(r);
     }
@@ -263,15 +261,15 @@ fn extras(
         return out;
     }
     if o.rule_change {
-        eprint!("\rmeasuring a rule change (revalidate vs flush)...");
+        progress::line("measuring a rule change (revalidate vs flush)...");
         out.push(report::rule_change(&measure_rule_change(cfg)));
     }
     if let Some(flows) = o.first_flood {
-        eprint!("\rtiming a fresh datapath's first flood...        ");
+        progress::line("timing a fresh datapath's first flood...");
         out.push(report::first_flood(&measure_first_flood(cfg, flows)));
     }
     if let Some(n) = o.replace.filter(|&n| n > 0) {
-        eprint!("\rtiming replace of {n} flows...                ");
+        progress::line(&format!("timing replace of {n} flows..."));
         out.push(replace(n, o.runs.max(1)));
     }
     out

@@ -5,8 +5,8 @@
 
 use super::against::{child_rows, forwarded_args};
 use crate::runner::{pool, Case, CaseResult};
+use flowpath_base::progress;
 use std::ffi::OsString;
-use std::io::Write as _;
 
 /// `runs` child processes of this binary, each running every case in `cases` once; one
 /// pooled result per case, in `cases`' order.
@@ -17,8 +17,7 @@ pub fn run(cases: &[Case], runs: usize) -> Result<Vec<CaseResult>, String> {
     let this = std::env::current_exe().map_err(|e| format!("this binary's path: {e}"))?;
     let mut parts: Vec<Vec<CaseResult>> = vec![Vec::new(); names.len()];
     for run in 0..runs {
-        eprint!("\rrun {}/{runs} (a process each) ", run + 1);
-        let _ = std::io::stderr().flush();
+        progress::line(&format!("run {}/{runs} (a process each)", run + 1));
         for row in child_rows(&this, &fwd)? {
             let r: CaseResult = serde_json::from_value(row)
                 .map_err(|e| format!("a child's row is not a cost case's result ({e})"))?;

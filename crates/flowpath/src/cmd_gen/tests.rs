@@ -51,6 +51,7 @@ const BAD: &[&str] = &[
     "--replay x.pcap !--flows 3",
     "--out /nonexistent-dir/x.pcap",
     "--rate 1M",
+    "--out /tmp/never-written.pcap !--rate 0",
     "--duration 3",
     "--tx lo !--rate fast",
     "--tx lo !--rate 0",

@@ -4,7 +4,7 @@
 //! `exec(set_field:V[/M]->ct_mark|ct_label, load:V->FIELD[..])`. `alg=` is refused.
 
 use super::ctx::{Arg, Ctx};
-use crate::error::SyntaxError;
+use crate::error::{shown, SyntaxError};
 use crate::lex::{Delim, Key, Lexer};
 use crate::names::{is_any_register, SUBFIELDS};
 use crate::value::{parse_max, parse_u128};
@@ -85,6 +85,7 @@ impl<'a> Ctx<'a> {
                 }
                 "alg" => return Err(self.unsupported(ik, "alg (a connection-tracking helper)")),
                 other => {
+                    let other = shown(other);
                     return Err(self.err(ik.at, |c| {
                         format!("invalid argument '{other}' to ct at column {c} (ct takes commit, force, table, zone, nat, exec)")
                     }))
@@ -214,7 +215,11 @@ impl<'a> Ctx<'a> {
             let xk = &x.key;
             match xk.name {
                 "src" | "dst" => {
-                    let kind = if xk.name == "src" { NatKind::Src } else { NatKind::Dst };
+                    let kind = if xk.name == "src" {
+                        NatKind::Src
+                    } else {
+                        NatKind::Dst
+                    };
                     if n.kind.is_some_and(|k| k != kind) {
                         return Err(self.err(xk.at, |c| {
                             format!("nat at column {c} may have only one of src and dst")
@@ -237,9 +242,10 @@ impl<'a> Ctx<'a> {
                     }
                 }
                 other => {
+                    let other = shown(other);
                     return Err(self.err(xk.at, |c| {
                         format!("invalid argument '{other}' to nat at column {c} (nat takes src, dst, persistent, hash, random)")
-                    }))
+                    }));
                 }
             }
         }
@@ -273,6 +279,7 @@ impl<'a> Ctx<'a> {
             _ => false,
         };
         if !ok_addrs || ports.is_some_and(|(lo, hi)| lo == 0 || lo > hi) {
+            let v = shown(v);
             return Err(self.err(k.at, |c| {
                 format!("bad nat range '{v}' at column {c}: addresses of one family, low to high, and ports 1..65535 low to high")
             }));
@@ -355,6 +362,7 @@ impl<'a> Ctx<'a> {
             Some(m) => parse_u128(m).filter(|&n| fits(n) && n != 0),
         };
         let (Some(value), Some(mask)) = (value, mask) else {
+            let val = shown(val);
             return Err(self.err(k.at, |c| {
                 format!(
                     "bad value '{val}' for {} to {target} at column {c}: expected {what}",

@@ -1,7 +1,7 @@
 //! What every action's parser uses: the argument after an action word, and the error
 //! messages and value readers of [`Ctx`], which knows the flow's text for columns.
 
-use crate::error::{err_at, SyntaxError};
+use crate::error::{err_at, shown, SyntaxError};
 use crate::lex::{Delim, Key, Lexer};
 use crate::value::parse_max;
 
@@ -25,6 +25,7 @@ impl Ctx<'_> {
     }
 
     pub(super) fn bad(&self, k: &Key, v: &str, what: &str) -> SyntaxError {
+        let v = shown(v);
         self.err(k.at, |c| {
             format!(
                 "bad value '{v}' for {} at column {c}: expected {what}",

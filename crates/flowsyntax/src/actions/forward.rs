@@ -3,7 +3,7 @@
 
 use super::ctx::{Arg, Ctx};
 use super::words::A;
-use crate::error::SyntaxError;
+use crate::error::{shown, SyntaxError};
 use crate::lex::Key;
 use crate::value::parse_max;
 use flowpath_packet::Action;
@@ -31,6 +31,7 @@ impl Ctx<'_> {
             }
         }
         if UNSUPPORTED_PORTS.iter().any(|p| p.eq_ignore_ascii_case(v)) {
+            let v = shown(v);
             return Err(self.err(k.at, |c| {
                 format!(
                     "port '{v}' for {} at column {c} is not supported by flowpath (use a port number, in_port, controller, normal, flood or all)",
@@ -75,6 +76,7 @@ impl Ctx<'_> {
                             }))
                         }
                         n => {
+                            let n = shown(n);
                             return Err(self.err(ik.at, |c| {
                                 format!("unknown controller option '{n}' at column {c} (flowpath supports max_len)")
                             }))
@@ -102,6 +104,7 @@ impl Ctx<'_> {
                             }))
                         }
                         n => {
+                            let n = shown(n);
                             return Err(self.err(ik.at, |c| {
                                 format!("unknown output option '{n}' at column {c} (expected port=N)")
                             }))

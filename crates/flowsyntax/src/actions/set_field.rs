@@ -3,7 +3,7 @@
 
 use super::ctx::Ctx;
 use super::rewrite::{TOS_WHAT, TUN_WHAT};
-use crate::error::{did_you_mean, SyntaxError};
+use crate::error::{did_you_mean, shown, SyntaxError};
 use crate::lex::Key;
 use crate::names;
 use crate::value::{parse_ipv4, parse_ipv6, parse_mac, parse_max};
@@ -74,6 +74,7 @@ impl Ctx<'_> {
             }));
         }
         let bad = |what: &str| {
+            let (val, target) = (shown(val), shown(target));
             self.err(k.at, |c| {
                 format!(
                     "bad value '{val}' for set_field to {target} at column {c}: expected {what}"
@@ -98,6 +99,7 @@ impl Ctx<'_> {
         }
         let cands: Vec<&str> = TARGETS.iter().map(|&(n, _)| n).collect();
         let hint = did_you_mean(target, &cands);
+        let target = shown(target);
         Err(self.err(k.at, |c| {
             format!("unknown field '{target}' in set_field at column {c}{hint}")
         }))

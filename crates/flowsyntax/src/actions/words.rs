@@ -2,7 +2,7 @@
 //! does not run; [`Ctx::lookup`] tells which a word is, with a suggestion for a typo.
 
 use super::ctx::Ctx;
-use crate::error::{did_you_mean, SyntaxError};
+use crate::error::{did_you_mean, shown, SyntaxError};
 use crate::lex::Key;
 
 /// An action word flowpath runs (several words may name one).
@@ -140,8 +140,9 @@ impl Ctx<'_> {
         let mut cands: Vec<&str> = ACTIONS.iter().map(|&(n, _)| n).collect();
         cands.extend(UNSUPPORTED.iter().copied());
         let hint = did_you_mean(k.name, &cands);
+        let name = shown(k.name);
         Err(self.err(k.at, |c| {
-            format!("unknown action '{}' at column {c}{hint}", k.name)
+            format!("unknown action '{name}' at column {c}{hint}")
         }))
     }
 }

@@ -14,7 +14,7 @@ mod values;
 use values::{parse_tcp_flags, split_mask};
 
 use crate::actions::{parse_actions, ActionsOut, MAX_COLS};
-use crate::error::{column, did_you_mean, err_at, FileError, SyntaxError};
+use crate::error::{column, did_you_mean, err_at, shown, FileError, SyntaxError};
 use crate::lex::{Delim, Key, Lexer};
 use crate::names::{self, F, FRAG_NAMES, TCP_FLAG_NAMES};
 use crate::value::{
@@ -293,9 +293,9 @@ impl<'a> Parser<'a> {
         let bit = 1u64 << s;
         if self.used & bit != 0 {
             let prev = self.recs[s];
-            let prev_name = &self.text[prev.at..prev.end];
+            let prev_name = shown(&self.text[prev.at..prev.end]);
             let pcol = column(self.text, prev.at);
-            let name = &self.text[at..end];
+            let name = shown(&self.text[at..end]);
             return Err(self.err(at, |c| {
                 format!(
                     "duplicate field '{name}' at column {c}: already set by '{prev_name}' at column {pcol}"
@@ -339,7 +339,7 @@ impl<'a> Parser<'a> {
                 _ => slot::VID1,
             };
             let prev = self.recs[other];
-            let prev_text = &self.text[prev.at..prev.end];
+            let prev_text = shown(&self.text[prev.at..prev.end]);
             let pcol = column(self.text, prev.at);
             return Err(self.err(k.at, |c| {
                 format!(

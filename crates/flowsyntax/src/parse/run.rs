@@ -264,6 +264,7 @@ impl<'a> Parser<'a> {
         let mut cands = names::match_part_names();
         cands.extend(names::UNSUPPORTED_FIELDS.iter().copied());
         let hint = did_you_mean(name, &cands);
+        let name = shown(name);
         self.err(k.at, |c| {
             format!("unknown field '{name}' at column {c}{hint}")
         })

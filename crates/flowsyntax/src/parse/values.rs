@@ -57,6 +57,7 @@ pub(super) fn parse_tcp_flags(s: &str) -> Option<(u128, u128)> {
 
 impl<'a> Parser<'a> {
     pub(super) fn bad_value(&self, k: &Key, v: &str, expected: &str) -> SyntaxError {
+        let v = shown(v);
         self.err(k.at, |c| {
             format!(
                 "bad value '{v}' for {} at column {c}: expected {expected}",
@@ -66,6 +67,7 @@ impl<'a> Parser<'a> {
     }
 
     pub(super) fn bad_mask(&self, k: &Key, m: &str, expected: &str) -> SyntaxError {
+        let m = shown(m);
         self.err(k.at, |c| {
             format!(
                 "bad mask '{m}' for {} at column {c}: expected {expected}",
@@ -83,6 +85,7 @@ impl<'a> Parser<'a> {
         expected: &str,
     ) -> Result<u128, SyntaxError> {
         if v.contains('/') {
+            let v = shown(v);
             return Err(self.err(k.at, |c| {
                 format!(
                     "bad value '{v}' for {} at column {c}: {} takes no mask",
