@@ -9,7 +9,7 @@ use ct_common::*;
 use flowpath_datapath::{DatapathDrop, MAX_PASSES};
 use flowpath_packet::ct::state::{NEW, TRACKED};
 use flowpath_packet::{Action, Field};
-use flowpath_pipeline::{Change, RuleSpec};
+use flowpath_pipeline::RuleSpec;
 
 /// The security group with its tracked rules in `target`: the first packet is forwarded
 /// and committed, replies are `+est` and forwarded back, a packet from port 2 that starts
@@ -248,15 +248,7 @@ fn revalidation_keeps_recirculated_megaflows_and_follows_their_rules() {
         "an unrelated rule keeps them all"
     );
     // Established from port 2 now dropped: the rule that forwarded it goes.
-    let est2 =
-        ct_state(TRACKED | flowpath_packet::ct::state::ESTABLISHED, 0).exact(Field::InPort, 2);
-    store
-        .apply(vec![Change::DeleteStrict {
-            table: 0,
-            priority: 90,
-            matches: est2,
-        }])
-        .unwrap();
+    delete_established_from_2(&store, 0);
     dp.sync_rules();
     assert_eq!(send1(&mut dp, 2, &b_a), vec![]);
     assert_eq!(send1(&mut dp, 1, &a_b), vec![(2, a_b)]);

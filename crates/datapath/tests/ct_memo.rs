@@ -5,9 +5,6 @@
 mod ct_common;
 
 use ct_common::*;
-use flowpath_packet::ct::state::{ESTABLISHED, TRACKED};
-use flowpath_packet::Field;
-use flowpath_pipeline::Change;
 
 const SYN: u8 = 0x02;
 const ACK: u8 = 0x10;
@@ -63,14 +60,7 @@ fn a_rule_change_is_followed_at_once() {
     let (out, back) = open_udp(&mut dp, 4);
     send(&mut dp, 2, &back);
     assert_eq!(send(&mut dp, 2, &back).len(), 4);
-    let est2 = ct_state(TRACKED | ESTABLISHED, 0).exact(Field::InPort, 2);
-    store
-        .apply(vec![Change::DeleteStrict {
-            table: 0,
-            priority: 90,
-            matches: est2,
-        }])
-        .unwrap();
+    delete_established_from_2(&store, 0);
     dp.sync_rules();
     assert_eq!(
         send(&mut dp, 2, &back),

@@ -246,15 +246,7 @@ impl Lab {
                 ));
                 return Ok(());
             }
-            for (child, log) in gens.iter_mut() {
-                if let Ok(Some(st)) = child.try_wait() {
-                    return Err(format!(
-                        "{} exited ({st}): {}",
-                        g.name(),
-                        generator::tail(log, 3)
-                    ));
-                }
-            }
+            generators_running(g, gens)?;
             if t0.elapsed() > QUEUE_WAIT {
                 let q = got.iter().position(|&p| p < QUEUE_LIVE).unwrap_or(0);
                 return Err(format!(
@@ -338,15 +330,7 @@ impl Lab {
             return Err("interrupted".to_string());
         }
         for run in 0..self.cfg.runs {
-            for (child, log) in gens.iter_mut() {
-                if let Ok(Some(st)) = child.try_wait() {
-                    return Err(format!(
-                        "{} exited ({st}): {}",
-                        g.name(),
-                        generator::tail(log, 3)
-                    ));
-                }
-            }
+            generators_running(g, gens)?;
             if let Some(s) = switch.as_mut() {
                 s.check()?;
                 s.before_window(&self.ctx());
@@ -440,6 +424,20 @@ impl Lab {
 
 /// A generator process and its log.
 type Running = (Child, PathBuf);
+
+/// An error naming the first of `gens` that has exited, with its log's last lines.
+fn generators_running(g: &Generator, gens: &mut [Running]) -> Result<(), String> {
+    for (child, log) in gens.iter_mut() {
+        if let Ok(Some(st)) = child.try_wait() {
+            return Err(format!(
+                "{} exited ({st}): {}",
+                g.name(),
+                generator::tail(log, 3)
+            ));
+        }
+    }
+    Ok(())
+}
 
 /// Stop every generator (SIGINT, then SIGKILL after 3 s).
 fn stop_generators(gens: &mut [Running]) {

@@ -7,7 +7,7 @@
 use super::{Datapath, UNCACHED};
 use crate::actions::no_output_drop;
 use crate::ct_memo::MemoSeed;
-use crate::recirc::{count_new, inert};
+use crate::recirc::{count_new, inert, Src};
 use crate::sink::OutputSink;
 use flowpath_base::BATCH;
 use flowpath_conntrack::{CtConfig, Tracker};
@@ -20,7 +20,7 @@ use std::sync::Arc;
 /// actions after it that neither send nor change the packet, and a spec that only looks
 /// the connection up.
 #[inline]
-pub(super) fn memo_ct(actions: &[Action]) -> Option<CtId> {
+fn memo_ct(actions: &[Action]) -> Option<CtId> {
     let [Action::Ct(id), rest @ ..] = actions else {
         return None;
     };
@@ -43,8 +43,34 @@ impl Datapath {
     /// Whether this pass's packets may use the memo: a received batch's first pass, with
     /// the EMC on (the memo is indexed by its hash) and no tunnel ports.
     #[inline(always)]
-    pub(super) fn memo_usable(&self) -> bool {
+    fn memo_usable(&self) -> bool {
         self.cfg.emc && self.cfg.tunnels.is_none() && self.recirc.in_place && self.recirc.pass == 1
+    }
+
+    /// A first pass that only looks its connection up: the memo may answer the next
+    /// ([`Datapath::ct_first`]). True when the packet was handled so.
+    #[inline(always)]
+    pub(super) fn ct_first_if_memo<S: OutputSink>(
+        &mut self,
+        in_port: u32,
+        pkt: &mut Packet<'_>,
+        i: usize,
+        src: Src,
+        counted: bool,
+        sink: &mut S,
+    ) -> bool {
+        let slot = self.scratch.slots[i];
+        if slot == UNCACHED || src != Src::Batch(i as u8) || !self.memo_usable() {
+            return false;
+        }
+        let Some(id) = memo_ct(self.megaflows.entry(slot).actions()) else {
+            return false;
+        };
+        if !counted {
+            self.megaflows.hit(slot, pkt.len() as u64);
+        }
+        self.ct_first(in_port, pkt, i, id, sink);
+        true
     }
 
     /// Run `ct(id)` (see [`memo_ct`]) for packet `i` of the received batch: track it, then

@@ -2,7 +2,6 @@
 //! actions, over any set of frames ([`Frames`]): a received batch, or a recirculated pass's
 //! packets gathered from it and from the copies forks made (see `recirculate.rs`).
 
-use super::ct_first::memo_ct;
 use super::{Datapath, UNCACHED};
 use crate::actions::{execute, Ctx};
 use crate::recirc::{CtRun, Src};
@@ -206,34 +205,6 @@ impl Datapath {
             sink,
             &mut self.stats,
         );
-    }
-}
-
-impl Datapath {
-    /// A first pass that only looks its connection up: the memo may answer the next
-    /// ([`Datapath::ct_first`]). True when the packet was handled so.
-    #[inline(always)]
-    fn ct_first_if_memo<S: OutputSink>(
-        &mut self,
-        in_port: u32,
-        pkt: &mut Packet<'_>,
-        i: usize,
-        src: Src,
-        counted: bool,
-        sink: &mut S,
-    ) -> bool {
-        let slot = self.scratch.slots[i];
-        if slot == UNCACHED || src != Src::Batch(i as u8) || !self.memo_usable() {
-            return false;
-        }
-        let Some(id) = memo_ct(self.megaflows.entry(slot).actions()) else {
-            return false;
-        };
-        if !counted {
-            self.megaflows.hit(slot, pkt.len() as u64);
-        }
-        self.ct_first(in_port, pkt, i, id, sink);
-        true
     }
 }
 

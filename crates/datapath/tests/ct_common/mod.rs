@@ -66,6 +66,19 @@ pub fn security_group(target: u8) -> Arc<RuleStore> {
     s
 }
 
+/// Delete [`security_group`]'s rule (in `table`) that forwards established traffic from
+/// port 2.
+pub fn delete_established_from_2(store: &RuleStore, table: u8) {
+    let est2 = ct_state(TRACKED | ESTABLISHED, 0).exact(Field::InPort, 2);
+    store
+        .apply(vec![flowpath_pipeline::Change::DeleteStrict {
+            table,
+            priority: 90,
+            matches: est2,
+        }])
+        .unwrap();
+}
+
 /// A datapath over `store` with every flow cached in the EMC and no miss budget (what it
 /// drops depends on timing).
 pub fn datapath(store: Arc<RuleStore>) -> Datapath {
